@@ -1,0 +1,106 @@
+// Blob: an N-d array with a value (data) and a gradient (diff), each in its own SyncedMemory.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/common.hpp"
+#include "strata/proto/strata.pb.h"
+#include "strata/syncedmem.hpp"
+
+namespace strata {
+
+constexpr int kMaxBlobAxes = 32;
+
+template <typename Dtype>
+class Blob {
+ public:
+  Blob() = default;
+  explicit Blob(const std::vector<int>& shape) { Reshape(shape); }
+  Blob(const Blob&) = delete;
+  Blob& operator=(const Blob&) = delete;
+
+  // Changes the shape; memory grows lazily (never shrinks) on the next access.
+  void Reshape(const std::vector<int>& shape);
+  void Reshape(const BlobShape& shape);
+  void ReshapeLike(const Blob& other) { Reshape(other.shape()); }
+
+  const std::vector<int>& shape() const { return shape_; }
+  // Shape along `index`; negative indices count from the end.
+  int shape(int index) const { return shape_[CanonicalAxisIndex(index)]; }
+  int num_axes() const { return static_cast<int>(shape_.size()); }
+  int count() const { return count_; }
+  // Product of dimensions in [start_axis, end_axis).
+  int count(int start_axis, int end_axis) const;
+  int count(int start_axis) const { return count(start_axis, num_axes()); }
+  int CanonicalAxisIndex(int axis_index) const;
+  std::string shape_string() const;
+
+  // Legacy 4-D accessors (axes beyond the shape read as 1).
+  int num() const { return LegacyShape(0); }
+  int channels() const { return LegacyShape(1); }
+  int height() const { return LegacyShape(2); }
+  int width() const { return LegacyShape(3); }
+  int LegacyShape(int index) const;
+
+  int offset(int n, int c = 0, int h = 0, int w = 0) const;
+  int offset(const std::vector<int>& indices) const;
+
+  const Dtype* cpu_data() const;
+  const Dtype* cpu_diff() const;
+  Dtype* mutable_cpu_data();
+  Dtype* mutable_cpu_diff();
+  const Dtype* gpu_data() const;
+  const Dtype* gpu_diff() const;
+  Dtype* mutable_gpu_data();
+  Dtype* mutable_gpu_diff();
+  // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.
+  void set_cpu_data(Dtype* data);
+
+  Dtype data_at(int n, int c, int h, int w) const { return cpu_data()[offset(n, c, h, w)]; }
+  Dtype diff_at(int n, int c, int h, int w) const { return cpu_diff()[offset(n, c, h, w)]; }
+  Dtype data_at(const std::vector<int>& index) const { return cpu_data()[offset(index)]; }
+  Dtype diff_at(const std::vector<int>& index) const { return cpu_diff()[offset(index)]; }
+
+  const std::shared_ptr<SyncedMemory>& data() const { return data_; }
+  const std::shared_ptr<SyncedMemory>& diff() const { return diff_; }
+
+  // data -= diff (the plain gradient step, lr already folded into diff).
+  void Update();
+  Dtype asum_data() const;
+  Dtype asum_diff() const;
+  Dtype sumsq_data() const;
+  Dtype sumsq_diff() const;
+  void scale_data(Dtype factor);
+  void scale_diff(Dtype factor);
+
+  // Make this blob use `other`'s value or gradient memory (shapes must have equal counts).
+  void ShareData(const Blob& other);
+  void ShareDiff(const Blob& other);
+  // Copies values (or gradients) from `source`; reshapes this blob when `reshape` is true.
+  void CopyFrom(const Blob& source, bool copy_diff = false, bool reshape = false);
+
+  // Reads a BlobProto; the shapes must agree unless `reshape` is true.
+  void FromProto(const BlobProto& proto, bool reshape = true);
+  void ToProto(BlobProto* proto, bool write_diff = false) const;
+  bool ShapeEquals(const BlobProto& other) const;
+
+  // Which MemoryTracker category this blob's memory counts under (set before the first access).
+  void set_memory_category(MemoryCategory c);
+  MemoryCategory memory_category() const { return category_; }
+  // Drops the memory (both data and diff); it comes back zeroed on the next access.
+  void release_memory();
+  // Bytes currently held on the host by data and diff.
+  size_t resident_bytes() const;
+
+ private:
+  std::shared_ptr<SyncedMemory> data_;
+  std::shared_ptr<SyncedMemory> diff_;
+  std::vector<int> shape_;
+  int count_ = 0;
+  int capacity_ = 0;
+  MemoryCategory category_ = MemoryCategory::kOther;
+};
+
+}  // namespace strata

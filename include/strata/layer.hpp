@@ -1,0 +1,109 @@
+// The layer contract. A layer owns its parameters (blobs()), sets up and reshapes its outputs from its
+// inputs, and computes Forward (bottom -> top) and Backward (top diff -> bottom diff and parameter diffs).
+// CPU and GPU variants sit side by side; a layer without a GPU variant runs its CPU code.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/common.hpp"
+#include "strata/math_functions.hpp"
+#include "strata/proto/strata.pb.h"
+
+namespace strata {
+
+template <typename Dtype>
+class Layer {
+ public:
+  using BlobVec = std::vector<Blob<Dtype>*>;
+
+  explicit Layer(const LayerParameter& param);
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // Checks blob counts, runs LayerSetUp and Reshape, and sets up loss weights. Called once by Net.
+  void SetUp(const BlobVec& bottom, const BlobVec& top);
+
+  // One-time setup: read parameters, create and fill learnable blobs.
+  virtual void LayerSetUp(const BlobVec& bottom, const BlobVec& top) {}
+  // Shapes the tops (and internal buffers) from the bottoms. Called before every Forward whose input shape
+  // may have changed.
+  virtual void Reshape(const BlobVec& bottom, const BlobVec& top) = 0;
+
+  // Computes the tops and returns this layer's weighted loss.
+  Dtype Forward(const BlobVec& bottom, const BlobVec& top);
+  // Computes the gradient for the bottoms whose propagate_down is true, and the parameter gradients
+  // (accumulated into their diff) for params whose param_propagate_down is true.
+  void Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+
+  std::vector<std::shared_ptr<Blob<Dtype>>>& blobs() { return blobs_; }
+  const LayerParameter& layer_param() const { return layer_param_; }
+  // Writes the layer's parameters (and their gradients when asked) into `param`.
+  virtual void ToProto(LayerParameter* param, bool write_diff = false);
+
+  Dtype loss(int top_index) const { return (loss_.size() > top_index) ? loss_[top_index] : Dtype(0); }
+  void set_loss(int top_index, Dtype value);
+
+  virtual const char* type() const { return ""; }
+
+  // Blob-count contracts, checked in SetUp. -1 means "no constraint".
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  // When true, Net creates anonymous tops up to the minimum count the layer needs.
+  virtual bool AutoTopBlobs() const { return false; }
+  // Whether force_backward may make this bottom get a gradient (false for labels, for instance).
+  virtual bool AllowForceBackward(int bottom_index) const { return true; }
+
+  // What backward reads, for the recompute planner: a layer whose backward needs neither its bottom data
+  // nor its top data lets both be freed early.
+  virtual bool BackwardNeedsBottomData() const { return true; }
+  virtual bool BackwardNeedsTopData() const { return false; }
+  // True for layers whose forward consumes random numbers (Dropout) or updates state (BatchNorm in TRAIN):
+  // the recompute executor replays them.
+  virtual bool IsStochastic() const { return false; }
+
+  // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
+  // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.
+  virtual bool ParamIsStatistic(int param_id) const { return false; }
+
+  bool param_propagate_down(int param_id) const {
+    return param_id < static_cast<int>(param_propagate_down_.size()) && param_propagate_down_[param_id];
+  }
+  void set_param_propagate_down(int param_id, bool value);
+
+  Phase phase() const { return phase_; }
+
+ protected:
+  virtual void Forward_cpu(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void Forward_gpu(const BlobVec& bottom, const BlobVec& top) { Forward_cpu(bottom, top); }
+  virtual void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) = 0;
+  virtual void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+
+  // Throws a clear Error when the blob counts break the contract.
+  void CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const;
+  // "layer 'conv1' (Convolution)" for messages.
+  std::string describe() const;
+
+  LayerParameter layer_param_;
+  Phase phase_;
+  std::vector<std::shared_ptr<Blob<Dtype>>> blobs_;
+  std::vector<bool> param_propagate_down_;
+  std::vector<Dtype> loss_;
+
+ private:
+  void SetLossWeights(const BlobVec& top);
+};
+
+}  // namespace strata

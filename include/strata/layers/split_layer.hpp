@@ -1,0 +1,25 @@
+#pragma once
+
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// Hands one blob to several consumers: every top shares the bottom's data, and backward sums the tops'
+// gradients into the bottom. Net inserts these automatically.
+template <typename Dtype>
+class SplitLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Split"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool BackwardNeedsBottomData() const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+};
+
+}  // namespace strata

@@ -1,0 +1,155 @@
+// Net: a prototxt turned into a DAG of layers and blobs, run forward and backward.
+//
+// Building it filters layers by phase/level/stage, inserts Split layers where a blob feeds several layers,
+// wires in-place layers, shares parameters by name, and works out which layers need backward. Running it
+// fires per-layer hooks, the seam where the gradient allreduce, K-FAC statistics, timing and the recompute
+// executor attach:
+//   before_forward(i) -> layer i forward -> after_forward(i)
+//   before_backward(i) -> layer i backward -> after_backward(i)
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/common.hpp"
+#include "strata/layer.hpp"
+#include "strata/proto/strata.pb.h"
+
+namespace strata {
+
+template <typename Dtype>
+class Net {
+ public:
+  using LayerHook = std::function<void(int layer_id)>;
+
+  // `param.state()` selects phase, level and stages.
+  explicit Net(const NetParameter& param);
+  // Reads the prototxt at `filename` and builds it for `phase` (plus optional level and stages).
+  Net(const std::string& filename, Phase phase, int level = 0, const std::vector<std::string>* stages = nullptr);
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  // Runs forward over all layers; `loss` (optional) receives the total weighted loss.
+  const std::vector<Blob<Dtype>*>& Forward(Dtype* loss = nullptr);
+  // Runs layers [start, end] inclusive and returns their loss.
+  Dtype ForwardFromTo(int start, int end);
+  void Backward();
+  // Runs backward of layers start down to end inclusive (start >= end).
+  void BackwardFromTo(int start, int end);
+  Dtype ForwardBackward() {
+    Dtype loss;
+    Forward(&loss);
+    Backward();
+    return loss;
+  }
+  // Re-runs every layer's Reshape (after an input blob changed shape).
+  void Reshape();
+
+  // Zeroes all learnable parameters' gradients.
+  void ClearParamDiffs();
+  // data -= diff for every owned parameter (the plain update; solvers compute diff first).
+  void Update();
+  // Makes this net's layers use `other`'s parameter blobs, for layers with the same name (test net <- train net).
+  void ShareTrainedLayersWith(const Net* other);
+  // Copies weights from a NetParameter (a caffemodel), matching layers by name; shapes must agree.
+  void CopyTrainedLayersFrom(const NetParameter& param);
+  void CopyTrainedLayersFrom(const std::string& caffemodel_file);
+  void ToProto(NetParameter* param, bool write_diff = false) const;
+
+  // Hooks; each returns nothing and fires in registration order.
+  void add_before_forward_hook(LayerHook h) { before_forward_.push_back(std::move(h)); }
+  void add_after_forward_hook(LayerHook h) { after_forward_.push_back(std::move(h)); }
+  void add_before_backward_hook(LayerHook h) { before_backward_.push_back(std::move(h)); }
+  void add_after_backward_hook(LayerHook h) { after_backward_.push_back(std::move(h)); }
+
+  const std::string& name() const { return name_; }
+  Phase phase() const { return phase_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const std::vector<std::string>& layer_names() const { return layer_names_; }
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  const std::vector<std::shared_ptr<Blob<Dtype>>>& blobs() const { return blobs_; }
+  const std::vector<std::shared_ptr<Layer<Dtype>>>& layers() const { return layers_; }
+  const std::vector<std::vector<Blob<Dtype>*>>& bottom_vecs() const { return bottom_vecs_; }
+  const std::vector<std::vector<Blob<Dtype>*>>& top_vecs() const { return top_vecs_; }
+  const std::vector<std::vector<int>>& bottom_ids() const { return bottom_id_vecs_; }
+  const std::vector<std::vector<int>>& top_ids() const { return top_id_vecs_; }
+  const std::vector<std::vector<bool>>& bottom_need_backward() const { return bottom_need_backward_; }
+  bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
+  const std::vector<Dtype>& blob_loss_weights() const { return blob_loss_weights_; }
+
+  // Every parameter blob, shared ones included; param_owners()[i] is -1 for an owner, else the owner's index.
+  const std::vector<std::shared_ptr<Blob<Dtype>>>& params() const { return params_; }
+  const std::vector<int>& param_owners() const { return param_owners_; }
+  const std::vector<std::string>& param_display_names() const { return param_display_names_; }
+  // Owned (not shared) parameters: what a solver updates and what is reduced across ranks.
+  const std::vector<Blob<Dtype>*>& learnable_params() const { return learnable_params_; }
+  const std::vector<float>& params_lr() const { return params_lr_; }
+  const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
+  // The learnable parameter ids whose gradients are final once backward of layer `layer_id` is done
+  // (a shared parameter is final only after the lowest layer that uses it).
+  const std::vector<int>& learnable_params_final_after(int layer_id) const { return final_after_[layer_id]; }
+  // The layer whose update must be done before layer `layer_id` may run forward again: the learnable params
+  // layer `layer_id` reads.
+  const std::vector<int>& learnable_params_of_layer(int layer_id) const { return layer_learnable_ids_[layer_id]; }
+  // Number of learnable values, counting each shared parameter once. BatchNorm statistics (lr_mult 0 by
+  // Caffe's convention, updated by forward rather than by gradients) are excluded.
+  size_t num_learnable_values() const;
+
+  const std::vector<Blob<Dtype>*>& input_blobs() const { return net_input_blobs_; }
+  const std::vector<Blob<Dtype>*>& output_blobs() const { return net_output_blobs_; }
+  bool has_blob(const std::string& name) const { return blob_names_index_.count(name) > 0; }
+  std::shared_ptr<Blob<Dtype>> blob_by_name(const std::string& name) const;
+  bool has_layer(const std::string& name) const { return layer_names_index_.count(name) > 0; }
+  std::shared_ptr<Layer<Dtype>> layer_by_name(const std::string& name) const;
+  int layer_index(const std::string& name) const;
+
+  // Whether a layer survives the phase/level/stage rules of `state`.
+  static bool StateMeetsRule(const NetState& state, const NetStateRule& rule, const std::string& layer_name);
+  static void FilterNet(const NetParameter& param, NetParameter* filtered);
+
+ private:
+  void Init(const NetParameter& param);
+  void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
+  int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
+  void AppendParam(const NetParameter& param, int layer_id, int param_id);
+
+  std::string name_;
+  Phase phase_ = TEST;
+  std::vector<std::shared_ptr<Layer<Dtype>>> layers_;
+  std::vector<std::string> layer_names_;
+  std::map<std::string, int> layer_names_index_;
+  std::vector<bool> layer_need_backward_;
+  std::vector<std::shared_ptr<Blob<Dtype>>> blobs_;
+  std::vector<std::string> blob_names_;
+  std::map<std::string, int> blob_names_index_;
+  std::vector<bool> blob_need_backward_;
+  std::vector<std::vector<Blob<Dtype>*>> bottom_vecs_;
+  std::vector<std::vector<int>> bottom_id_vecs_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<std::vector<Blob<Dtype>*>> top_vecs_;
+  std::vector<std::vector<int>> top_id_vecs_;
+  std::vector<Dtype> blob_loss_weights_;
+  std::vector<std::vector<int>> param_id_vecs_;
+  std::vector<int> param_owners_;
+  std::vector<std::string> param_display_names_;
+  std::vector<std::pair<int, int>> param_layer_indices_;
+  std::map<std::string, int> param_names_index_;
+  std::vector<int> net_input_blob_indices_;
+  std::vector<int> net_output_blob_indices_;
+  std::vector<Blob<Dtype>*> net_input_blobs_;
+  std::vector<Blob<Dtype>*> net_output_blobs_;
+  std::vector<std::shared_ptr<Blob<Dtype>>> params_;
+  std::vector<Blob<Dtype>*> learnable_params_;
+  std::vector<int> learnable_param_ids_;  // params_ index -> learnable index
+  std::vector<float> params_lr_;
+  std::vector<float> params_weight_decay_;
+  std::vector<std::vector<int>> final_after_;
+  std::vector<std::vector<int>> layer_learnable_ids_;
+  std::vector<LayerHook> before_forward_, after_forward_, before_backward_, after_backward_;
+};
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+// A block of memory that lives on the host, the device, or both, copied lazily to wherever it is read
+// next (Caffe's SyncedMemory). Allocations are counted by MemoryTracker under the block's category.
+#pragma once
+
+#include <cstddef>
+
+#include "strata/common.hpp"
+#include "strata/memory_tracker.hpp"
+
+namespace strata {
+
+class SyncedMemory {
+ public:
+  enum SyncedHead { UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED };
+
+  explicit SyncedMemory(size_t size = 0, MemoryCategory category = MemoryCategory::kOther);
+  ~SyncedMemory();
+  SyncedMemory(const SyncedMemory&) = delete;
+  SyncedMemory& operator=(const SyncedMemory&) = delete;
+
+  const void* cpu_data();
+  void* mutable_cpu_data();
+  // Points the host side at memory owned by someone else (not freed, not counted).
+  void set_cpu_data(void* data);
+  const void* gpu_data();
+  void* mutable_gpu_data();
+  void set_gpu_data(void* data);
+
+  // Frees both copies; the next access allocates zeroed memory again. Used by the recompute executor to drop
+  // activations it will rebuild.
+  void release();
+
+  SyncedHead head() const { return head_; }
+  size_t size() const { return size_; }
+  MemoryCategory category() const { return category_; }
+  // Moves this block (and its host bytes, if allocated) to another tracker category.
+  void set_category(MemoryCategory c);
+  // Bytes this block currently holds on the host (0 when released or not yet touched).
+  size_t resident_bytes() const { return (cpu_ptr_ && own_cpu_data_) ? size_ : 0; }
+
+#ifdef STRATA_USE_CUDA
+  // Starts a host-to-device copy on `stream` (the caller synchronises).
+  void async_gpu_push(void* stream);
+#endif
+
+ private:
+  void to_cpu();
+  void to_gpu();
+  void free_cpu();
+  void free_gpu();
+
+  void* cpu_ptr_ = nullptr;
+  void* gpu_ptr_ = nullptr;
+  size_t size_;
+  MemoryCategory category_;
+  SyncedHead head_ = UNINITIALIZED;
+  bool own_cpu_data_ = false;
+  bool own_gpu_data_ = false;
+  int device_ = -1;
+};
+
+}  // namespace strata

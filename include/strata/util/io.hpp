@@ -1,0 +1,34 @@
+// Reading and writing protobuf files. Every reader turns a bad file into an Error naming the file (and, for
+// text, the line and column); every writer goes through a temporary file, fsync and rename, so a crash never
+// leaves a half-written file where a good one was.
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <string>
+
+#include "strata/proto/strata.pb.h"
+
+namespace strata {
+
+void ReadProtoFromTextFile(const std::string& filename, google::protobuf::Message* proto);
+void ReadProtoFromTextString(const std::string& text, google::protobuf::Message* proto,
+                             const std::string& origin = "<string>");
+void ReadProtoFromBinaryFile(const std::string& filename, google::protobuf::Message* proto);
+void WriteProtoToTextFile(const google::protobuf::Message& proto, const std::string& filename);
+void WriteProtoToBinaryFile(const google::protobuf::Message& proto, const std::string& filename);
+
+// Writes `bytes` to `filename` atomically: temporary file in the same directory, fsync, rename, fsync dir.
+void WriteFileAtomically(const std::string& filename, const std::string& bytes);
+bool FileExists(const std::string& filename);
+
+// Reads a net definition (text), upgrading Caffe's legacy V1 `layers` to `layer`.
+void ReadNetParamsFromTextFile(const std::string& filename, NetParameter* param);
+// Reads trained weights (binary caffemodel), upgrading V1 layers too.
+void ReadNetParamsFromBinaryFile(const std::string& filename, NetParameter* param);
+void ReadSolverParamsFromTextFile(const std::string& filename, SolverParameter* param);
+
+// Converts Caffe's pre-2015 V1 layer list to the current one in place. Returns true if anything changed.
+bool UpgradeV1Net(NetParameter* param);
+
+}  // namespace strata

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages Strata needs to build, test and run its examples.
+# Idempotent: packages already present are skipped, so a second run does nothing but check.
+# Run as root (CI does). Set STRATA_WITH_BENCH=1 to also install what the PyTorch comparisons need.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  protobuf-compiler libprotobuf-dev
+  libgoogle-glog-dev libgflags-dev
+  libopenblas-dev liblapacke-dev
+  liblmdb-dev
+  openmpi-bin libopenmpi-dev
+  libgtest-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  dataset-fashion-mnist
+  python3 python3-matplotlib
+)
+if [ "${STRATA_WITH_BENCH:-0}" = 1 ]; then
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install_deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install_deps: installed ${missing[*]}"

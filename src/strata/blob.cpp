@@ -1,0 +1,308 @@
+#include "strata/blob.hpp"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "strata/math_functions.hpp"
+
+namespace strata {
+
+template <typename Dtype>
+void Blob<Dtype>::Reshape(const std::vector<int>& shape) {
+  STRATA_REQUIRE(shape.size() <= static_cast<size_t>(kMaxBlobAxes))
+      << "a blob may have at most " << kMaxBlobAxes << " axes, got " << shape.size();
+  long long count = 1;
+  for (int d : shape) {
+    STRATA_REQUIRE(d >= 0) << "negative blob dimension " << d;
+    count *= d;
+    STRATA_REQUIRE(count <= INT_MAX) << "blob of more than INT_MAX elements";
+  }
+  shape_ = shape;
+  count_ = static_cast<int>(count);
+  if (count_ > capacity_) {
+    capacity_ = count_;
+    data_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype), category_);
+    diff_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype), category_);
+  }
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Reshape(const BlobShape& shape) {
+  std::vector<int> dims(shape.dim_size());
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    STRATA_REQUIRE(shape.dim(i) >= 0 && shape.dim(i) <= INT_MAX) << "bad blob dimension " << shape.dim(i);
+    dims[i] = static_cast<int>(shape.dim(i));
+  }
+  Reshape(dims);
+}
+
+template <typename Dtype>
+int Blob<Dtype>::count(int start_axis, int end_axis) const {
+  CHECK_LE(start_axis, end_axis);
+  CHECK_GE(start_axis, 0);
+  CHECK_LE(end_axis, num_axes());
+  int c = 1;
+  for (int i = start_axis; i < end_axis; ++i) c *= shape_[i];
+  return c;
+}
+
+template <typename Dtype>
+int Blob<Dtype>::CanonicalAxisIndex(int axis_index) const {
+  STRATA_REQUIRE(axis_index >= -num_axes() && axis_index < std::max(num_axes(), 1))
+      << "axis " << axis_index << " out of range for a " << num_axes() << "-D blob of shape "
+      << shape_string();
+  return axis_index < 0 ? axis_index + num_axes() : axis_index;
+}
+
+template <typename Dtype>
+std::string Blob<Dtype>::shape_string() const {
+  std::ostringstream s;
+  for (int d : shape_) s << d << " ";
+  s << "(" << count_ << ")";
+  return s.str();
+}
+
+template <typename Dtype>
+int Blob<Dtype>::LegacyShape(int index) const {
+  CHECK_LE(num_axes(), 4) << "legacy accessors need a blob of at most 4 axes";
+  if (index >= num_axes() || index < -num_axes()) return 1;
+  return shape(index);
+}
+
+template <typename Dtype>
+int Blob<Dtype>::offset(int n, int c, int h, int w) const {
+  return ((n * channels() + c) * height() + h) * width() + w;
+}
+
+template <typename Dtype>
+int Blob<Dtype>::offset(const std::vector<int>& indices) const {
+  CHECK_LE(indices.size(), shape_.size());
+  int off = 0;
+  for (int i = 0; i < num_axes(); ++i) {
+    off *= shape_[i];
+    if (i < static_cast<int>(indices.size())) off += indices[i];
+  }
+  return off;
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_data() const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->cpu_data());
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_diff() const {
+  CHECK(diff_);
+  return static_cast<const Dtype*>(diff_->cpu_data());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_data() {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_cpu_data());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_diff() {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_cpu_data());
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_data() const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->gpu_data());
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_diff() const {
+  CHECK(diff_);
+  return static_cast<const Dtype*>(diff_->gpu_data());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_data() {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_gpu_data());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_diff() {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_gpu_data());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::set_cpu_data(Dtype* data) {
+  CHECK(data);
+  // Sharing another buffer: make sure our diff does not alias a buffer that was sized for a smaller blob.
+  const size_t size = count_ * sizeof(Dtype);
+  if (data_->size() != size) {
+    data_ = std::make_shared<SyncedMemory>(size, category_);
+    diff_ = std::make_shared<SyncedMemory>(size, category_);
+  }
+  data_->set_cpu_data(data);
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Update() {
+  cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff(), mutable_cpu_data());
+}
+
+template <typename Dtype>
+Dtype Blob<Dtype>::asum_data() const {
+  return count_ ? cpu_asum(count_, cpu_data()) : Dtype(0);
+}
+template <typename Dtype>
+Dtype Blob<Dtype>::asum_diff() const {
+  return count_ ? cpu_asum(count_, cpu_diff()) : Dtype(0);
+}
+template <typename Dtype>
+Dtype Blob<Dtype>::sumsq_data() const {
+  return count_ ? cpu_dot(count_, cpu_data(), cpu_data()) : Dtype(0);
+}
+template <typename Dtype>
+Dtype Blob<Dtype>::sumsq_diff() const {
+  return count_ ? cpu_dot(count_, cpu_diff(), cpu_diff()) : Dtype(0);
+}
+template <typename Dtype>
+void Blob<Dtype>::scale_data(Dtype factor) {
+  if (count_) cpu_scal(count_, factor, mutable_cpu_data());
+}
+template <typename Dtype>
+void Blob<Dtype>::scale_diff(Dtype factor) {
+  if (count_) cpu_scal(count_, factor, mutable_cpu_diff());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::ShareData(const Blob& other) {
+  CHECK_EQ(count_, other.count());
+  data_ = other.data();
+}
+template <typename Dtype>
+void Blob<Dtype>::ShareDiff(const Blob& other) {
+  CHECK_EQ(count_, other.count());
+  diff_ = other.diff();
+}
+
+template <typename Dtype>
+void Blob<Dtype>::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
+  if (source.count() != count_ || source.shape() != shape_) {
+    STRATA_REQUIRE(reshape) << "copying a blob of shape " << source.shape_string() << " into one of shape "
+                            << shape_string();
+    ReshapeLike(source);
+  }
+  if (count_ == 0) return;
+  if (copy_diff) {
+    std::memcpy(mutable_cpu_diff(), source.cpu_diff(), sizeof(Dtype) * count_);
+  } else {
+    std::memcpy(mutable_cpu_data(), source.cpu_data(), sizeof(Dtype) * count_);
+  }
+}
+
+namespace {
+std::vector<int> proto_shape(const BlobProto& proto) {
+  std::vector<int> shape;
+  if (proto.has_num() || proto.has_channels() || proto.has_height() || proto.has_width()) {
+    shape = {proto.num(), proto.channels(), proto.height(), proto.width()};
+  } else {
+    for (int i = 0; i < proto.shape().dim_size(); ++i) shape.push_back(static_cast<int>(proto.shape().dim(i)));
+  }
+  return shape;
+}
+
+// Caffe wrote fully-connected weights as 4-D (1, 1, out, in); treat leading 1-axes as equal.
+bool same_shape_modulo_leading_ones(std::vector<int> a, std::vector<int> b) {
+  auto strip = [](std::vector<int>& v) {
+    size_t i = 0;
+    while (i + 1 < v.size() && v[i] == 1) ++i;
+    v.erase(v.begin(), v.begin() + i);
+  };
+  strip(a);
+  strip(b);
+  return a == b;
+}
+}  // namespace
+
+template <typename Dtype>
+bool Blob<Dtype>::ShapeEquals(const BlobProto& other) const {
+  return same_shape_modulo_leading_ones(proto_shape(other), shape_);
+}
+
+template <typename Dtype>
+void Blob<Dtype>::FromProto(const BlobProto& proto, bool reshape) {
+  const std::vector<int> shape = proto_shape(proto);
+  if (reshape) {
+    Reshape(shape);
+  } else {
+    STRATA_REQUIRE(ShapeEquals(proto)) << "shape mismatch: stored blob has shape " << [&] {
+      std::ostringstream s;
+      for (int d : shape) s << d << " ";
+      return s.str();
+    }() << "but the net expects " << shape_string();
+  }
+  Dtype* data = count_ ? mutable_cpu_data() : nullptr;
+  if (proto.double_data_size() > 0) {
+    STRATA_REQUIRE(proto.double_data_size() == count_)
+        << "blob holds " << proto.double_data_size() << " values, its shape needs " << count_;
+    for (int i = 0; i < count_; ++i) data[i] = static_cast<Dtype>(proto.double_data(i));
+  } else {
+    STRATA_REQUIRE(proto.data_size() == count_)
+        << "blob holds " << proto.data_size() << " values, its shape needs " << count_;
+    for (int i = 0; i < count_; ++i) data[i] = static_cast<Dtype>(proto.data(i));
+  }
+  if (proto.double_diff_size() > 0) {
+    STRATA_REQUIRE(proto.double_diff_size() == count_) << "blob diff size mismatch";
+    Dtype* diff = mutable_cpu_diff();
+    for (int i = 0; i < count_; ++i) diff[i] = static_cast<Dtype>(proto.double_diff(i));
+  } else if (proto.diff_size() > 0) {
+    STRATA_REQUIRE(proto.diff_size() == count_) << "blob diff size mismatch";
+    Dtype* diff = mutable_cpu_diff();
+    for (int i = 0; i < count_; ++i) diff[i] = static_cast<Dtype>(proto.diff(i));
+  }
+}
+
+template <typename Dtype>
+void Blob<Dtype>::ToProto(BlobProto* proto, bool write_diff) const {
+  proto->Clear();
+  for (int d : shape_) proto->mutable_shape()->add_dim(d);
+  if (count_ == 0) return;
+  const Dtype* data = cpu_data();
+  if (sizeof(Dtype) == sizeof(double)) {
+    proto->mutable_double_data()->Reserve(count_);
+    for (int i = 0; i < count_; ++i) proto->add_double_data(data[i]);
+  } else {
+    proto->mutable_data()->Resize(count_, 0.f);
+    for (int i = 0; i < count_; ++i) proto->set_data(i, static_cast<float>(data[i]));
+  }
+  if (write_diff) {
+    const Dtype* diff = cpu_diff();
+    if (sizeof(Dtype) == sizeof(double)) {
+      for (int i = 0; i < count_; ++i) proto->add_double_diff(diff[i]);
+    } else {
+      proto->mutable_diff()->Resize(count_, 0.f);
+      for (int i = 0; i < count_; ++i) proto->set_diff(i, static_cast<float>(diff[i]));
+    }
+  }
+}
+
+template <typename Dtype>
+void Blob<Dtype>::set_memory_category(MemoryCategory c) {
+  category_ = c;
+  for (auto* mem : {data_.get(), diff_.get()}) {
+    if (mem) mem->set_category(c);
+  }
+}
+
+template <typename Dtype>
+void Blob<Dtype>::release_memory() {
+  if (data_) data_->release();
+  if (diff_) diff_->release();
+}
+
+template <typename Dtype>
+size_t Blob<Dtype>::resident_bytes() const {
+  size_t b = 0;
+  if (data_) b += data_->resident_bytes();
+  if (diff_ && diff_ != data_) b += diff_->resident_bytes();
+  return b;
+}
+
+STRATA_INSTANTIATE_CLASS(Blob);
+
+}  // namespace strata

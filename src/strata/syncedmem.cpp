@@ -1,0 +1,174 @@
+#include "strata/syncedmem.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#ifdef STRATA_USE_CUDA
+#include <cuda_runtime.h>
+#define STRATA_CUDA_CHECK(expr)                                                            \
+  do {                                                                                     \
+    cudaError_t err_ = (expr);                                                             \
+    CHECK_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_);              \
+  } while (0)
+#endif
+
+namespace strata {
+
+namespace {
+// 64-byte alignment keeps AVX loads aligned and rows of GEMM operands on cache-line boundaries.
+void* host_alloc(size_t size) {
+  void* ptr = nullptr;
+  const size_t rounded = (size + 63) / 64 * 64;
+  if (posix_memalign(&ptr, 64, rounded) != 0 || ptr == nullptr) {
+    STRATA_FAIL() << "out of host memory allocating " << human_bytes(size);
+  }
+  return ptr;
+}
+}  // namespace
+
+SyncedMemory::SyncedMemory(size_t size, MemoryCategory category) : size_(size), category_(category) {}
+
+SyncedMemory::~SyncedMemory() { release(); }
+
+void SyncedMemory::free_cpu() {
+  if (cpu_ptr_ && own_cpu_data_) {
+    std::free(cpu_ptr_);
+    MemoryTracker::released(category_, size_);
+  }
+  cpu_ptr_ = nullptr;
+  own_cpu_data_ = false;
+}
+
+void SyncedMemory::free_gpu() {
+#ifdef STRATA_USE_CUDA
+  if (gpu_ptr_ && own_gpu_data_) STRATA_CUDA_CHECK(cudaFree(gpu_ptr_));
+#endif
+  gpu_ptr_ = nullptr;
+  own_gpu_data_ = false;
+}
+
+void SyncedMemory::set_category(MemoryCategory c) {
+  if (c == category_) return;
+  const size_t held = resident_bytes();
+  if (held) {
+    MemoryTracker::released(category_, held);
+    MemoryTracker::allocated(c, held);
+  }
+  category_ = c;
+}
+
+void SyncedMemory::release() {
+  free_cpu();
+  free_gpu();
+  head_ = UNINITIALIZED;
+}
+
+void SyncedMemory::to_cpu() {
+  switch (head_) {
+    case UNINITIALIZED:
+      cpu_ptr_ = host_alloc(size_);
+      std::memset(cpu_ptr_, 0, size_);
+      own_cpu_data_ = true;
+      MemoryTracker::allocated(category_, size_);
+      head_ = HEAD_AT_CPU;
+      break;
+    case HEAD_AT_GPU:
+#ifdef STRATA_USE_CUDA
+      if (cpu_ptr_ == nullptr) {
+        cpu_ptr_ = host_alloc(size_);
+        own_cpu_data_ = true;
+        MemoryTracker::allocated(category_, size_);
+      }
+      STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
+      head_ = SYNCED;
+#else
+      LOG(FATAL) << "GPU memory in a CPU-only build";
+#endif
+      break;
+    case HEAD_AT_CPU:
+    case SYNCED:
+      break;
+  }
+}
+
+void SyncedMemory::to_gpu() {
+#ifdef STRATA_USE_CUDA
+  switch (head_) {
+    case UNINITIALIZED:
+      STRATA_CUDA_CHECK(cudaGetDevice(&device_));
+      STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+      STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, 0, size_));
+      own_gpu_data_ = true;
+      head_ = HEAD_AT_GPU;
+      break;
+    case HEAD_AT_CPU:
+      if (gpu_ptr_ == nullptr) {
+        STRATA_CUDA_CHECK(cudaGetDevice(&device_));
+        STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+        own_gpu_data_ = true;
+      }
+      STRATA_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
+      head_ = SYNCED;
+      break;
+    case HEAD_AT_GPU:
+    case SYNCED:
+      break;
+  }
+#else
+  LOG(FATAL) << "this build of Strata has no GPU support (no CUDA toolkit was found at build time)";
+#endif
+}
+
+const void* SyncedMemory::cpu_data() {
+  to_cpu();
+  return cpu_ptr_;
+}
+
+void* SyncedMemory::mutable_cpu_data() {
+  to_cpu();
+  head_ = HEAD_AT_CPU;
+  return cpu_ptr_;
+}
+
+void SyncedMemory::set_cpu_data(void* data) {
+  CHECK(data);
+  free_cpu();
+  cpu_ptr_ = data;
+  own_cpu_data_ = false;
+  head_ = HEAD_AT_CPU;
+}
+
+const void* SyncedMemory::gpu_data() {
+  to_gpu();
+  return gpu_ptr_;
+}
+
+void* SyncedMemory::mutable_gpu_data() {
+  to_gpu();
+  head_ = HEAD_AT_GPU;
+  return gpu_ptr_;
+}
+
+void SyncedMemory::set_gpu_data(void* data) {
+  CHECK(data);
+  free_gpu();
+  gpu_ptr_ = data;
+  own_gpu_data_ = false;
+  head_ = HEAD_AT_GPU;
+}
+
+#ifdef STRATA_USE_CUDA
+void SyncedMemory::async_gpu_push(void* stream) {
+  CHECK_EQ(head_, HEAD_AT_CPU);
+  if (gpu_ptr_ == nullptr) {
+    STRATA_CUDA_CHECK(cudaGetDevice(&device_));
+    STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+    own_gpu_data_ = true;
+  }
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
+                                    static_cast<cudaStream_t>(stream)));
+  head_ = SYNCED;
+}
+#endif
+
+}  // namespace strata
