@@ -55,8 +55,18 @@ class Strata {
   // A seed derived from the calling thread's engine, for handing to another thread or component.
   static uint64_t draw_seed();
 
+  // This process's place in data-parallel training (rank r of N), set by the solver before nets are built:
+  // data layers read their shard, only rank 0 writes snapshots. 0 of 1 when not distributed.
+  static int solver_rank() { return solver_rank_; }
+  static int solver_count() { return solver_count_; }
+  static void set_solver_rank(int rank) { solver_rank_ = rank; }
+  static void set_solver_count(int count) { solver_count_ = count; }
+  static bool root_solver() { return solver_rank_ == 0; }
+
  private:
   static Mode mode_;
+  static int solver_rank_;
+  static int solver_count_;
 };
 
 #define STRATA_INSTANTIATE_CLASS(classname) \

@@ -5,6 +5,8 @@
 namespace strata {
 
 Strata::Mode Strata::mode_ = Strata::CPU;
+int Strata::solver_rank_ = 0;
+int Strata::solver_count_ = 1;
 
 namespace {
 // Every thread starts from a fixed seed so that runs are repeatable even without random_seed.
