@@ -1,0 +1,199 @@
+// strata: the command-line front end.
+//   strata time  --model=NET [--iterations=N] [--phase=TRAIN|TEST]   per-layer forward/backward timing
+//   strata train --solver=S [--weights=W | --snapshot=S]             (training issue)
+//   strata test  --model=NET --weights=W --iterations=N               (training issue)
+// Every bad input ends in one "error: ..." line and exit status 1.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "strata/common.hpp"
+#include "strata/memory_tracker.hpp"
+#include "strata/net.hpp"
+#include "strata/util/io.hpp"
+
+DEFINE_string(model, "", "The net definition (prototxt).");
+DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
+DEFINE_int32(level, 0, "Net state level.");
+DEFINE_string(stage, "", "Comma-separated net state stages.");
+DEFINE_int32(iterations, 50, "Iterations to time (time) or to run (test).");
+DEFINE_int32(warmup, 2, "Untimed iterations before timing.");
+DEFINE_int64(seed, 1701, "Random seed for fillers and random inputs.");
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+Phase parse_phase(const std::string& s) {
+  if (s == "TRAIN") return TRAIN;
+  if (s == "TEST") return TEST;
+  STRATA_FAIL() << "--phase must be TRAIN or TEST, got '" << s << "'";
+  return TRAIN;
+}
+
+std::vector<std::string> parse_stages() {
+  std::vector<std::string> stages;
+  std::string cur;
+  for (char c : FLAGS_stage + ",") {
+    if (c == ',') {
+      if (!cur.empty()) stages.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return stages;
+}
+
+// The number of classes a label blob indexes into, if the blob is the label bottom of a loss/accuracy layer.
+int label_classes(const Net<float>& net, int blob_id) {
+  // Follow the blob through Split layers to its consumers.
+  std::vector<int> frontier{blob_id};
+  while (!frontier.empty()) {
+    const int b = frontier.back();
+    frontier.pop_back();
+    for (int l = 0; l < net.num_layers(); ++l) {
+      const auto& bottoms = net.bottom_ids()[l];
+      for (size_t k = 0; k < bottoms.size(); ++k) {
+        if (bottoms[k] != b) continue;
+        const std::string type = net.layers()[l]->type();
+        if (type == "Split") {
+          for (int t : net.top_ids()[l]) frontier.push_back(t);
+        } else if (k == 1 && (type.find("Loss") != std::string::npos || type == "Accuracy")) {
+          const auto* scores = net.bottom_vecs()[l][0];
+          return scores->num_axes() > 1 ? scores->shape(1) : scores->count();
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+// Random inputs, never zeros: zeros make ReLU and pooling look cheap and hide unwritten outputs.
+void fill_inputs(Net<float>& net) {
+  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+  for (int l = 0; l < net.num_layers(); ++l) {
+    if (std::string(net.layers()[l]->type()) != "Input") continue;
+    for (int id : net.top_ids()[l]) {
+      Blob<float>* blob = net.blobs()[id].get();
+      const int classes = label_classes(net, id);
+      float* data = blob->mutable_cpu_data();
+      if (classes > 0) {
+        std::uniform_int_distribution<int> dist(0, classes - 1);
+        for (int i = 0; i < blob->count(); ++i) data[i] = static_cast<float>(dist(Strata::rng()));
+      } else {
+        rng_uniform<float>(blob->count(), -1.f, 1.f, data);
+      }
+    }
+  }
+}
+
+int time_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
+  STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
+  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+  const Phase phase = parse_phase(FLAGS_phase);
+  const std::vector<std::string> stages = parse_stages();
+  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  fill_inputs(net);
+
+  const int n = net.num_layers();
+  std::vector<double> fwd_ms(n, 0), bwd_ms(n, 0);
+  Clock::time_point layer_t0;
+  bool timing = false;
+  net.add_before_forward_hook([&](int) { layer_t0 = Clock::now(); });
+  net.add_after_forward_hook([&](int i) { if (timing) fwd_ms[i] += ms_since(layer_t0); });
+  net.add_before_backward_hook([&](int) { layer_t0 = Clock::now(); });
+  net.add_after_backward_hook([&](int i) { if (timing) bwd_ms[i] += ms_since(layer_t0); });
+
+  LOG(INFO) << "Warming up for " << FLAGS_warmup << " iteration(s)";
+  for (int i = 0; i < FLAGS_warmup; ++i) {
+    net.Forward();
+    net.Backward();
+  }
+  timing = true;
+  double total_fwd = 0, total_bwd = 0;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    auto t0 = Clock::now();
+    net.Forward();
+    total_fwd += ms_since(t0);
+    t0 = Clock::now();
+    net.Backward();
+    total_bwd += ms_since(t0);
+  }
+  const double it = FLAGS_iterations;
+  std::printf("Average time per layer:\n");
+  size_t width = 0;
+  for (const auto& name : net.layer_names()) width = std::max(width, name.size());
+  for (int i = 0; i < n; ++i) {
+    std::printf("%*s\tforward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), fwd_ms[i] / it);
+    std::printf("%*s\tbackward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), bwd_ms[i] / it);
+  }
+  std::printf("Average Forward pass: %.4f ms.\n", total_fwd / it);
+  std::printf("Average Backward pass: %.4f ms.\n", total_bwd / it);
+  std::printf("Average Forward-Backward: %.4f ms.\n", (total_fwd + total_bwd) / it);
+  std::printf("Total Time: %.4f ms.\n", total_fwd + total_bwd);
+  std::printf("Total learnable parameters: %zu\n", net.num_learnable_values());
+  std::printf("Peak activation memory: %zu bytes (%s)\n", MemoryTracker::peak(MemoryCategory::kActivation),
+              human_bytes(static_cast<double>(MemoryTracker::peak(MemoryCategory::kActivation))).c_str());
+  std::printf("Peak workspace memory: %zu bytes\n", MemoryTracker::peak(MemoryCategory::kWorkspace));
+  return 0;
+}
+
+struct Command {
+  const char* name;
+  const char* help;
+  std::function<int()> run;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> cmds = {
+      {"time", "time a net's forward and backward, layer by layer", time_command},
+  };
+  return cmds;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  std::string usage = "command [flags]\ncommands:\n";
+  for (const auto& c : strata::commands()) usage += std::string("  ") + c.name + "\t" + c.help + "\n";
+  gflags::SetUsageMessage(usage);
+  gflags::SetVersionString("0.1.0");
+  FLAGS_logtostderr = true;
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: strata %s", usage.c_str());
+    return 1;
+  }
+  const std::string name = argv[1];
+  for (const auto& c : strata::commands()) {
+    if (name != c.name) continue;
+    try {
+      return c.run();
+    } catch (const strata::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "error: unknown command '%s'\nusage: strata %s", name.c_str(), usage.c_str());
+  return 1;
+}
