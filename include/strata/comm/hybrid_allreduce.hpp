@@ -1,0 +1,104 @@
+// The hybrid: not an algorithm of its own but a policy over them (seed paper section 4: BRD for small
+// messages, VHD for large). For each rank count a crossover table lists which algorithm handles messages
+// up to which size; run() looks the size up and hands the buffer to that algorithm.
+//
+// Table file format (text, one rule per line; '#' starts a comment; blank lines ignored):
+//
+//     # ranks  max_bytes  algorithm
+//     2        16384      brd
+//     2        inf        ring_seg
+//     *        65536      brd
+//     *        inf        vhd_seg
+//
+// A message of B bytes on N ranks uses the first row for N (in file order) whose max_bytes >= B. The
+// rows of one rank count must have increasing max_bytes and end with "inf". Rows with ranks "*" apply to
+// rank counts that have no rows of their own; a table with neither rows for N nor "*" rows is an error
+// on N ranks (it was tuned for other rank counts). `allreduce_bench --tune` writes these files.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/comm/allreduce.hpp"
+
+namespace strata {
+
+struct CrossoverRow {
+  static constexpr size_t kUnlimited = SIZE_MAX;
+  size_t max_bytes;       // kUnlimited for "inf"
+  std::string algorithm;  // an allreduce_algorithm_names() entry
+};
+
+class CrossoverTable {
+ public:
+  static constexpr int kAnyRanks = 0;  // the "*" rows
+
+  // The defaults measured on the development machine (2 cores, Open MPI 4.1 vader; docs/benchmarks.md).
+  static CrossoverTable builtin();
+  // Parses the text format above; errors throw strata::Error naming origin and line.
+  static CrossoverTable parse(const std::string& text, const std::string& origin);
+  static CrossoverTable load(const std::string& path);
+
+  // Replaces the rows for one rank count (kAnyRanks for "*"); throws strata::Error if they are invalid.
+  void set(int ranks, std::vector<CrossoverRow> rows);
+  // The rows that apply on `ranks` ranks; throws strata::Error if the table has none for it.
+  const std::vector<CrossoverRow>& rows_for(int ranks) const;
+  std::string to_text() const;
+  void save(const std::string& path) const;  // throws strata::Error if the file cannot be written
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::map<int, std::vector<CrossoverRow>> rows_;
+  std::string origin_ = "built-in table";
+};
+
+class HybridAllreduce : public Allreduce {
+ public:
+  // Builds every algorithm the table's rows for this communicator's size name (throws strata::Error if
+  // the table has no rows for it).
+  HybridAllreduce(MPI_Comm comm, const CrossoverTable& table);
+  std::string name() const override { return "hybrid"; }
+  void run(void* buf, size_t count, DataType type) override;
+  using Allreduce::run;
+
+  // The algorithm a message of `bytes` bytes goes to.
+  const std::string& choice(size_t bytes) const;
+  // The algorithm the last run() used (empty before the first).
+  const std::string& last_choice() const { return last_; }
+
+ private:
+  std::vector<CrossoverRow> rows_;
+  std::vector<Allreduce*> row_algorithm_;  // parallel to rows_
+  std::map<std::string, std::unique_ptr<Allreduce>> algorithms_;
+  std::string last_;
+};
+
+// What a training run (or the benchmark) allreduces with: one algorithm forced by name, or the hybrid
+// over a crossover table (built in, or loaded from a file).
+class AllreducePolicy {
+ public:
+  // "hybrid" is the hybrid over the built-in table; any algorithm name forces that algorithm.
+  // Throws strata::Error for an unknown name.
+  static AllreducePolicy from_name(const std::string& name);
+  // The hybrid over the table in this file (errors as CrossoverTable::load).
+  static AllreducePolicy from_table_file(const std::string& path);
+  static AllreducePolicy hybrid(CrossoverTable table);
+  // From the command-line flags every Strata tool has: --allreduce (a name, default hybrid) and
+  // --allreduce_table (a table file for the hybrid; implies hybrid).
+  static AllreducePolicy from_flags();
+
+  // The algorithm object for one communicator (one per communication thread). Throws strata::Error
+  // when a hybrid table has no rows for the communicator's size.
+  std::unique_ptr<Allreduce> create(MPI_Comm comm) const;
+  bool is_hybrid() const { return forced_.empty(); }
+  std::string describe() const;
+
+ private:
+  std::string forced_;  // empty: hybrid over table_
+  CrossoverTable table_;
+};
+
+}  // namespace strata

@@ -1,0 +1,223 @@
+#include "strata/comm/hybrid_allreduce.hpp"
+
+#include <gflags/gflags.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "strata/common.hpp"
+
+DEFINE_string(allreduce, "hybrid",
+              "Allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one of "
+              "brb, brd, vhd, vhd_seg, ring, ring_seg, mpi");
+DEFINE_string(allreduce_table, "",
+              "Crossover table file for the hybrid allreduce (written by allreduce_bench --tune); empty: "
+              "the built-in table");
+
+namespace strata {
+
+namespace {
+
+std::string bytes_text(size_t b) { return b == CrossoverRow::kUnlimited ? "inf" : std::to_string(b); }
+std::string ranks_text(int r) { return r == CrossoverTable::kAnyRanks ? "*" : std::to_string(r); }
+
+// Rows are checked in one place so that parse() and set() give the same messages.
+std::string rows_problem(const std::vector<CrossoverRow>& rows) {
+  if (rows.empty()) return "no rows";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!is_allreduce_algorithm(rows[i].algorithm))
+      return "unknown algorithm '" + rows[i].algorithm + "'";
+    if (i > 0 && rows[i].max_bytes <= rows[i - 1].max_bytes)
+      return "max_bytes must increase from row to row (" + bytes_text(rows[i].max_bytes) + " after " +
+             bytes_text(rows[i - 1].max_bytes) + ")";
+  }
+  if (rows.back().max_bytes != CrossoverRow::kUnlimited)
+    return "the last row must have max_bytes inf, so every size has an algorithm";
+  return "";
+}
+
+}  // namespace
+
+// Measured with allreduce_bench --tune on the development machine (2 cores, Open MPI 4.1.4, vader);
+// docs/benchmarks.md has the runs. Rank counts not listed use the "*" rows.
+CrossoverTable CrossoverTable::builtin() {
+  static const char* const kText = R"(
+2 16384 brd
+2 inf ring_seg
+4 16384 brd
+4 inf ring_seg
+8 16384 brd
+8 inf ring_seg
+* 16384 brd
+* inf ring_seg
+)";
+  CrossoverTable t = parse(kText, "built-in table");
+  return t;
+}
+
+CrossoverTable CrossoverTable::parse(const std::string& text, const std::string& origin) {
+  CrossoverTable table;
+  table.origin_ = origin;
+  std::map<int, std::vector<CrossoverRow>> rows;
+  std::map<int, int> first_line;
+  std::istringstream in(text);
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    std::string content = line.substr(0, line.find('#'));
+    std::istringstream fields(content);
+    std::string ranks_s, bytes_s, alg, extra;
+    if (!(fields >> ranks_s)) continue;  // blank or comment
+    const std::string where = origin + ":" + std::to_string(lineno) + ": ";
+    STRATA_REQUIRE((fields >> bytes_s >> alg) && !(fields >> extra))
+        << where << "expected 'ranks max_bytes algorithm', got '" << line << "'";
+    int ranks = kAnyRanks;
+    if (ranks_s != "*") {
+      char* end = nullptr;
+      errno = 0;
+      long r = strtol(ranks_s.c_str(), &end, 10);
+      STRATA_REQUIRE(*end == 0 && errno == 0 && r >= 1 && r <= 1 << 24)
+          << where << "ranks must be a positive integer or *, got '" << ranks_s << "'";
+      ranks = static_cast<int>(r);
+    }
+    size_t max_bytes = CrossoverRow::kUnlimited;
+    if (bytes_s != "inf") {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long b = strtoull(bytes_s.c_str(), &end, 10);
+      STRATA_REQUIRE(*end == 0 && errno == 0 && bytes_s[0] != '-')
+          << where << "max_bytes must be a number of bytes or inf, got '" << bytes_s << "'";
+      max_bytes = static_cast<size_t>(b);
+    }
+    STRATA_REQUIRE(is_allreduce_algorithm(alg))
+        << where << "unknown algorithm '" << alg << "' (hybrid rows name one of brb, brd, vhd, vhd_seg, "
+        << "ring, ring_seg, mpi, mpi_*)";
+    auto& list = rows[ranks];
+    STRATA_REQUIRE(list.empty() || list.back().max_bytes < max_bytes)
+        << where << "rows for ranks " << ranks_s << " must have increasing max_bytes (" << bytes_s
+        << " after " << bytes_text(list.back().max_bytes) << ")";
+    if (list.empty()) first_line[ranks] = lineno;
+    list.push_back({max_bytes, alg});
+  }
+  STRATA_REQUIRE(!rows.empty()) << origin << ": no rows (expected lines 'ranks max_bytes algorithm')";
+  for (auto& [ranks, list] : rows) {
+    STRATA_REQUIRE(list.back().max_bytes == CrossoverRow::kUnlimited)
+        << origin << ":" << first_line[ranks] << ": the rows for ranks " << ranks_text(ranks)
+        << " must end with max_bytes inf, so every size has an algorithm";
+  }
+  table.rows_ = std::move(rows);
+  return table;
+}
+
+CrossoverTable CrossoverTable::load(const std::string& path) {
+  std::ifstream in(path);
+  STRATA_REQUIRE(in) << "cannot open allreduce table file '" << path << "'";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+void CrossoverTable::set(int ranks, std::vector<CrossoverRow> rows) {
+  std::string problem = rows_problem(rows);
+  STRATA_REQUIRE(problem.empty()) << origin_ << ": rows for ranks " << ranks_text(ranks) << ": " << problem;
+  rows_[ranks] = std::move(rows);
+}
+
+const std::vector<CrossoverRow>& CrossoverTable::rows_for(int ranks) const {
+  auto it = rows_.find(ranks);
+  if (it == rows_.end()) it = rows_.find(kAnyRanks);
+  if (it == rows_.end()) {
+    std::string have;
+    for (const auto& kv : rows_) have += (have.empty() ? "" : ", ") + ranks_text(kv.first);
+    STRATA_FAIL() << origin_ << " has no rows for " << ranks << " ranks (it has rows for " << have
+                  << "); run allreduce_bench --tune under mpirun -np " << ranks << " to measure them";
+  }
+  return it->second;
+}
+
+std::string CrossoverTable::to_text() const {
+  std::ostringstream out;
+  out << "# Strata allreduce crossover table (docs/allreduce.md).\n"
+      << "# A message of B bytes on N ranks uses the first row for N whose max_bytes >= B;\n"
+      << "# rows with ranks * apply to rank counts without rows of their own.\n"
+      << "# ranks  max_bytes  algorithm\n";
+  auto write = [&](int ranks, const std::vector<CrossoverRow>& list) {
+    for (const auto& row : list)
+      out << ranks_text(ranks) << " " << bytes_text(row.max_bytes) << " " << row.algorithm << "\n";
+  };
+  for (const auto& kv : rows_)
+    if (kv.first != kAnyRanks) write(kv.first, kv.second);
+  auto any = rows_.find(kAnyRanks);
+  if (any != rows_.end()) write(any->first, any->second);
+  return out.str();
+}
+
+void CrossoverTable::save(const std::string& path) const {
+  std::ofstream out(path);
+  STRATA_REQUIRE(out) << "cannot write allreduce table file '" << path << "'";
+  out << to_text();
+  out.close();
+  STRATA_REQUIRE(out) << "error writing allreduce table file '" << path << "'";
+}
+
+HybridAllreduce::HybridAllreduce(MPI_Comm comm, const CrossoverTable& table)
+    : Allreduce(comm), rows_(table.rows_for(size_)) {
+  for (const auto& row : rows_) {
+    auto& alg = algorithms_[row.algorithm];
+    if (!alg) alg = make_allreduce_algorithm(row.algorithm, comm);
+    row_algorithm_.push_back(alg.get());
+  }
+}
+
+const std::string& HybridAllreduce::choice(size_t bytes) const {
+  for (const auto& row : rows_)
+    if (bytes <= row.max_bytes) return row.algorithm;
+  return rows_.back().algorithm;  // unreachable: the last row is unlimited
+}
+
+void HybridAllreduce::run(void* buf, size_t count, DataType type) {
+  const size_t bytes = count * size_of(type);
+  size_t i = 0;
+  while (i + 1 < rows_.size() && bytes > rows_[i].max_bytes) ++i;
+  last_ = rows_[i].algorithm;
+  row_algorithm_[i]->run(buf, count, type);
+}
+
+AllreducePolicy AllreducePolicy::from_name(const std::string& name) {
+  if (name == "hybrid") return hybrid(CrossoverTable::builtin());
+  STRATA_REQUIRE(is_allreduce_algorithm(name)) << unknown_allreduce_message(name);
+  AllreducePolicy p;
+  p.forced_ = name;
+  return p;
+}
+
+AllreducePolicy AllreducePolicy::from_table_file(const std::string& path) {
+  return hybrid(CrossoverTable::load(path));
+}
+
+AllreducePolicy AllreducePolicy::hybrid(CrossoverTable table) {
+  AllreducePolicy p;
+  p.table_ = std::move(table);
+  return p;
+}
+
+AllreducePolicy AllreducePolicy::from_flags() {
+  if (!FLAGS_allreduce_table.empty()) {
+    STRATA_REQUIRE(FLAGS_allreduce == "hybrid")
+        << "--allreduce_table is a table for the hybrid, but --allreduce=" << FLAGS_allreduce;
+    return from_table_file(FLAGS_allreduce_table);
+  }
+  return from_name(FLAGS_allreduce);
+}
+
+std::unique_ptr<Allreduce> AllreducePolicy::create(MPI_Comm comm) const {
+  if (!forced_.empty()) return make_allreduce_algorithm(forced_, comm);
+  return std::make_unique<HybridAllreduce>(comm, table_);
+}
+
+std::string AllreducePolicy::describe() const {
+  return forced_.empty() ? "hybrid (" + table_.origin() + ")" : forced_;
+}
+
+}  // namespace strata

@@ -1,0 +1,308 @@
+// The allreduce algorithms, the hybrid and the communicator, on however many ranks mpirun started.
+// Data are small integers, so every sum is exact and the expected result is known on every rank; a
+// second set of tests uses non-integer data, where summation order shows in the bits, to check that all
+// ranks end bit-identical. Checks are EXPECTs aggregated over ranks after the collective, so a failing
+// rank never skips a collective the others are waiting in.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/common.hpp"
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+
+namespace strata {
+namespace {
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+// True on every rank iff `ok` on every rank.
+bool all_ranks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// Element i on rank r: a small integer, varied enough to catch misplaced blocks.
+double input_value(size_t i, int r) { return static_cast<double>(static_cast<long>((i * 7 + r * 13) % 23) - 11); }
+double expected_sum(size_t i, int n) {
+  double s = 0;
+  for (int r = 0; r < n; ++r) s += input_value(i, r);
+  return s;
+}
+
+// The algorithms every test runs; the forced Open MPI ones are covered once, separately.
+const std::vector<std::string> kAlgorithms = {"brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi", "hybrid"};
+
+std::unique_ptr<Allreduce> make(const std::string& name, MPI_Comm comm) {
+  return AllreducePolicy::from_name(name).create(comm);
+}
+
+// The sizes the issue asks for: 0, 1, N-1, N+1, odd primes, 1 Mi + 3, and one that spans several
+// segments without being a multiple of anything.
+std::vector<size_t> test_counts(int n) {
+  std::vector<size_t> c = {0, 1, size_t(n > 1 ? n - 1 : 0), size_t(n + 1), 3, 5, 7, 13, 31, 257, 1021, 4099,
+                           65537 + 4, (size_t(1) << 20) + 3};
+  return c;
+}
+
+class AllreduceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { MPI_Comm_dup(MPI_COMM_WORLD, &comm_); }
+  static void TearDownTestSuite() { MPI_Comm_free(&comm_); }
+
+  template <typename T>
+  void check_sums(const std::string& name) {
+    const int r = world_rank(), n = world_size();
+    auto alg = make(name, comm_);
+    std::vector<T> buf;
+    for (size_t count : test_counts(n)) {
+      buf.resize(count + 1);
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(input_value(i, r));
+      const T guard = static_cast<T>(12345.5);
+      buf[count] = guard;  // one past the end must stay untouched
+      alg->run(buf.data(), count);
+      size_t bad = 0, first_bad = 0;
+      for (size_t i = 0; i < count; ++i)
+        if (buf[i] != static_cast<T>(expected_sum(i, n)) && bad++ == 0) first_bad = i;
+      EXPECT_EQ(bad, 0u) << name << " count " << count << " rank " << r << ": first wrong element " << first_bad
+                         << " = " << buf[first_bad] << ", expected " << expected_sum(first_bad, n);
+      EXPECT_EQ(buf[count], guard) << name << " wrote past the end, count " << count;
+      EXPECT_TRUE(all_ranks(bad == 0 && buf[count] == guard)) << name << " count " << count;
+    }
+  }
+
+  // Non-integer data whose sum depends on the order of additions; every rank must hold the same bits.
+  template <typename T>
+  void check_bit_identical(const std::string& name) {
+    const int r = world_rank();
+    auto alg = make(name, comm_);
+    std::mt19937 rng(1234 + r);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (size_t count : {size_t(world_size() + 1), size_t(1021), size_t(100003)}) {
+      std::vector<T> buf(count);
+      for (auto& x : buf) x = static_cast<T>(u(rng) * (1 + r * 1e3));
+      alg->run(buf.data(), count);
+      std::vector<T> root = buf;
+      MPI_Bcast(root.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, 0, comm_);
+      bool same = memcmp(root.data(), buf.data(), count * sizeof(T)) == 0;
+      EXPECT_TRUE(all_ranks(same)) << name << " count " << count << ": ranks differ in the last bits";
+    }
+  }
+
+  static MPI_Comm comm_;
+};
+MPI_Comm AllreduceTest::comm_ = MPI_COMM_NULL;
+
+TEST_F(AllreduceTest, EveryAlgorithmSumsFloat) {
+  for (const auto& name : kAlgorithms) check_sums<float>(name);
+}
+
+TEST_F(AllreduceTest, EveryAlgorithmSumsDouble) {
+  for (const auto& name : kAlgorithms) check_sums<double>(name);
+}
+
+TEST_F(AllreduceTest, EveryAlgorithmIsBitIdenticalAcrossRanks) {
+  for (const auto& name : kAlgorithms) {
+    if (name == "mpi") continue;  // MPI_Allreduce does not promise it
+    check_bit_identical<float>(name);
+    check_bit_identical<double>(name);
+  }
+}
+
+TEST_F(AllreduceTest, RepeatedCallsReuseScratchAndStayCorrect) {
+  // Shrinking and growing sizes on one instance: stale scratch or request state would show here.
+  for (const auto& name : {"vhd_seg", "ring_seg", "brd", "brb"}) {
+    auto alg = make(name, comm_);
+    const int r = world_rank(), n = world_size();
+    bool ok = true;
+    for (size_t count : {size_t(200000), size_t(3), size_t(70001), size_t(0), size_t(200000)}) {
+      std::vector<float> buf(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(input_value(i, r));
+      alg->run(buf.data(), count);
+      for (size_t i = 0; i < count; ++i) ok = ok && buf[i] == static_cast<float>(expected_sum(i, n));
+    }
+    EXPECT_TRUE(all_ranks(ok)) << name;
+  }
+}
+
+TEST_F(AllreduceTest, OpenMpiForcedAlgorithmsWhenAvailable) {
+#ifdef OPEN_MPI
+  const int r = world_rank(), n = world_size();
+  for (const auto& name : {"mpi_linear", "mpi_nonoverlapping", "mpi_recursive_doubling", "mpi_ring",
+                           "mpi_segmented_ring", "mpi_rabenseifner"}) {
+    auto alg = make(name, comm_);
+    EXPECT_EQ(alg->name(), name);
+    std::vector<double> buf(10007);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = input_value(i, r);
+    alg->run(buf.data(), buf.size());
+    bool ok = true;
+    for (size_t i = 0; i < buf.size(); ++i) ok = ok && buf[i] == expected_sum(i, n);
+    EXPECT_TRUE(all_ranks(ok)) << name;
+  }
+#endif
+}
+
+// ---- the hybrid ----
+
+TEST_F(AllreduceTest, HybridSwitchesWhereItsTableSays) {
+  const int n = world_size(), r = world_rank();
+  const std::string N = std::to_string(n);
+  CrossoverTable table = CrossoverTable::parse(
+      N + " 64 brb\n" + N + " 4096 brd\n" + N + " 65536 vhd\n" + N + " inf ring_seg\n", "test table");
+  HybridAllreduce hybrid(comm_, table);
+  struct Case { size_t bytes; const char* expect; };
+  for (Case c : {Case{0, "brb"}, Case{4, "brb"}, Case{64, "brb"}, Case{68, "brd"}, Case{4096, "brd"},
+                 Case{4100, "vhd"}, Case{65536, "vhd"}, Case{65540, "ring_seg"}, Case{1 << 22, "ring_seg"}}) {
+    EXPECT_EQ(hybrid.choice(c.bytes), c.expect) << c.bytes << " bytes";
+    size_t count = c.bytes / sizeof(float);
+    std::vector<float> buf(count);
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(input_value(i, r));
+    hybrid.run(buf.data(), count);
+    EXPECT_EQ(hybrid.last_choice(), c.expect) << c.bytes << " bytes";
+    bool ok = true;
+    for (size_t i = 0; i < count; ++i) ok = ok && buf[i] == static_cast<float>(expected_sum(i, n));
+    EXPECT_TRUE(all_ranks(ok)) << c.bytes << " bytes via " << c.expect;
+  }
+  // Double counts bytes, not elements: 16 doubles = 128 bytes is past the brb row.
+  EXPECT_EQ(hybrid.choice(16 * sizeof(double)), "brd");
+}
+
+TEST_F(AllreduceTest, HybridUsesStarRowsForOtherRankCountsAndRefusesMissingOnes) {
+  const int n = world_size();
+  CrossoverTable star = CrossoverTable::parse("* 100 brd\n* inf ring\n", "star");
+  EXPECT_EQ(HybridAllreduce(comm_, star).choice(101), "ring");
+  CrossoverTable other = CrossoverTable::parse(std::to_string(n + 1) + " inf ring\n", "other.table");
+  try {
+    HybridAllreduce h(comm_, other);
+    ADD_FAILURE() << "a table without rows for " << n << " ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no rows for " + std::to_string(n) + " ranks"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(AllreduceTest, BuiltinTableCoversEveryRankCount) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16, 1000}) {
+    const auto& rows = CrossoverTable::builtin().rows_for(n);
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.back().max_bytes, CrossoverRow::kUnlimited);
+  }
+}
+
+// ---- table files and names: the bad-input paths ----
+
+std::string parse_error(const std::string& text) {
+  try {
+    CrossoverTable::parse(text, "t.table");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CrossoverTableTest, RoundTripsThroughText) {
+  CrossoverTable t = CrossoverTable::parse("# c\n\n2 16 brd   # small\n2 inf vhd_seg\n* inf ring\n", "x");
+  CrossoverTable u = CrossoverTable::parse(t.to_text(), "y");
+  EXPECT_EQ(t.to_text(), u.to_text());
+  EXPECT_EQ(u.rows_for(2).size(), 2u);
+  EXPECT_EQ(u.rows_for(2)[0].max_bytes, 16u);
+  EXPECT_EQ(u.rows_for(3)[0].algorithm, "ring");
+}
+
+TEST(CrossoverTableTest, MalformedTablesSayWhatAndWhere) {
+  EXPECT_NE(parse_error("2 16 brd\n2 inf\n").find("t.table:2: expected 'ranks max_bytes algorithm'"),
+            std::string::npos);
+  EXPECT_NE(parse_error("2 16 brd extra\n").find("t.table:1:"), std::string::npos);
+  EXPECT_NE(parse_error("2 16 quicksort\n2 inf ring\n").find("unknown algorithm 'quicksort'"), std::string::npos);
+  EXPECT_NE(parse_error("2 inf hybrid\n").find("unknown algorithm 'hybrid'"), std::string::npos);
+  EXPECT_NE(parse_error("two 16 brd\n").find("ranks must be a positive integer"), std::string::npos);
+  EXPECT_NE(parse_error("0 inf brd\n").find("ranks must be a positive integer"), std::string::npos);
+  EXPECT_NE(parse_error("2 16k brd\n").find("max_bytes must be a number of bytes or inf"), std::string::npos);
+  EXPECT_NE(parse_error("2 -5 brd\n").find("max_bytes must be a number"), std::string::npos);
+  EXPECT_NE(parse_error("2 64 brd\n2 16 vhd\n2 inf ring\n").find("t.table:2: rows for ranks 2 must have increasing"),
+            std::string::npos);
+  EXPECT_NE(parse_error("2 64 brd\n2 128 vhd\n").find("t.table:1: the rows for ranks 2 must end with max_bytes inf"),
+            std::string::npos);
+  EXPECT_NE(parse_error("# nothing\n\n").find("no rows"), std::string::npos);
+}
+
+TEST(CrossoverTableTest, MissingFileAndUnwritableFileAreErrors) {
+  EXPECT_THROW(CrossoverTable::load("/nonexistent/strata.table"), Error);
+  EXPECT_THROW(CrossoverTable::builtin().save("/nonexistent/dir/strata.table"), Error);
+  EXPECT_THROW(AllreducePolicy::from_table_file("/nonexistent/strata.table"), Error);
+}
+
+TEST(CrossoverTableTest, SavedTableLoadsBack) {
+  const std::string path = "/tmp/strata_test_table_" + std::to_string(getpid()) + "_" +
+                           std::to_string(world_rank()) + ".txt";
+  CrossoverTable::builtin().save(path);
+  EXPECT_EQ(CrossoverTable::load(path).to_text(), CrossoverTable::builtin().to_text());
+  std::remove(path.c_str());
+}
+
+TEST(AllreducePolicyTest, NamesAndUnknownNames) {
+  EXPECT_TRUE(AllreducePolicy::from_name("hybrid").is_hybrid());
+  EXPECT_EQ(AllreducePolicy::from_name("ring_seg").describe(), "ring_seg");
+  try {
+    AllreducePolicy::from_name("butterfly");
+    ADD_FAILURE() << "unknown name accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown allreduce algorithm 'butterfly'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("ring_seg"), std::string::npos) << "the message lists the known names";
+  }
+  EXPECT_THROW(make_allreduce_algorithm("nope", MPI_COMM_WORLD), Error);
+}
+
+// ---- the communicator ----
+
+TEST(CommunicatorTest, ThreadCommunicatorsAreDistinctAndConcurrentCollectivesDontMix) {
+  Communicator comm(3);  // MPI is already up: no MPI_Init, no MPI_Finalize
+  ASSERT_EQ(comm.size(), world_size());
+  ASSERT_EQ(comm.rank(), world_rank());
+  ASSERT_EQ(comm.thread_level(), MPI_THREAD_MULTIPLE);
+  ASSERT_EQ(comm.num_comm_threads(), 3);
+  int cmp = 0;
+  MPI_Comm_compare(comm.thread_comm(0), comm.thread_comm(1), &cmp);
+  EXPECT_EQ(cmp, MPI_CONGRUENT);  // same group, different context: messages cannot cross
+  // Three threads run different algorithms on different sizes at once; each must get its own sums.
+  const int r = comm.rank(), n = comm.size();
+  bool ok[3] = {false, false, false};
+  std::vector<std::thread> threads;
+  const char* names[3] = {"ring_seg", "brd", "vhd"};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto alg = make_allreduce_algorithm(names[t], comm.thread_comm(t));
+      bool good = true;
+      for (int iter = 0; iter < 5; ++iter) {
+        size_t count = 1000 * (t + 1) + 17 * iter;
+        std::vector<float> buf(count);
+        for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(input_value(i + t, r));
+        alg->run(buf.data(), count);
+        for (size_t i = 0; i < count; ++i) good = good && buf[i] == static_cast<float>(expected_sum(i + t, n));
+      }
+      ok[t] = good;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(all_ranks(ok[0] && ok[1] && ok[2]));
+}
+
+}  // namespace
+}  // namespace strata
