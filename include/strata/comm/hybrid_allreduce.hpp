@@ -36,6 +36,9 @@ class CrossoverTable {
  public:
   static constexpr int kAnyRanks = 0;  // the "*" rows
 
+  // An empty table (no rows yet); `origin` names it in error messages.
+  explicit CrossoverTable(std::string origin = "built-in table") : origin_(std::move(origin)) {}
+
   // The defaults measured on the development machine (2 cores, Open MPI 4.1 vader; docs/benchmarks.md).
   static CrossoverTable builtin();
   // Parses the text format above; errors throw strata::Error naming origin and line.

@@ -58,8 +58,7 @@ CrossoverTable CrossoverTable::builtin() {
 }
 
 CrossoverTable CrossoverTable::parse(const std::string& text, const std::string& origin) {
-  CrossoverTable table;
-  table.origin_ = origin;
+  CrossoverTable table(origin);
   std::map<int, std::vector<CrossoverRow>> rows;
   std::map<int, int> first_line;
   std::istringstream in(text);

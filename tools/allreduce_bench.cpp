@@ -1,0 +1,394 @@
+// allreduce_bench: times Strata's allreduce algorithms against MPI_Allreduce, checks every result, and
+// (--tune) measures this machine's crossovers into a table file the hybrid reads.
+//
+//   mpirun -np 4 --oversubscribe --bind-to none --mca btl self,vader bin/allreduce_bench
+//       --min_bytes=4 --max_bytes=256M --algorithms=hybrid,brd,vhd_seg,ring_seg,mpi
+//   mpirun -np 4 ... bin/allreduce_bench --tune --tune_out=allreduce.table
+//
+// For each size all algorithms run interleaved, rep by rep, in one process, so drifting latency levels
+// hit them alike. A rep's time is the slowest rank's; the table shows the median and 90th percentile
+// over reps, algorithm bandwidth (size / time) and bus bandwidth (2 (N-1)/N x size / time, the traffic
+// a bandwidth-optimal allreduce puts on each rank's link), and the winner of each size is marked *.
+// The "memcpy" row times every rank copying the same number of bytes at once: the machine's memory-copy
+// bandwidth under the same load, which the bus bandwidth is given as a fraction of (% memcpy).
+// Bad input (unknown algorithm, malformed table, a table without rows for this rank count) ends every
+// rank with one message and exit status 1. See docs/allreduce.md.
+#include <gflags/gflags.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "strata/common.hpp"
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+
+DECLARE_string(allreduce_table);  // libstrata's: the hybrid's table file
+
+DEFINE_string(algorithms, "hybrid,brb,brd,vhd,vhd_seg,ring,ring_seg,mpi",
+              "Comma-separated algorithms to time: hybrid, brb, brd, vhd, vhd_seg, ring, ring_seg, mpi "
+              "(MPI_Allreduce), and Open MPI's own forced algorithms mpi_linear, mpi_nonoverlapping, "
+              "mpi_recursive_doubling, mpi_ring, mpi_segmented_ring, mpi_rabenseifner (or mpi_all for "
+              "all six)");
+DEFINE_string(sizes, "", "Comma-separated message sizes in bytes (suffixes K, M, G = KiB, MiB, GiB); "
+                         "overrides --min_bytes/--max_bytes/--factor");
+DEFINE_string(min_bytes, "4", "Smallest message size (bytes; K, M, G suffixes allowed)");
+DEFINE_string(max_bytes, "256M", "Largest message size (bytes; K, M, G suffixes allowed)");
+DEFINE_int32(factor, 4, "Each size is this many times the previous one");
+DEFINE_int32(reps, 20, "Timed repetitions per size and algorithm (fewer for large sizes, see --seconds)");
+DEFINE_int32(min_reps, 5, "Fewest timed repetitions, whatever --seconds says");
+DEFINE_double(seconds, 4.0, "Time budget per size for all algorithms together; large sizes get fewer reps");
+DEFINE_int32(warmup, 2, "Untimed repetitions per size and algorithm before timing");
+DEFINE_string(dtype, "float", "Element type: float or double");
+DEFINE_bool(check, true, "Check every result against the expected sum");
+DEFINE_bool(csv, false, "Print CSV instead of the table");
+DEFINE_bool(memcpy, true, "Also time a memcpy of each size on every rank at once (the bandwidth reference)");
+DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (brb, brd, vhd, vhd_seg, ring, "
+                         "ring_seg) on powers of two from --min_bytes to --max_bytes and write them to "
+                         "--tune_out as the rows for this rank count");
+DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
+DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
+                                    "range going rather than flip the table on noise");
+
+namespace strata {
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+size_t parse_bytes(const std::string& s) {
+  STRATA_REQUIRE(!s.empty()) << "empty size";
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  std::string suffix(end);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1024.0;
+  else if (suffix == "M" || suffix == "MiB") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
+  else STRATA_REQUIRE(suffix.empty() || suffix == "B") << "cannot read size '" << s << "' (e.g. 4, 64K, 256M)";
+  STRATA_REQUIRE(end != s.c_str() && v >= 0) << "cannot read size '" << s << "' (e.g. 4, 64K, 256M)";
+  return static_cast<size_t>(v * mult);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string size_text(size_t b) {
+  char buf[32];
+  if (b >= (1u << 20) && b % (1u << 20) == 0) snprintf(buf, sizeof buf, "%zu MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0) snprintf(buf, sizeof buf, "%zu KiB", b >> 10);
+  else snprintf(buf, sizeof buf, "%zu B", b);
+  return buf;
+}
+
+// The input pattern: small integers, so sums are exact, and the expected sum of element i depends only
+// on i % kPeriod, which makes checking a 256 MiB result cheap.
+constexpr size_t kPeriod = 11;
+double input_value(size_t i, int rank) { return double(long(i % kPeriod) + (rank % 5) - 7); }
+
+struct Timing {
+  std::string name;
+  std::vector<double> seconds;  // per rep, slowest rank
+  double median = 0, p90 = 0;
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::ceil(q * v.size())) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct SizeResult {
+  size_t bytes;
+  std::vector<Timing> timings;  // algorithms, then memcpy last when timed
+};
+
+class Bench {
+ public:
+  Bench(std::vector<std::string> names, DataType type, size_t max_bytes, MPI_Comm comm)
+      : names_(std::move(names)), type_(type), comm_(comm) {
+    // The hybrid follows --allreduce_table when given, else the built-in table.
+    for (const auto& n : names_) {
+      AllreducePolicy policy = n == "hybrid" && !FLAGS_allreduce_table.empty()
+                                   ? AllreducePolicy::from_table_file(FLAGS_allreduce_table)
+                                   : AllreducePolicy::from_name(n);
+      algorithms_.push_back(policy.create(comm));
+    }
+    const size_t es = size_of(type);
+    max_count_ = std::max<size_t>(1, max_bytes / es);
+    buf_.resize(max_count_ * es);
+    input_.resize(max_count_ * es);
+    for (size_t i = 0; i < max_count_; ++i) {
+      double v = input_value(i, g_rank);
+      if (type == DataType::kFloat) reinterpret_cast<float*>(input_.data())[i] = float(v);
+      else reinterpret_cast<double*>(input_.data())[i] = v;
+    }
+    for (size_t k = 0; k < kPeriod; ++k) {
+      expected_[k] = 0;
+      for (int r = 0; r < g_size; ++r) expected_[k] += input_value(k, r);
+    }
+    memcpy(buf_.data(), input_.data(), buf_.size());  // touch every page now
+  }
+
+  SizeResult measure(size_t bytes) {
+    const size_t es = size_of(type_);
+    const size_t count = std::max<size_t>(1, bytes / es);
+    SizeResult res{count * es, {}};
+    const size_t nalg = algorithms_.size();
+    res.timings.resize(nalg + (FLAGS_memcpy ? 1 : 0));
+    for (size_t a = 0; a < nalg; ++a) res.timings[a].name = names_[a];
+    if (FLAGS_memcpy) res.timings[nalg].name = "memcpy";
+
+    // Warm-up, which also sizes the number of timed reps to the time budget (rank 0 decides for all).
+    double warm = 0;
+    for (size_t a = 0; a < nalg; ++a)
+      for (int w = 0; w < std::max(1, FLAGS_warmup); ++w) warm += run_once(a, count) / std::max(1, FLAGS_warmup);
+    int reps = FLAGS_reps;
+    if (warm > 0) reps = static_cast<int>(std::min<double>(FLAGS_reps, FLAGS_seconds / warm));
+    reps = std::max(reps, FLAGS_min_reps);
+    STRATA_MPI_CHECK(MPI_Bcast(&reps, 1, MPI_INT, 0, comm_));
+
+    std::vector<std::vector<double>> local(res.timings.size(), std::vector<double>(reps));
+    for (int r = 0; r < reps; ++r) {
+      for (size_t a = 0; a < nalg; ++a) local[a][r] = run_once(a, count);
+      if (FLAGS_memcpy) {
+        STRATA_MPI_CHECK(MPI_Barrier(comm_));
+        double t0 = MPI_Wtime();
+        memcpy(buf_.data(), input_.data(), count * es);
+        local[nalg][r] = MPI_Wtime() - t0;
+      }
+    }
+    for (size_t a = 0; a < res.timings.size(); ++a) {
+      auto& t = res.timings[a];
+      t.seconds.resize(reps);
+      STRATA_MPI_CHECK(MPI_Reduce(local[a].data(), t.seconds.data(), reps, MPI_DOUBLE, MPI_MAX, 0, comm_));
+      t.median = percentile(t.seconds, 0.5);
+      t.p90 = percentile(t.seconds, 0.9);
+    }
+    return res;
+  }
+
+ private:
+  // One allreduce of `count` elements with algorithm a, on freshly copied input; returns this rank's
+  // seconds. A wrong result ends the job (it is a bug, and the other ranks would carry on timing).
+  double run_once(size_t a, size_t count) {
+    const size_t es = size_of(type_);
+    memcpy(buf_.data(), input_.data(), count * es);
+    STRATA_MPI_CHECK(MPI_Barrier(comm_));
+    double t0 = MPI_Wtime();
+    algorithms_[a]->run(buf_.data(), count, type_);
+    double dt = MPI_Wtime() - t0;
+    if (FLAGS_check) check(count, names_[a]);
+    return dt;
+  }
+
+  void check(size_t count, const std::string& name) {
+    for (size_t i = 0; i < count; ++i) {
+      double got = type_ == DataType::kFloat ? reinterpret_cast<const float*>(buf_.data())[i]
+                                              : reinterpret_cast<const double*>(buf_.data())[i];
+      if (got != expected_[i % kPeriod]) {
+        std::ostringstream msg;
+        msg << "allreduce_bench: " << name << " gave a wrong sum: element " << i << " of " << count << " is "
+            << got << ", expected " << expected_[i % kPeriod];
+        mpi_abort(msg.str());
+      }
+    }
+  }
+
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<Allreduce>> algorithms_;
+  DataType type_;
+  MPI_Comm comm_;
+  size_t max_count_ = 0;
+  std::vector<char> buf_, input_;
+  double expected_[kPeriod];
+};
+
+std::vector<size_t> sizes_from_flags(bool powers_of_two) {
+  std::vector<size_t> sizes;
+  if (!FLAGS_sizes.empty() && !powers_of_two) {
+    for (const auto& s : split(FLAGS_sizes)) sizes.push_back(parse_bytes(s));
+    STRATA_REQUIRE(!sizes.empty()) << "--sizes lists no sizes";
+  } else {
+    size_t lo = parse_bytes(FLAGS_min_bytes), hi = parse_bytes(FLAGS_max_bytes);
+    STRATA_REQUIRE(lo >= 1 && lo <= hi) << "need 1 <= --min_bytes <= --max_bytes, got " << lo << " and " << hi;
+    const int factor = powers_of_two ? 2 : FLAGS_factor;
+    STRATA_REQUIRE(factor >= 2) << "--factor must be at least 2, got " << factor;
+    for (size_t s = lo; s <= hi; s *= factor) sizes.push_back(s);
+  }
+  return sizes;
+}
+
+std::vector<std::string> algorithms_from_flags() {
+  std::vector<std::string> names;
+  for (const auto& n : split(FLAGS_algorithms)) {
+    if (n == "mpi_all") {
+      for (const char* m : {"mpi_linear", "mpi_nonoverlapping", "mpi_recursive_doubling", "mpi_ring",
+                            "mpi_segmented_ring", "mpi_rabenseifner"})
+        names.push_back(m);
+      continue;
+    }
+    STRATA_REQUIRE(n == "hybrid" || is_allreduce_algorithm(n)) << unknown_allreduce_message(n);
+    names.push_back(n);
+  }
+  STRATA_REQUIRE(!names.empty()) << "--algorithms names no algorithm";
+  return names;
+}
+
+void print_header() {
+  if (FLAGS_csv) {
+    printf("ranks,dtype,bytes,algorithm,reps,median_us,p90_us,algbw_GBps,busbw_GBps,busbw_over_memcpy,winner\n");
+  } else {
+    printf("# allreduce_bench: %d ranks, %s, times are the slowest rank's; * = fastest median at that size\n",
+           g_size, FLAGS_dtype.c_str());
+    printf("%10s  %-22s %5s %12s %12s %10s %10s %8s\n", "size", "algorithm", "reps", "median_us", "p90_us",
+           "algbw_GB/s", "busbw_GB/s", "%memcpy");
+  }
+}
+
+void print_result(const SizeResult& res) {
+  size_t best = 0;
+  const Timing* mem = nullptr;
+  for (size_t a = 0; a < res.timings.size(); ++a) {
+    if (res.timings[a].name == "memcpy") {
+      mem = &res.timings[a];
+      continue;
+    }
+    if (res.timings[a].median < res.timings[best].median) best = a;
+  }
+  const double bus_factor = g_size > 1 ? 2.0 * (g_size - 1) / g_size : 0.0;
+  const double mem_bw = mem && mem->median > 0 ? res.bytes / mem->median : 0;
+  for (size_t a = 0; a < res.timings.size(); ++a) {
+    const Timing& t = res.timings[a];
+    const bool is_mem = &t == mem;
+    double algbw = t.median > 0 ? res.bytes / t.median / 1e9 : 0;
+    double busbw = is_mem ? algbw : algbw * bus_factor;
+    double frac = mem_bw > 0 ? busbw * 1e9 / mem_bw : 0;
+    const bool win = !is_mem && a == best;
+    if (FLAGS_csv) {
+      printf("%d,%s,%zu,%s,%zu,%.2f,%.2f,%.4f,%.4f,%.4f,%d\n", g_size, FLAGS_dtype.c_str(), res.bytes, t.name.c_str(),
+             t.seconds.size(), t.median * 1e6, t.p90 * 1e6, algbw, busbw, frac, win ? 1 : 0);
+    } else {
+      printf("%10s  %-22s %5zu %12.1f %12.1f %10.3f %10.3f %7.1f%%\n", size_text(res.bytes).c_str(),
+             (t.name + (win ? " *" : "")).c_str(), t.seconds.size(), t.median * 1e6, t.p90 * 1e6, algbw, busbw,
+             100 * frac);
+    }
+  }
+  if (!FLAGS_csv) printf("\n");
+  fflush(stdout);
+}
+
+// Picks the winner of each size, letting the previous winner keep going while it is within the
+// tolerance (noise should not flip the table back and forth), and turns the winners into rows.
+std::vector<CrossoverRow> crossovers(const std::vector<SizeResult>& results) {
+  std::vector<CrossoverRow> rows;
+  std::string current;
+  for (const auto& res : results) {
+    const Timing* best = nullptr;
+    const Timing* cur = nullptr;
+    for (const auto& t : res.timings) {
+      if (t.name == "memcpy") continue;
+      if (!best || t.median < best->median) best = &t;
+      if (t.name == current) cur = &t;
+    }
+    std::string winner = best->name;
+    if (cur && cur->median <= best->median * (1 + FLAGS_tune_tolerance)) winner = current;
+    if (winner != current) rows.push_back({res.bytes, winner});  // the previous row ends at its last win
+    else rows.back().max_bytes = res.bytes;
+    current = winner;
+  }
+  rows.back().max_bytes = CrossoverRow::kUnlimited;
+  return rows;
+}
+
+int run(MPI_Comm comm) {
+  // Setup: everything that can fail on bad input happens here, on every rank, before any timing.
+  std::string error;
+  std::vector<std::string> names;
+  std::vector<size_t> sizes;
+  std::unique_ptr<Bench> bench;
+  DataType type = DataType::kFloat;
+  try {
+    type = data_type_from_name(FLAGS_dtype);
+    STRATA_REQUIRE(FLAGS_reps >= 1 && FLAGS_min_reps >= 1 && FLAGS_warmup >= 0)
+        << "--reps and --min_reps must be >= 1 and --warmup >= 0";
+    if (FLAGS_tune) {
+      names = {"brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg"};
+      STRATA_REQUIRE(FLAGS_sizes.empty()) << "--tune measures powers of two from --min_bytes to --max_bytes; "
+                                             "drop --sizes";
+    } else {
+      names = algorithms_from_flags();
+    }
+    sizes = sizes_from_flags(FLAGS_tune);
+    bench = std::make_unique<Bench>(names, type, *std::max_element(sizes.begin(), sizes.end()), comm);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // Agree on failure, and let the lowest failing rank say why: every rank exits 1, nobody waits.
+  int first_bad = error.empty() ? g_size : g_rank, lowest = g_size;
+  STRATA_MPI_CHECK(MPI_Allreduce(&first_bad, &lowest, 1, MPI_INT, MPI_MIN, comm));
+  if (lowest < g_size) {
+    if (g_rank == lowest) fprintf(stderr, "allreduce_bench: %s\n", error.c_str());
+    return 1;
+  }
+
+  if (g_rank == 0) print_header();
+  std::vector<SizeResult> results;
+  for (size_t bytes : sizes) {
+    results.push_back(bench->measure(bytes));
+    if (g_rank == 0) print_result(results.back());
+  }
+  if (!FLAGS_tune) return 0;
+
+  // Rank 0 writes the table; a failure to write is reported to every rank.
+  int ok = 1;
+  if (g_rank == 0) {
+    try {
+      CrossoverTable table(FLAGS_tune_out);
+      if (std::ifstream(FLAGS_tune_out)) table = CrossoverTable::load(FLAGS_tune_out);
+      table.set(g_size, crossovers(results));
+      table.save(FLAGS_tune_out);
+      printf("# wrote the crossovers for %d ranks to %s:\n%s", g_size, FLAGS_tune_out.c_str(), table.to_text().c_str());
+    } catch (const std::exception& e) {
+      fprintf(stderr, "allreduce_bench: %s\n", e.what());
+      ok = 0;
+    }
+  }
+  STRATA_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("times allreduce algorithms under mpirun; see docs/allreduce.md");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  // Defaults that suit this tool (an mpirun --mca flag still wins): waiting ranks yield their core, and
+  // Open MPI's dynamic rules are on so that its forced algorithms (mpi_ring, ...) can be compared.
+  strata::Communicator::set_default_mpi_tuning();
+  setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
+  int rc;
+  {
+    strata::Communicator comm(&argc, &argv, 0);
+    strata::g_rank = comm.rank();
+    strata::g_size = comm.size();
+    rc = strata::run(comm.world());
+  }
+  return rc;
+}
