@@ -9,24 +9,34 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <csignal>
+
 #include "strata/common.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
 DEFINE_int32(level, 0, "Net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
-DEFINE_int32(iterations, 50, "Iterations to time (time) or to run (test).");
+DEFINE_int32(iterations, 50, "time: iterations to time; test: batches to score; train: overrides max_iter.");
 DEFINE_int32(warmup, 2, "Untimed iterations before timing.");
 DEFINE_int64(seed, 1701, "Random seed for fillers and random inputs.");
+DEFINE_string(solver, "", "The solver definition (prototxt), for train.");
+DEFINE_string(weights, "", "Comma-separated caffemodels to initialise from (train) or to test (test).");
+DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
+DEFINE_string(sigint_effect, "stop", "What SIGINT and SIGTERM do during training: stop, snapshot or none.");
+DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: stop, snapshot or none.");
 
 namespace strata {
 namespace {
@@ -153,6 +163,126 @@ int time_command() {
   return 0;
 }
 
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+// Signals only set a flag; the solver polls it between iterations.
+volatile std::sig_atomic_t g_got_sigint = 0;
+volatile std::sig_atomic_t g_got_sighup = 0;
+void on_sigint(int) { g_got_sigint = 1; }
+void on_sighup(int) { g_got_sighup = 1; }
+
+std::function<SignalAction()> install_signal_handlers() {
+  const SignalAction int_effect = ParseSignalAction(FLAGS_sigint_effect);
+  const SignalAction hup_effect = ParseSignalAction(FLAGS_sighup_effect);
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = on_sighup;
+  sigaction(SIGHUP, &sa, nullptr);
+  return [int_effect, hup_effect] {
+    if (g_got_sigint) {
+      g_got_sigint = 0;
+      LOG(INFO) << "Interrupted (SIGINT/SIGTERM)";
+      return int_effect;
+    }
+    if (g_got_sighup) {
+      g_got_sighup = 0;
+      LOG(INFO) << "SIGHUP";
+      return hup_effect;
+    }
+    return SignalAction::kNone;
+  };
+}
+
+int train_command() {
+  STRATA_REQUIRE(!FLAGS_solver.empty()) << "strata train needs --solver=SOLVER.prototxt";
+  STRATA_REQUIRE(FLAGS_weights.empty() || FLAGS_snapshot.empty())
+      << "give --weights (start from trained weights) or --snapshot (resume), not both";
+  SolverParameter param = ReadSolverParam(FLAGS_solver);
+  if (!gflags::GetCommandLineFlagInfoOrDie("iterations").is_default) {
+    STRATA_REQUIRE(FLAGS_iterations >= 0) << "--iterations must not be negative";
+    param.set_max_iter(FLAGS_iterations);
+  }
+  if (!param.has_snapshot_prefix()) {
+    // Caffe's default: the solver file's name without its extension.
+    std::string prefix = FLAGS_solver;
+    const size_t dot = prefix.rfind('.');
+    if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
+    param.set_snapshot_prefix(prefix);
+  }
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  STRATA_REQUIRE(!world || std::atoi(world) <= 1)
+      << "this build trains on one rank only (data-parallel training is not built yet); run with -np 1";
+  if (param.solver_mode() == SolverParameter::GPU) {
+    LOG(WARNING) << "solver_mode GPU requested but this build runs on the CPU; using the CPU";
+  }
+  Strata::set_mode(Strata::CPU);
+  auto solver = SolverRegistry<float>::Create(param);
+  solver->SetActionFunction(install_signal_handlers());
+  for (const auto& w : split_commas(FLAGS_weights)) {
+    LOG(INFO) << "Initialising from " << w;
+    solver->net()->CopyTrainedLayersFrom(w);
+  }
+  solver->Solve(FLAGS_snapshot);
+  return 0;
+}
+
+int test_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata test needs --model=NET.prototxt";
+  STRATA_REQUIRE(!FLAGS_weights.empty()) << "strata test needs --weights=MODEL.caffemodel";
+  STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
+  const std::vector<std::string> stages = parse_stages();
+  Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
+  for (const auto& w : split_commas(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
+  LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
+  std::vector<double> scores;
+  std::vector<std::pair<std::string, double>> names;  // output name, loss weight
+  double loss = 0;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    float iter_loss = 0;
+    const auto& outputs = net.Forward(&iter_loss);
+    loss += iter_loss;
+    size_t k = 0;
+    for (Blob<float>* out : outputs) {
+      int id = 0;
+      for (size_t b = 0; b < net.blobs().size(); ++b)
+        if (net.blobs()[b].get() == out) id = static_cast<int>(b);
+      for (int j = 0; j < out->count(); ++j, ++k) {
+        if (scores.size() <= k) {
+          scores.push_back(0);
+          names.push_back({net.blob_names()[id], net.blob_loss_weights()[id]});
+        }
+        scores[k] += out->cpu_data()[j];
+        LOG(INFO) << "Batch " << i << ", " << names[k].first << " = " << out->cpu_data()[j];
+      }
+    }
+  }
+  LOG(INFO) << "Loss: " << loss / FLAGS_iterations;
+  for (size_t k = 0; k < scores.size(); ++k) {
+    const double mean = scores[k] / FLAGS_iterations;
+    std::ostringstream s;
+    s << names[k].first << " = " << mean;
+    if (names[k].second) s << " (* " << names[k].second << " = " << names[k].second * mean << " loss)";
+    LOG(INFO) << s.str();
+    std::printf("%s\n", s.str().c_str());
+  }
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* help;
@@ -161,7 +291,9 @@ struct Command {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
-      {"time", "time a net's forward and backward, layer by layer", time_command},
+      {"train", "train a net: --solver=S [--weights=W | --snapshot=S] [--iterations=N]", train_command},
+      {"test", "score a trained net: --model=NET --weights=W [--iterations=N]", test_command},
+      {"time", "time a net's forward and backward, layer by layer: --model=NET", time_command},
   };
   return cmds;
 }

@@ -70,6 +70,12 @@ class Layer {
   // the recompute executor replays them.
   virtual bool IsStochastic() const { return false; }
 
+  // Layers that read a stream of records (Data) report how many records Forward has consumed and can restart
+  // from such a count, so a resumed run sees exactly the batches an uninterrupted one would.
+  virtual bool has_record_position() const { return false; }
+  virtual uint64_t record_position() const { return 0; }
+  virtual void set_record_position(uint64_t position) {}
+
   // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
   // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.
   virtual bool ParamIsStatistic(int param_id) const { return false; }

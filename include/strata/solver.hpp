@@ -1,0 +1,143 @@
+// Solver: the training loop around a Net (Caffe's semantics and log format), with the update split per
+// layer so that data-parallel training can update a layer as soon as its gradient is reduced.
+//
+// One iteration:  ClearParamDiffs -> iter_size x (Forward + Backward) -> for each layer, update_layer(i)
+// update_layer(i), for the learnable params whose gradient is final after layer i's backward:
+//   normalise (1/iter_size) -> regularise (L2/L1 weight decay x decay_mult) -> ComputeUpdateValue (the
+//   solver type: SGD momentum, Nesterov, Adam...) -> data -= diff.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/net.hpp"
+#include "strata/proto/strata.pb.h"
+
+namespace strata {
+
+// What the solver does when a signal arrives (Caffe's --sigint_effect / --sighup_effect).
+enum class SignalAction { kNone, kStop, kSnapshot };
+SignalAction ParseSignalAction(const std::string& name);
+
+template <typename Dtype>
+class Solver {
+ public:
+  explicit Solver(const SolverParameter& param);
+  virtual ~Solver() = default;
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  // Trains to max_iter (resuming from `resume_file` if given), snapshots at the end, runs the final test.
+  void Solve(const std::string& resume_file = "");
+  // Runs `iters` iterations.
+  void Step(int iters);
+  // Tests every test net and logs their outputs; returns each test net's averaged outputs.
+  std::vector<std::vector<Dtype>> TestAll();
+
+  // Updates the learnable params whose gradients are final after layer `layer_id`'s backward.
+  void update_layer(int layer_id);
+  // Updates all layers (what one rank does after backward; the overlapped engine calls update_layer itself).
+  void ApplyUpdate();
+  // The learning rate at the current iteration (advances the step counter of step/multistep policies).
+  Dtype GetLearningRate();
+
+  void Snapshot();
+  // Restores iteration, history, lr step, data positions, RNG and (if recorded) the weights.
+  void Restore(const std::string& state_file);
+
+  const SolverParameter& param() const { return param_; }
+  Net<Dtype>* net() { return net_.get(); }
+  const std::vector<std::shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
+  int iter() const { return iter_; }
+  virtual const char* type() const = 0;
+
+  // Signal handling: polled once per iteration.
+  void SetActionFunction(std::function<SignalAction()> f) { action_ = std::move(f); }
+  // Called after each iteration's update (data-parallel consistency checks, timing).
+  void add_iteration_callback(std::function<void(int iter)> cb) { iteration_callbacks_.push_back(std::move(cb)); }
+
+  // Replaces how one iteration's gradients are computed and applied (default: forward/backward then
+  // ApplyUpdate). The data-parallel engine installs its overlapped version here.
+  using IterationFn = std::function<Dtype()>;
+  void set_iteration_function(IterationFn f) { iteration_fn_ = std::move(f); }
+  // The default iteration: iter_size x ForwardBackward, then ApplyUpdate. Returns the mean loss.
+  Dtype DefaultIteration();
+
+  // Paths a snapshot at the current iteration would use.
+  std::string SnapshotFilename(const std::string& extension) const;
+
+ protected:
+  // Turns the (normalised, regularised) gradient of learnable param `param_id` into the step in its diff.
+  virtual void ComputeUpdateValue(int param_id, Dtype rate) = 0;
+  // Solver-type state, stored in the solverstate's history blobs.
+  std::vector<std::shared_ptr<Blob<Dtype>>>& history() { return history_; }
+  virtual void PreSolve() {}
+
+  void Normalize(int param_id);
+  void Regularize(int param_id);
+
+  SolverParameter param_;
+  int iter_ = 0;
+  int current_step_ = 0;
+  std::shared_ptr<Net<Dtype>> net_;
+  std::vector<std::shared_ptr<Net<Dtype>>> test_nets_;
+  // One history blob per learnable param (Adam keeps a second set after the first).
+  std::vector<std::shared_ptr<Blob<Dtype>>> history_;
+  Dtype rate_ = 0;  // the learning rate of the current iteration
+
+ private:
+  void InitTrainNet();
+  void InitTestNets();
+  std::vector<Dtype> Test(int test_net_id);
+  void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
+  void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
+  void ClipGradients();
+  void UpdateParam(int param_id);
+  std::vector<uint64_t> DataPositions();
+  void SetDataPositions(const std::vector<uint64_t>& positions);
+
+  std::vector<Dtype> losses_;
+  Dtype smoothed_loss_ = 0;
+  std::function<SignalAction()> action_;
+  std::vector<std::function<void(int)>> iteration_callbacks_;
+  IterationFn iteration_fn_;
+  bool requested_early_exit_ = false;
+};
+
+// The solver registry: "SGD", "Nesterov", "Adam", ... (the legacy solver_type enum maps to these names).
+template <typename Dtype>
+class SolverRegistry {
+ public:
+  using Creator = std::function<std::unique_ptr<Solver<Dtype>>(const SolverParameter&)>;
+  static void Add(const std::string& type, Creator c);
+  static std::unique_ptr<Solver<Dtype>> Create(const SolverParameter& param);
+  static std::vector<std::string> Types();
+
+ private:
+  static std::map<std::string, Creator>& registry();
+};
+
+template <typename Dtype>
+struct SolverRegisterer {
+  SolverRegisterer(const std::string& type, typename SolverRegistry<Dtype>::Creator c) {
+    SolverRegistry<Dtype>::Add(type, std::move(c));
+  }
+};
+
+#define REGISTER_SOLVER_CLASS(type)                                                                       \
+  static ::strata::SolverRegisterer<float> g_strata_solver_f_##type(                                     \
+      #type, [](const ::strata::SolverParameter& p) { return std::make_unique<type##Solver<float>>(p); }); \
+  static ::strata::SolverRegisterer<double> g_strata_solver_d_##type(                                    \
+      #type, [](const ::strata::SolverParameter& p) { return std::make_unique<type##Solver<double>>(p); })
+
+// Reads a solver prototxt and checks it (a net is given, numbers in range), resolving nothing else.
+SolverParameter ReadSolverParam(const std::string& filename);
+// The learning rate policy on its own, for tests and tools: rate at `iter` (multistep uses `current_step`,
+// which it advances).
+float LearningRateAt(const SolverParameter& param, int iter, int* current_step);
+
+}  // namespace strata

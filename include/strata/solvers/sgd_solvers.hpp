@@ -1,0 +1,42 @@
+// The gradient-descent family. Each keeps one history blob per learnable parameter (Adam: two).
+//   SGD:      v = momentum * v + lr * g;                         w -= v
+//   Nesterov: v' = momentum * v + lr * g;                        w -= (1 + momentum) v' - momentum v
+//   Adam:     m = b1 m + (1-b1) g;  s = b2 s + (1-b2) g^2;       w -= lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(s) + eps)
+// lr here is the policy's rate times the parameter's lr_mult.
+#pragma once
+
+#include "strata/solver.hpp"
+
+namespace strata {
+
+template <typename Dtype>
+class SGDSolver : public Solver<Dtype> {
+ public:
+  explicit SGDSolver(const SolverParameter& param) : Solver<Dtype>(param) {}
+  const char* type() const override { return "SGD"; }
+
+ protected:
+  void ComputeUpdateValue(int param_id, Dtype rate) override;
+};
+
+template <typename Dtype>
+class NesterovSolver : public Solver<Dtype> {
+ public:
+  explicit NesterovSolver(const SolverParameter& param) : Solver<Dtype>(param) {}
+  const char* type() const override { return "Nesterov"; }
+
+ protected:
+  void ComputeUpdateValue(int param_id, Dtype rate) override;
+};
+
+template <typename Dtype>
+class AdamSolver : public Solver<Dtype> {
+ public:
+  explicit AdamSolver(const SolverParameter& param);
+  const char* type() const override { return "Adam"; }
+
+ protected:
+  void ComputeUpdateValue(int param_id, Dtype rate) override;
+};
+
+}  // namespace strata

@@ -1,0 +1,523 @@
+#include "strata/solver.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "strata/math_functions.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+
+SignalAction ParseSignalAction(const std::string& name) {
+  if (name == "stop") return SignalAction::kStop;
+  if (name == "snapshot") return SignalAction::kSnapshot;
+  if (name == "none") return SignalAction::kNone;
+  STRATA_FAIL() << "unknown signal effect '" << name << "' (expected stop, snapshot or none)";
+  return SignalAction::kNone;
+}
+
+SolverParameter ReadSolverParam(const std::string& filename) {
+  SolverParameter param;
+  ReadSolverParamsFromTextFile(filename, &param);
+  const int nets = param.has_net() + param.has_net_param() + param.has_train_net() + param.has_train_net_param();
+  STRATA_REQUIRE(nets == 1) << filename << ": a solver needs exactly one of net, net_param, train_net, "
+                            << "train_net_param (found " << nets << ")";
+  STRATA_REQUIRE(param.max_iter() >= 0) << filename << ": max_iter must not be negative";
+  STRATA_REQUIRE(param.iter_size() >= 1) << filename << ": iter_size must be at least 1";
+  STRATA_REQUIRE(param.average_loss() >= 1) << filename << ": average_loss must be at least 1";
+  STRATA_REQUIRE(param.regularization_type() == "L2" || param.regularization_type() == "L1")
+      << filename << ": regularization_type must be L1 or L2, got '" << param.regularization_type() << "'";
+  STRATA_REQUIRE(param.test_interval() >= 0) << filename << ": test_interval must not be negative";
+  STRATA_REQUIRE(param.snapshot() >= 0) << filename << ": snapshot must not be negative";
+  // A relative net path is relative to the working directory, as in Caffe.
+  return param;
+}
+
+float LearningRateAt(const SolverParameter& param, int iter, int* current_step) {
+  const std::string& policy = param.lr_policy();
+  const double base = param.base_lr();
+  if (policy == "fixed") return static_cast<float>(base);
+  if (policy == "step") {
+    STRATA_REQUIRE(param.stepsize() > 0) << "lr_policy step needs stepsize > 0";
+    *current_step = iter / param.stepsize();
+    return static_cast<float>(base * std::pow(param.gamma(), *current_step));
+  }
+  if (policy == "exp") return static_cast<float>(base * std::pow(param.gamma(), iter));
+  if (policy == "inv") {
+    return static_cast<float>(base * std::pow(1.0 + param.gamma() * iter, -static_cast<double>(param.power())));
+  }
+  if (policy == "multistep") {
+    while (*current_step < param.stepvalue_size() && iter >= param.stepvalue(*current_step)) ++*current_step;
+    return static_cast<float>(base * std::pow(param.gamma(), *current_step));
+  }
+  if (policy == "poly") {
+    STRATA_REQUIRE(param.max_iter() > 0) << "lr_policy poly needs max_iter > 0";
+    return static_cast<float>(base * std::pow(1.0 - static_cast<double>(iter) / param.max_iter(), param.power()));
+  }
+  if (policy == "sigmoid") {
+    return static_cast<float>(base / (1.0 + std::exp(-param.gamma() * (static_cast<double>(iter) - param.stepsize()))));
+  }
+  STRATA_FAIL() << "unknown lr_policy '" << policy << "' (known: fixed, step, exp, inv, multistep, poly, sigmoid)";
+  return 0;
+}
+
+template <typename Dtype>
+Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
+  if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+  if (!param_.has_lr_policy()) param_.set_lr_policy("fixed");
+  int probe_step = 0;
+  LearningRateAt(param_, 0, &probe_step);  // reject an unknown or incomplete policy now, not mid-run
+  InitTrainNet();
+  InitTestNets();
+  for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
+  iteration_fn_ = [this] { return DefaultIteration(); };
+}
+
+template <typename Dtype>
+void Solver<Dtype>::InitTrainNet() {
+  NetParameter net_param;
+  if (param_.has_train_net_param()) {
+    net_param = param_.train_net_param();
+  } else if (param_.has_train_net()) {
+    ReadNetParamsFromTextFile(param_.train_net(), &net_param);
+  } else if (param_.has_net_param()) {
+    net_param = param_.net_param();
+  } else {
+    STRATA_REQUIRE(param_.has_net()) << "the solver names no net (give net: \"FILE\")";
+    ReadNetParamsFromTextFile(param_.net(), &net_param);
+  }
+  // The state: TRAIN, plus whatever the net file and the solver's train_state say.
+  NetState state;
+  state.set_phase(TRAIN);
+  state.MergeFrom(net_param.state());
+  state.MergeFrom(param_.train_state());
+  state.set_phase(TRAIN);
+  *net_param.mutable_state() = state;
+  net_ = std::make_shared<Net<Dtype>>(net_param);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::InitTestNets() {
+  std::vector<NetParameter> sources;
+  for (const auto& p : param_.test_net_param()) sources.push_back(p);
+  for (const auto& f : param_.test_net()) {
+    NetParameter p;
+    ReadNetParamsFromTextFile(f, &p);
+    sources.push_back(p);
+  }
+  // With a single `net`, every test_iter entry tests that net in TEST phase.
+  const int generic = param_.test_iter_size() - static_cast<int>(sources.size());
+  if (generic > 0) {
+    NetParameter p;
+    if (param_.has_net_param()) {
+      p = param_.net_param();
+    } else if (param_.has_net()) {
+      ReadNetParamsFromTextFile(param_.net(), &p);
+    }
+    if (p.layer_size() || p.layers_size()) {
+      for (int i = 0; i < generic; ++i) sources.push_back(p);
+    }
+  }
+  STRATA_REQUIRE(static_cast<int>(sources.size()) == param_.test_iter_size())
+      << "test_iter must be given once per test net (" << sources.size() << " test net(s), "
+      << param_.test_iter_size() << " test_iter)";
+  STRATA_REQUIRE(param_.test_state_size() == 0 || param_.test_state_size() == static_cast<int>(sources.size()))
+      << "test_state must be given once per test net, or not at all";
+  for (size_t i = 0; i < sources.size(); ++i) {
+    STRATA_REQUIRE(param_.test_iter(static_cast<int>(i)) > 0) << "test_iter must be positive";
+    NetState state;
+    state.set_phase(TEST);
+    state.MergeFrom(sources[i].state());
+    if (param_.test_state_size()) state.MergeFrom(param_.test_state(static_cast<int>(i)));
+    state.set_phase(TEST);
+    *sources[i].mutable_state() = state;
+    auto test_net = std::make_shared<Net<Dtype>>(sources[i]);
+    test_net->ShareTrainedLayersWith(net_.get());
+    test_nets_.push_back(test_net);
+  }
+}
+
+template <typename Dtype>
+Dtype Solver<Dtype>::GetLearningRate() {
+  return static_cast<Dtype>(LearningRateAt(param_, iter_, &current_step_));
+}
+
+template <typename Dtype>
+Dtype Solver<Dtype>::DefaultIteration() {
+  Dtype loss = 0;
+  for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+  loss /= param_.iter_size();
+  if (!std::isfinite(static_cast<double>(loss))) {
+    STRATA_FAIL() << "the loss is " << loss << " at iteration " << iter_
+                  << "; training stopped (lower base_lr, or check the data)";
+  }
+  ApplyUpdate();
+  return loss;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Solve(const std::string& resume_file) {
+  LOG(INFO) << "Solving " << net_->name();
+  LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  if (!resume_file.empty()) {
+    LOG(INFO) << "Restoring previous solver status from " << resume_file;
+    Restore(resume_file);
+  }
+  PreSolve();
+  requested_early_exit_ = false;
+  Step(param_.max_iter() - iter_);
+  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
+  if (requested_early_exit_) {
+    LOG(INFO) << "Optimization stopped early.";
+    return;
+  }
+  // The final loss and test, as Caffe prints them.
+  if (param_.display() && iter_ % param_.display() == 0) {
+    Dtype loss;
+    net_->Forward(&loss);
+    LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+  }
+  if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  LOG(INFO) << "Optimization Done.";
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Step(int iters) {
+  const int start_iter = iter_;
+  const int stop_iter = iter_ + iters;
+  losses_.clear();
+  smoothed_loss_ = 0;
+  auto window_start = std::chrono::steady_clock::now();
+  int window_iter = iter_;
+  const int batch = [&] {
+    // Images per iteration on this rank, for the images/s progress line.
+    for (Blob<Dtype>* b : net_->input_blobs()) return b->num_axes() ? b->shape(0) : 1;
+    for (const auto& l : net_->layers()) {
+      if (std::string(l->type()) == "Data") return static_cast<int>(l->layer_param().data_param().batch_size());
+    }
+    return 0;
+  }();
+
+  while (iter_ < stop_iter) {
+    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization())) {
+      TestAll();
+    }
+    if (action_) {
+      const SignalAction a = action_();
+      if (a == SignalAction::kSnapshot) Snapshot();
+      if (a == SignalAction::kStop) {
+        requested_early_exit_ = true;
+        break;
+      }
+    }
+    net_->ClearParamDiffs();
+    const bool display = param_.display() && iter_ % param_.display() == 0;
+    rate_ = GetLearningRate();
+    const Dtype loss = iteration_fn_();
+    UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
+    if (display) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+      const int done = iter_ - window_iter;
+      if (Strata::root_solver()) {
+        if (done > 0) {
+          LOG(INFO) << "Iteration " << iter_ << " (" << done / secs << " iter/s, " << secs << "s/" << done
+                    << " iters), loss = " << smoothed_loss_;
+          LOG(INFO) << "Iteration " << iter_ << ", " << static_cast<long long>(done / secs * batch *
+                                                                                Strata::solver_count())
+                    << " images/s";
+        } else {
+          LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+        }
+        DisplayOutputs(net_->output_blobs(), *net_, "Train");
+        LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate_;
+      }
+      window_start = std::chrono::steady_clock::now();
+      window_iter = iter_;
+    }
+    ++iter_;
+    for (auto& cb : iteration_callbacks_) cb(iter_);
+    if (param_.snapshot() && iter_ % param_.snapshot() == 0) Snapshot();
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss) {
+  if (static_cast<int>(losses_.size()) < average_loss) {
+    losses_.push_back(loss);
+    const int n = static_cast<int>(losses_.size());
+    smoothed_loss_ = (smoothed_loss_ * (n - 1) + loss) / n;
+  } else {
+    const int idx = (iter_ - start_iter) % average_loss;
+    smoothed_loss_ += (loss - losses_[idx]) / average_loss;
+    losses_[idx] = loss;
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net,
+                                   const char* which) {
+  int score_index = 0;
+  for (Blob<Dtype>* out : outputs) {
+    const int id = [&] {
+      for (size_t b = 0; b < net.blobs().size(); ++b)
+        if (net.blobs()[b].get() == out) return static_cast<int>(b);
+      return -1;
+    }();
+    const std::string& name = net.blob_names()[id];
+    const Dtype weight = id < static_cast<int>(net.blob_loss_weights().size()) ? net.blob_loss_weights()[id] : 0;
+    for (int k = 0; k < out->count(); ++k) {
+      std::ostringstream s;
+      s << "    " << which << " net output #" << score_index++ << ": " << name << " = " << out->cpu_data()[k];
+      if (weight) s << " (* " << weight << " = " << weight * out->cpu_data()[k] << " loss)";
+      LOG(INFO) << s.str();
+    }
+  }
+}
+
+template <typename Dtype>
+std::vector<std::vector<Dtype>> Solver<Dtype>::TestAll() {
+  std::vector<std::vector<Dtype>> all;
+  for (size_t i = 0; i < test_nets_.size(); ++i) all.push_back(Test(static_cast<int>(i)));
+  return all;
+}
+
+template <typename Dtype>
+std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
+  if (Strata::root_solver()) LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << test_net_id << ")";
+  Net<Dtype>& test_net = *test_nets_[test_net_id];
+  std::vector<Dtype> scores;
+  Dtype loss = 0;
+  const int test_iter = param_.test_iter(test_net_id);
+  for (int i = 0; i < test_iter; ++i) {
+    Dtype iter_loss;
+    const auto& result = test_net.Forward(&iter_loss);
+    if (param_.test_compute_loss()) loss += iter_loss;
+    size_t k = 0;
+    for (Blob<Dtype>* blob : result) {
+      for (int j = 0; j < blob->count(); ++j, ++k) {
+        if (scores.size() <= k) scores.push_back(0);
+        scores[k] += blob->cpu_data()[j];
+      }
+    }
+  }
+  for (auto& s : scores) s /= test_iter;
+  if (Strata::root_solver()) {
+    if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / test_iter;
+    size_t k = 0;
+    for (Blob<Dtype>* blob : test_net.output_blobs()) {
+      int id = 0;
+      for (size_t b = 0; b < test_net.blobs().size(); ++b)
+        if (test_net.blobs()[b].get() == blob) id = static_cast<int>(b);
+      const std::string& name = test_net.blob_names()[id];
+      const Dtype weight = test_net.blob_loss_weights().size() > static_cast<size_t>(id) ? test_net.blob_loss_weights()[id] : 0;
+      for (int j = 0; j < blob->count(); ++j, ++k) {
+        std::ostringstream s;
+        s << "    Test net output #" << k << ": " << name << " = " << scores[k];
+        if (weight) s << " (* " << weight << " = " << weight * scores[k] << " loss)";
+        LOG(INFO) << s.str();
+      }
+    }
+  }
+  return scores;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::ClipGradients() {
+  const Dtype clip = param_.clip_gradients();
+  if (clip < 0) return;
+  Dtype sumsq = 0;
+  for (Blob<Dtype>* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  const Dtype norm = std::sqrt(sumsq);
+  if (norm > clip) {
+    const Dtype scale = clip / norm;
+    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << clip << ") by scale "
+              << scale;
+    for (Blob<Dtype>* p : net_->learnable_params()) p->scale_diff(scale);
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Normalize(int param_id) {
+  if (param_.iter_size() == 1) return;
+  net_->learnable_params()[param_id]->scale_diff(Dtype(1) / param_.iter_size());
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Regularize(int param_id) {
+  Blob<Dtype>* p = net_->learnable_params()[param_id];
+  const Dtype decay = param_.weight_decay() * net_->params_weight_decay()[param_id];
+  if (decay == 0 || p->count() == 0) return;
+  if (param_.regularization_type() == "L2") {
+    cpu_axpy(p->count(), decay, p->cpu_data(), p->mutable_cpu_diff());
+  } else {
+    const Dtype* w = p->cpu_data();
+    Dtype* g = p->mutable_cpu_diff();
+    for (int i = 0; i < p->count(); ++i) g[i] += decay * static_cast<Dtype>((w[i] > 0) - (w[i] < 0));
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::UpdateParam(int param_id) {
+  if (net_->params_lr()[param_id] == 0) return;
+  Normalize(param_id);
+  Regularize(param_id);
+  ComputeUpdateValue(param_id, rate_);
+  net_->learnable_params()[param_id]->Update();
+}
+
+template <typename Dtype>
+void Solver<Dtype>::update_layer(int layer_id) {
+  // Clipping needs the norm over the whole net, so it is done by ApplyUpdate, never per layer.
+  CHECK_LT(param_.clip_gradients(), 0) << "update_layer cannot clip gradients; use ApplyUpdate";
+  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::ApplyUpdate() {
+  if (param_.clip_gradients() >= 0) {
+    ClipGradients();
+    for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p));
+    return;
+  }
+  for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
+}
+
+template <typename Dtype>
+std::string Solver<Dtype>::SnapshotFilename(const std::string& extension) const {
+  return param_.snapshot_prefix() + "_iter_" + std::to_string(iter_) + extension;
+}
+
+template <typename Dtype>
+std::vector<uint64_t> Solver<Dtype>::DataPositions() {
+  std::vector<uint64_t> positions;
+  for (const auto& layer : net_->layers()) {
+    if (layer->has_record_position()) positions.push_back(layer->record_position());
+  }
+  return positions;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::SetDataPositions(const std::vector<uint64_t>& positions) {
+  size_t k = 0;
+  for (const auto& layer : net_->layers()) {
+    if (!layer->has_record_position()) continue;
+    STRATA_REQUIRE(k < positions.size()) << "the solverstate records " << positions.size()
+                                         << " data layer position(s); the net has more data layers";
+    layer->set_record_position(positions[k++]);
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Snapshot() {
+  if (!Strata::root_solver()) return;
+  STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
+      << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";
+  const std::string model_file = SnapshotFilename(".caffemodel");
+  NetParameter weights;
+  net_->ToProto(&weights, param_.snapshot_diff());
+  LOG(INFO) << "Snapshotting to binary proto file " << model_file;
+  WriteProtoToBinaryFile(weights, model_file);
+
+  SolverState state;
+  state.set_iter(iter_);
+  state.set_learned_net(model_file);
+  state.set_current_step(current_step_);
+  for (auto& h : history_) h->ToProto(state.add_history());
+  for (uint64_t p : DataPositions()) state.add_data_position(p);
+  state.set_num_ranks(Strata::solver_count());
+  std::ostringstream rng;
+  rng << Strata::rng();
+  state.set_rng_state(rng.str());
+  const std::string state_file = SnapshotFilename(".solverstate");
+  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
+  WriteProtoToBinaryFile(state, state_file);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Restore(const std::string& state_file) {
+  SolverState state;
+  ReadProtoFromBinaryFile(state_file, &state);
+  STRATA_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
+      << state_file << " holds " << state.history_size() << " history blobs; this " << type() << " solver on net '"
+      << net_->name() << "' needs " << history_.size() << " (a different net or solver type?)";
+  if (state.has_num_ranks()) {
+    STRATA_REQUIRE(state.num_ranks() == Strata::solver_count())
+        << state_file << " was written by a run with " << state.num_ranks() << " rank(s); this run has "
+        << Strata::solver_count() << " (the data order would differ)";
+  }
+  if (state.has_learned_net() && !state.learned_net().empty()) {
+    std::string model = state.learned_net();
+    // A snapshot moved with its model file: look beside the state file too.
+    if (!FileExists(model)) {
+      const size_t slash = state_file.rfind('/');
+      const size_t mslash = model.rfind('/');
+      const std::string beside = (slash == std::string::npos ? "" : state_file.substr(0, slash + 1)) +
+                                 (mslash == std::string::npos ? model : model.substr(mslash + 1));
+      if (FileExists(beside)) model = beside;
+    }
+    net_->CopyTrainedLayersFrom(model);
+  }
+  for (int i = 0; i < state.history_size(); ++i) {
+    try {
+      history_[i]->FromProto(state.history(i), false);
+    } catch (const Error& e) {
+      throw Error(state_file + ": history blob " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  iter_ = state.iter();
+  current_step_ = state.current_step();
+  SetDataPositions(std::vector<uint64_t>(state.data_position().begin(), state.data_position().end()));
+  if (state.has_rng_state()) {
+    std::istringstream rng(state.rng_state());
+    rng >> Strata::rng();
+    STRATA_REQUIRE(!rng.fail()) << state_file << ": corrupt random-engine state";
+  }
+}
+
+STRATA_INSTANTIATE_CLASS(Solver);
+
+template <typename Dtype>
+std::map<std::string, typename SolverRegistry<Dtype>::Creator>& SolverRegistry<Dtype>::registry() {
+  static std::map<std::string, Creator> reg;
+  return reg;
+}
+
+template <typename Dtype>
+void SolverRegistry<Dtype>::Add(const std::string& type, Creator c) {
+  CHECK(registry().count(type) == 0) << "solver type " << type << " registered twice";
+  registry()[type] = std::move(c);
+}
+
+template <typename Dtype>
+std::vector<std::string> SolverRegistry<Dtype>::Types() {
+  std::vector<std::string> types;
+  for (const auto& kv : registry()) types.push_back(kv.first);
+  return types;
+}
+
+template <typename Dtype>
+std::unique_ptr<Solver<Dtype>> SolverRegistry<Dtype>::Create(const SolverParameter& param) {
+  std::string type = param.type();
+  // The legacy enum, when the string is left at its default.
+  if (!param.has_type() && param.has_solver_type()) {
+    static const char* names[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
+    type = names[param.solver_type()];
+  }
+  auto it = registry().find(type);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& t : Types()) known += (known.empty() ? "" : ", ") + t;
+    STRATA_FAIL() << "unknown solver type '" << type << "' (known: " << known << ")";
+  }
+  return it->second(param);
+}
+
+template class SolverRegistry<float>;
+template class SolverRegistry<double>;
+
+}  // namespace strata
