@@ -1,0 +1,53 @@
+#pragma once
+
+#include "strata/im2col.hpp"
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// 2-D convolution (Caffe's "Convolution"): weights num_output x (C/group) x kernel_h x kernel_w, optional bias
+// of num_output; pad, stride, dilation and groups per Caffe's convolution_param. Each bottom gets its own top,
+// all through the same weights.
+//
+// Instead of one GEMM per image, several images are unfolded side by side (im2col, parallel over images and
+// channels) into one column matrix, as many as fit in the shared column workspace, and each group is one GEMM
+// over all of them; the result is scattered back to N x C x H x W with the bias added on the way. A 1x1,
+// stride-1, unpadded convolution over a large enough image multiplies the input directly, with no unfolding.
+template <typename Dtype>
+class ConvolutionLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Convolution"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool EqualNumBottomTopBlobs() const override { return true; }
+  // The weight gradient needs the input; nothing needs the output.
+  bool BackwardNeedsBottomData() const override { return true; }
+  bool BackwardNeedsTopData() const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  // The column matrix of images [n0, n0 + count) of `x`: the input itself on the direct 1x1 path, else unfolded
+  // into `col`.
+  const Dtype* Columns(const Dtype* x, int n0, int count, Dtype* col) const;
+
+  ConvGeometry geom_;      // of one image, all channels
+  int channel_axis_ = 1;
+  int num_ = 0;            // images: the product of the axes before the channel axis
+  int num_output_ = 0;
+  int group_ = 1;
+  int out_count_ = 0;      // out_h * out_w
+  int col_rows_g_ = 0;     // rows of one group's column matrix: (C/group) * kernel_h * kernel_w
+  int chunk_ = 1;          // images per GEMM
+  bool bias_term_ = true;
+  bool direct_ = false;    // 1x1 stride-1 unpadded and large enough: multiply the input without unfolding
+  Blob<Dtype> bias_multiplier_;  // ones, chunk_ * out_count_ of them
+};
+
+}  // namespace strata

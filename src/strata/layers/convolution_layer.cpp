@@ -1,0 +1,257 @@
+#include "strata/layers/convolution_layer.hpp"
+
+#include <algorithm>
+
+#include "strata/filler.hpp"
+#include "strata/layer_factory.hpp"
+
+namespace strata {
+
+namespace {
+
+// The column workspace one chunk of images may use (columns plus the GEMM output). Past a few thousand columns
+// a GEMM gains nothing from more, and a buffer this size stays near the caches.
+constexpr long kColumnBytes = 16L << 20;
+// A 1x1 convolution multiplies the input image in place when each image has at least this many pixels; below
+// it, gathering several images into one GEMM pays for the copy (OpenBLAS packs the weights once per call).
+constexpr int kDirectMinPixels = 1024;
+// Below this many elements an OpenMP fork costs more than the loop.
+constexpr long kParallelMin = 1 << 15;
+
+// Reads one per-axis setting with Caffe's rules: either the repeated field (empty: `fallback`; one value: both
+// axes; two: h then w) or the _h/_w pair, never both.
+void ReadPair(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw, uint32_t h, uint32_t w,
+              int fallback, const char* name, int* out_h, int* out_w) {
+  if (has_hw) {
+    STRATA_REQUIRE(values.empty()) << "either " << name << " or " << name << "_h/" << name
+                                   << "_w should be specified, not both";
+    *out_h = static_cast<int>(h);
+    *out_w = static_cast<int>(w);
+    return;
+  }
+  STRATA_REQUIRE(values.size() <= 2) << name << " must be given once, or once per spatial axis (2), got "
+                                     << values.size() << " values";
+  *out_h = values.empty() ? fallback : static_cast<int>(values.Get(0));
+  *out_w = values.empty() ? fallback : static_cast<int>(values.Get(values.size() - 1));
+}
+
+// y (count x M x P) = out (M x count*P, image n at columns n*P) + bias[m] (bias may be null).
+template <typename Dtype>
+void ScatterImages(const Dtype* out, int count, int M, int P, const Dtype* bias, Dtype* y) {
+  const long N = static_cast<long>(count) * P;
+#pragma omp parallel for collapse(2) schedule(static) if (M * N >= kParallelMin)
+  for (int n = 0; n < count; ++n) {
+    for (int m = 0; m < M; ++m) {
+      const Dtype* src = out + m * N + static_cast<long>(n) * P;
+      Dtype* dst = y + (static_cast<long>(n) * M + m) * P;
+      const Dtype b = bias ? bias[m] : Dtype(0);
+      for (int p = 0; p < P; ++p) dst[p] = src[p] + b;
+    }
+  }
+}
+
+// The inverse layout change: out (M x count*P) from dy (count x M x P).
+template <typename Dtype>
+void GatherImages(const Dtype* dy, int count, int M, int P, Dtype* out) {
+  const long N = static_cast<long>(count) * P;
+#pragma omp parallel for collapse(2) schedule(static) if (M * N >= kParallelMin)
+  for (int n = 0; n < count; ++n) {
+    for (int m = 0; m < M; ++m) {
+      std::copy_n(dy + (static_cast<long>(n) * M + m) * P, P, out + m * N + static_cast<long>(n) * P);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const ConvolutionParameter& p = this->layer_param_.convolution_param();
+  channel_axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
+  const int spatial_axes = bottom[0]->num_axes() - channel_axis_ - 1;
+  STRATA_REQUIRE(spatial_axes == 2) << "only 2-D convolution is supported: input of shape "
+                                    << bottom[0]->shape_string() << " has " << spatial_axes
+                                    << " spatial axes after the channel axis " << channel_axis_;
+
+  ReadPair(p.kernel_size(), p.has_kernel_h() || p.has_kernel_w(), p.kernel_h(), p.kernel_w(), 0, "kernel_size",
+           &geom_.kernel_h, &geom_.kernel_w);
+  STRATA_REQUIRE(geom_.kernel_h > 0 && geom_.kernel_w > 0)
+      << "kernel size must be positive (kernel_size, or kernel_h and kernel_w), got " << geom_.kernel_h << " x "
+      << geom_.kernel_w;
+  ReadPair(p.stride(), p.has_stride_h() || p.has_stride_w(), p.stride_h(), p.stride_w(), 1, "stride",
+           &geom_.stride_h, &geom_.stride_w);
+  STRATA_REQUIRE(geom_.stride_h > 0 && geom_.stride_w > 0)
+      << "stride must be positive, got " << geom_.stride_h << " x " << geom_.stride_w;
+  ReadPair(p.pad(), p.has_pad_h() || p.has_pad_w(), p.pad_h(), p.pad_w(), 0, "pad", &geom_.pad_h, &geom_.pad_w);
+  ReadPair(p.dilation(), false, 0, 0, 1, "dilation", &geom_.dilation_h, &geom_.dilation_w);
+  STRATA_REQUIRE(geom_.dilation_h > 0 && geom_.dilation_w > 0)
+      << "dilation must be positive, got " << geom_.dilation_h << " x " << geom_.dilation_w;
+
+  geom_.channels = bottom[0]->shape(channel_axis_);
+  num_output_ = static_cast<int>(p.num_output());
+  group_ = static_cast<int>(p.group());
+  bias_term_ = p.bias_term();
+  STRATA_REQUIRE(num_output_ > 0) << "convolution_param.num_output must be positive";
+  STRATA_REQUIRE(group_ > 0) << "convolution_param.group must be positive";
+  STRATA_REQUIRE(geom_.channels % group_ == 0)
+      << "the input's " << geom_.channels << " channels do not divide into " << group_ << " groups";
+  STRATA_REQUIRE(num_output_ % group_ == 0)
+      << "num_output " << num_output_ << " does not divide into " << group_ << " groups";
+
+  const std::vector<int> weight_shape{num_output_, geom_.channels / group_, geom_.kernel_h, geom_.kernel_w};
+  if (!this->blobs_.empty()) {
+    // Weights came with the layer (a caffemodel); check they fit.
+    STRATA_REQUIRE(static_cast<int>(this->blobs_.size()) == (bias_term_ ? 2 : 1))
+        << "expected " << (bias_term_ ? 2 : 1) << " parameter blobs, got " << this->blobs_.size();
+    STRATA_REQUIRE(this->blobs_[0]->shape() == weight_shape)
+        << "weight shape " << this->blobs_[0]->shape_string() << " does not match the expected "
+        << Blob<Dtype>(weight_shape).shape_string();
+    STRATA_REQUIRE(!bias_term_ || this->blobs_[1]->shape() == std::vector<int>{num_output_})
+        << "bias shape " << this->blobs_[1]->shape_string() << " does not match num_output " << num_output_;
+  } else {
+    this->blobs_.resize(bias_term_ ? 2 : 1);
+    this->blobs_[0] = std::make_shared<Blob<Dtype>>(weight_shape);
+    GetFiller<Dtype>(p.weight_filler())->Fill(this->blobs_[0].get());
+    if (bias_term_) {
+      this->blobs_[1] = std::make_shared<Blob<Dtype>>(std::vector<int>{num_output_});
+      GetFiller<Dtype>(p.bias_filler())->Fill(this->blobs_[1].get());
+    }
+  }
+  this->param_propagate_down_.assign(this->blobs_.size(), true);
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const std::vector<int>& shape = bottom[0]->shape();
+  STRATA_REQUIRE(bottom[0]->num_axes() == channel_axis_ + 3)
+      << "input of shape " << bottom[0]->shape_string() << " no longer has 2 spatial axes";
+  STRATA_REQUIRE(shape[channel_axis_] == geom_.channels)
+      << "input has " << shape[channel_axis_] << " channels (shape " << bottom[0]->shape_string()
+      << "), the weights expect " << geom_.channels;
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    STRATA_REQUIRE(bottom[i]->shape() == shape)
+        << "all inputs must have the same shape: bottom 0 is " << bottom[0]->shape_string() << ", bottom " << i
+        << " is " << bottom[i]->shape_string();
+  }
+  geom_.height = shape[channel_axis_ + 1];
+  geom_.width = shape[channel_axis_ + 2];
+  STRATA_REQUIRE(geom_.height + 2 * geom_.pad_h >= geom_.dilation_h * (geom_.kernel_h - 1) + 1 &&
+                 geom_.width + 2 * geom_.pad_w >= geom_.dilation_w * (geom_.kernel_w - 1) + 1)
+      << "the " << geom_.kernel_h << " x " << geom_.kernel_w << " kernel (dilation " << geom_.dilation_h << " x "
+      << geom_.dilation_w << ") is larger than the padded " << geom_.height << " x " << geom_.width << " input";
+  num_ = bottom[0]->count(0, channel_axis_);
+  out_count_ = geom_.out_count();
+  col_rows_g_ = geom_.col_rows() / group_;
+
+  std::vector<int> top_shape(shape.begin(), shape.begin() + channel_axis_);
+  top_shape.insert(top_shape.end(), {num_output_, geom_.out_h(), geom_.out_w()});
+  for (Blob<Dtype>* t : top) t->Reshape(top_shape);
+
+  direct_ = geom_.is_pointwise() && out_count_ >= kDirectMinPixels;
+  if (direct_) {
+    chunk_ = 1;
+  } else {
+    const long per_image = (static_cast<long>(geom_.col_rows()) + num_output_) * out_count_ * sizeof(Dtype);
+    chunk_ = static_cast<int>(std::max(1L, std::min<long>(kColumnBytes / per_image, num_)));
+  }
+  const int ones = std::max(1, chunk_ * out_count_);
+  if (bias_multiplier_.count() != ones) {
+    bias_multiplier_.set_memory_category(MemoryCategory::kWorkspace);
+    bias_multiplier_.Reshape({ones});
+    cpu_set(ones, Dtype(1), bias_multiplier_.mutable_cpu_data());
+  }
+}
+
+template <typename Dtype>
+const Dtype* ConvolutionLayer<Dtype>::Columns(const Dtype* x, int n0, int count, Dtype* col) const {
+  const Dtype* images = x + static_cast<long>(n0) * geom_.channels * geom_.height * geom_.width;
+  if (direct_) return images;
+  im2col_batch_cpu(images, geom_, count, col);
+  return col;
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const Dtype* w = this->blobs_[0]->cpu_data();
+  const Dtype* bias = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
+  const int M = num_output_ / group_, K = col_rows_g_;
+  const long top_dim = static_cast<long>(num_output_) * out_count_;
+  const long col_count = direct_ ? 0 : static_cast<long>(geom_.col_rows()) * chunk_ * out_count_;
+  Dtype* ws = thread_workspace<Dtype>(col_count + (chunk_ > 1 ? top_dim * chunk_ : 0));
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const Dtype* x = bottom[i]->cpu_data();
+    Dtype* y = top[i]->mutable_cpu_data();
+    for (int n0 = 0; n0 < num_; n0 += chunk_) {
+      const int count = std::min(chunk_, num_ - n0);
+      const int N = count * out_count_;
+      const Dtype* col = Columns(x, n0, count, ws);
+      // One image writes straight into the top; several go through a buffer in the workspace.
+      Dtype* out = count == 1 ? y + n0 * top_dim : ws + col_count;
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M, N, K, Dtype(1), w + static_cast<long>(g) * M * K,
+                        col + static_cast<long>(g) * K * N, Dtype(0), out + static_cast<long>(g) * M * N);
+      }
+      if (count > 1) {
+        ScatterImages(out, count, num_output_, out_count_, bias, y + n0 * top_dim);
+      } else if (bias) {
+        cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, num_output_, N, 1, Dtype(1), bias,
+                        bias_multiplier_.cpu_data(), Dtype(1), out);
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                           const BlobVec& bottom) {
+  const bool weight_grad = this->param_propagate_down(0);
+  const bool bias_grad = bias_term_ && this->param_propagate_down(1);
+  const Dtype* w = this->blobs_[0]->cpu_data();
+  Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
+  Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
+  const int M = num_output_ / group_, K = col_rows_g_;
+  const long top_dim = static_cast<long>(num_output_) * out_count_;
+  const long bottom_dim = static_cast<long>(geom_.channels) * geom_.height * geom_.width;
+  const long col_count = direct_ ? 0 : static_cast<long>(geom_.col_rows()) * chunk_ * out_count_;
+  Dtype* ws = thread_workspace<Dtype>(col_count + (chunk_ > 1 ? top_dim * chunk_ : 0));
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (!weight_grad && !bias_grad && !propagate_down[i]) continue;
+    const Dtype* dy_all = top[i]->cpu_diff();
+    const Dtype* x = bottom[i]->cpu_data();
+    Dtype* dx = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
+    for (int n0 = 0; n0 < num_; n0 += chunk_) {
+      const int count = std::min(chunk_, num_ - n0);
+      const int N = count * out_count_;
+      // The top gradient as num_output x N, like the forward GEMM's output.
+      const Dtype* dy = dy_all + n0 * top_dim;
+      if (count > 1) {
+        GatherImages(dy, count, num_output_, out_count_, ws + col_count);
+        dy = ws + col_count;
+      }
+      if (db) {
+        cpu_gemv<Dtype>(CblasNoTrans, num_output_, N, Dtype(1), dy, bias_multiplier_.cpu_data(), Dtype(1), db);
+      }
+      if (dw) {
+        const Dtype* col = Columns(x, n0, count, ws);
+        for (int g = 0; g < group_; ++g) {
+          cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, M, K, N, Dtype(1), dy + static_cast<long>(g) * M * N,
+                          col + static_cast<long>(g) * K * N, Dtype(1), dw + static_cast<long>(g) * M * K);
+        }
+      }
+      if (dx) {
+        // Column gradients, then folded back onto the pixels they came from (the direct path needs no fold).
+        Dtype* dcol = direct_ ? dx + n0 * bottom_dim : ws;
+        for (int g = 0; g < group_; ++g) {
+          cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, K, N, M, Dtype(1), w + static_cast<long>(g) * M * K,
+                          dy + static_cast<long>(g) * M * N, Dtype(0), dcol + static_cast<long>(g) * K * N);
+        }
+        if (!direct_) col2im_batch_cpu(ws, geom_, count, dx + n0 * bottom_dim);
+      }
+    }
+  }
+}
+
+STRATA_INSTANTIATE_CLASS(ConvolutionLayer);
+REGISTER_LAYER_CLASS(Convolution);
+
+}  // namespace strata

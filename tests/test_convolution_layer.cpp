@@ -1,0 +1,338 @@
+#include <gtest/gtest.h>
+
+#include "gradient_checker.hpp"
+#include "strata/layer_factory.hpp"
+#include "strata/layers/convolution_layer.hpp"
+
+namespace strata {
+namespace {
+
+struct ConvOptions {
+  int num_output = 3;
+  int kernel = 3, stride = 1, pad = 0, dilation = 1, group = 1;
+  bool bias = true;
+};
+
+LayerParameter ConvParam(const ConvOptions& o) {
+  LayerParameter p;
+  p.set_name("conv");
+  p.set_type("Convolution");
+  auto* c = p.mutable_convolution_param();
+  c->set_num_output(o.num_output);
+  c->add_kernel_size(o.kernel);
+  if (o.stride != 1) c->add_stride(o.stride);
+  if (o.pad != 0) c->add_pad(o.pad);
+  if (o.dilation != 1) c->add_dilation(o.dilation);
+  c->set_group(o.group);
+  c->set_bias_term(o.bias);
+  c->mutable_weight_filler()->set_type("gaussian");
+  c->mutable_bias_filler()->set_type("uniform");
+  c->mutable_bias_filler()->set_min(-1);
+  return p;
+}
+
+// A straightforward convolution over N x C x H x W, for checking the batched GEMM path on sizes a gradient
+// check cannot afford. Returns y; with dy given, also dx and dw (accumulated into zeroed vectors).
+struct Reference {
+  int N, C, H, W, O, G, kh, kw, sh, sw, ph, pw, dh, dw_;
+  int OH() const { return (H + 2 * ph - (dh * (kh - 1) + 1)) / sh + 1; }
+  int OW() const { return (W + 2 * pw - (dw_ * (kw - 1) + 1)) / sw + 1; }
+  template <typename F>
+  void Visit(F f) const {  // f(x index, w index, y index) for every product term
+    const int Cg = C / G, Og = O / G;
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < O; ++o)
+        for (int oh = 0; oh < OH(); ++oh)
+          for (int ow = 0; ow < OW(); ++ow)
+            for (int c = 0; c < Cg; ++c)
+              for (int i = 0; i < kh; ++i)
+                for (int j = 0; j < kw; ++j) {
+                  const int ih = oh * sh - ph + i * dh, iw = ow * sw - pw + j * dw_;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  const int cin = (o / Og) * Cg + c;
+                  f(((n * C + cin) * H + ih) * W + iw, ((o * Cg + c) * kh + i) * kw + j,
+                    ((n * O + o) * OH() + oh) * OW() + ow);
+                }
+  }
+};
+
+TEST(ConvolutionLayer, OutputShape) {
+  Blob<float> x({2, 3, 7, 5}), y;
+  ConvOptions o;
+  o.num_output = 4;
+  o.stride = 2;
+  o.pad = 1;
+  ConvolutionLayer<float> layer(ConvParam(o));
+  layer.SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{2, 4, 4, 3}));  // (7+2-3)/2+1, (5+2-3)/2+1
+  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
+  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{4}));
+
+  ConvOptions d;
+  d.dilation = 2;
+  d.group = 3;
+  d.num_output = 6;
+  ConvolutionLayer<float> dilated(ConvParam(d));
+  dilated.SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{2, 6, 3, 1}));  // extent 5: (7-5)/1+1, (5-5)/1+1
+  EXPECT_EQ(dilated.blobs()[0]->shape(), (std::vector<int>{6, 1, 3, 3}));
+}
+
+TEST(ConvolutionLayer, HandWorkedPadStride) {
+  // x = 1..9 in a 3x3 image, kernel [[1, 0], [0, -1]], bias 0.5, pad 1, stride 2: output 2x2, each window's
+  // top-left minus bottom-right pixel (0 in the padding).
+  Blob<double> x({1, 1, 3, 3}), y;
+  for (int i = 0; i < 9; ++i) x.mutable_cpu_data()[i] = i + 1;
+  ConvOptions o;
+  o.num_output = 1;
+  o.kernel = 2;
+  o.stride = 2;
+  o.pad = 1;
+  ConvolutionLayer<double> layer(ConvParam(o));
+  layer.SetUp({&x}, {&y});
+  const double w[] = {1, 0, 0, -1};
+  std::copy(w, w + 4, layer.blobs()[0]->mutable_cpu_data());
+  layer.blobs()[1]->mutable_cpu_data()[0] = 0.5;
+  layer.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], 0 - 1 + 0.5);  // window rows -1..0, cols -1..0
+  EXPECT_DOUBLE_EQ(y.cpu_data()[1], 0 - 3 + 0.5);  // rows -1..0, cols 1..2
+  EXPECT_DOUBLE_EQ(y.cpu_data()[2], 0 - 7 + 0.5);  // rows 1..2, cols -1..0
+  EXPECT_DOUBLE_EQ(y.cpu_data()[3], 5 - 9 + 0.5);  // rows 1..2, cols 1..2
+}
+
+TEST(ConvolutionLayer, HandWorkedGroupDilation) {
+  // Two images, two channels (1..9 and 10..18, the second image negated), two groups, a 2x2 kernel dilated by
+  // 2: each output reads the four corners of its own channel.
+  Blob<double> x({2, 2, 3, 3}), y;
+  for (int i = 0; i < 18; ++i) {
+    x.mutable_cpu_data()[i] = i + 1;
+    x.mutable_cpu_data()[18 + i] = -(i + 1);
+  }
+  ConvOptions o;
+  o.num_output = 2;
+  o.kernel = 2;
+  o.dilation = 2;
+  o.group = 2;
+  o.bias = false;
+  ConvolutionLayer<double> layer(ConvParam(o));
+  layer.SetUp({&x}, {&y});
+  ASSERT_EQ(layer.blobs().size(), 1u);
+  const double w[] = {1, 1, 1, 1, 1, 0, 0, -1};
+  std::copy(w, w + 8, layer.blobs()[0]->mutable_cpu_data());
+  layer.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{2, 2, 1, 1}));
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], 1 + 3 + 7 + 9);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[1], 10 - 18);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[2], -20);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[3], 8);
+}
+
+void CheckConvGradient(const LayerParameter& param, const std::vector<int>& shape) {
+  Blob<double> x(shape), y;
+  FillUniform(&x, -1.0, 1.0);
+  ConvolutionLayer<double> layer(param);
+  GradientChecker<double> checker(1e-4, 1e-6);
+  checker.CheckGradient(&layer, {&x}, {&y});
+}
+
+TEST(ConvolutionLayer, GradientPadStride) {
+  ConvOptions o;
+  o.num_output = 4;
+  o.stride = 2;
+  o.pad = 1;
+  CheckConvGradient(ConvParam(o), {2, 3, 5, 6});
+}
+
+TEST(ConvolutionLayer, GradientDilation) {
+  ConvOptions o;
+  o.num_output = 2;
+  o.dilation = 2;
+  o.pad = 2;
+  CheckConvGradient(ConvParam(o), {2, 2, 5, 6});
+}
+
+TEST(ConvolutionLayer, GradientGroup) {
+  ConvOptions o;
+  o.num_output = 4;
+  o.group = 2;
+  o.pad = 1;
+  CheckConvGradient(ConvParam(o), {2, 4, 4, 5});
+}
+
+TEST(ConvolutionLayer, GradientNoBias) {
+  ConvOptions o;
+  o.kernel = 2;
+  o.bias = false;
+  CheckConvGradient(ConvParam(o), {2, 2, 4, 4});
+}
+
+TEST(ConvolutionLayer, GradientPointwise) {
+  ConvOptions o;
+  o.kernel = 1;
+  o.group = 2;
+  o.num_output = 4;
+  CheckConvGradient(ConvParam(o), {3, 2, 3, 4});  // small images: gathered into one GEMM
+  o.group = 1;
+  o.num_output = 2;
+  CheckConvGradient(ConvParam(o), {1, 2, 32, 32});  // large enough to multiply the input directly
+}
+
+TEST(ConvolutionLayer, GradientNonSquare) {
+  LayerParameter p = ConvParam(ConvOptions());
+  auto* c = p.mutable_convolution_param();
+  c->clear_kernel_size();
+  c->set_kernel_h(3);
+  c->set_kernel_w(2);
+  c->set_stride_h(2);
+  c->set_stride_w(1);
+  c->set_pad_h(1);
+  c->set_pad_w(0);
+  c->add_dilation(1);
+  c->add_dilation(2);
+  CheckConvGradient(p, {1, 2, 5, 6});  // one image: the GEMM writes straight into the top
+  Blob<double> x({1, 2, 5, 6}), y;
+  ConvolutionLayer<double> layer(p);
+  layer.SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{1, 3, 3, 4}));  // (5+2-3)/2+1, (6-3)/1+1
+}
+
+TEST(ConvolutionLayer, GradientTwoBottomsAndAxis) {
+  // Two bottoms share the weights; the channel axis is 2 of a 5-D blob (the first two axes are images).
+  LayerParameter p = ConvParam(ConvOptions());
+  p.mutable_convolution_param()->set_axis(2);
+  p.mutable_convolution_param()->add_pad(1);
+  Blob<double> a({1, 2, 2, 3, 3}), b({1, 2, 2, 3, 3}), ya, yb;
+  FillUniform(&a, -1.0, 1.0, 1);
+  FillUniform(&b, -1.0, 1.0, 2);
+  ConvolutionLayer<double> layer(p);
+  GradientChecker<double> checker(1e-4, 1e-6);
+  checker.CheckGradient(&layer, {&a, &b}, {&ya, &yb});
+  EXPECT_EQ(ya.shape(), (std::vector<int>{1, 2, 3, 3, 3}));
+}
+
+TEST(ConvolutionLayer, ChunkedBatchMatchesReference) {
+  // Images large enough that the column workspace holds only some of them per GEMM (with a short last chunk),
+  // checked forward and backward against a direct convolution.
+  const Reference r{6, 8, 96, 96, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1};
+  LayerParameter p = ConvParam(ConvOptions());
+  p.mutable_convolution_param()->set_num_output(r.O);
+  p.mutable_convolution_param()->set_group(r.G);
+  p.mutable_convolution_param()->add_pad(1);
+  Blob<float> x({r.N, r.C, r.H, r.W}), y;
+  FillUniform(&x, -1.0f, 1.0f);
+  ConvolutionLayer<float> layer(p);
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  FillUniform(&y, -1.0f, 1.0f, 7);  // the top gradient
+  std::copy(y.cpu_data(), y.cpu_data() + y.count(), y.mutable_cpu_diff());
+  layer.Forward({&x}, {&y});
+  cpu_set(layer.blobs()[0]->count(), 0.f, layer.blobs()[0]->mutable_cpu_diff());
+  cpu_set(layer.blobs()[1]->count(), 0.f, layer.blobs()[1]->mutable_cpu_diff());
+  layer.Backward({&y}, {true}, {&x});
+
+  const float* w = layer.blobs()[0]->cpu_data();
+  const float* xd = x.cpu_data();
+  const float* dy = y.cpu_diff();
+  std::vector<double> ref_y(y.count()), ref_dx(x.count()), ref_dw(layer.blobs()[0]->count()), ref_db(r.O);
+  const int per_out = r.OH() * r.OW();
+  for (int i = 0; i < y.count(); ++i) {
+    ref_y[i] = layer.blobs()[1]->cpu_data()[(i / per_out) % r.O];
+    ref_db[(i / per_out) % r.O] += dy[i];
+  }
+  r.Visit([&](int xi, int wi, int yi) {
+    ref_y[yi] += double(w[wi]) * xd[xi];
+    ref_dx[xi] += double(w[wi]) * dy[yi];
+    ref_dw[wi] += double(xd[xi]) * dy[yi];
+  });
+  for (int i = 0; i < y.count(); ++i) ASSERT_NEAR(y.cpu_data()[i], ref_y[i], 1e-4) << i;
+  for (int i = 0; i < x.count(); ++i) ASSERT_NEAR(x.cpu_diff()[i], ref_dx[i], 1e-4) << i;
+  for (int i = 0; i < r.O; ++i) ASSERT_NEAR(layer.blobs()[1]->cpu_diff()[i], ref_db[i], 1e-4 * r.N * per_out);
+  for (size_t i = 0; i < ref_dw.size(); ++i) {
+    ASSERT_NEAR(layer.blobs()[0]->cpu_diff()[i], ref_dw[i], 1e-5 * r.N * per_out) << i;
+  }
+}
+
+TEST(ConvolutionLayer, BackwardAccumulatesParamsAndHonoursFlags) {
+  ConvOptions o;
+  o.pad = 1;
+  Blob<double> x({2, 2, 4, 4}), y;
+  FillUniform(&x, -1.0, 1.0);
+  ConvolutionLayer<double> layer(ConvParam(o));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  FillUniform(&y, -1.0, 1.0, 3);
+  std::copy(y.cpu_data(), y.cpu_data() + y.count(), y.mutable_cpu_diff());
+  auto& w = *layer.blobs()[0];
+  auto& b = *layer.blobs()[1];
+  cpu_set(w.count(), 0.0, w.mutable_cpu_diff());
+  cpu_set(b.count(), 0.0, b.mutable_cpu_diff());
+  layer.Backward({&y}, {false}, {&x});
+  const std::vector<double> dw1(w.cpu_diff(), w.cpu_diff() + w.count());
+  const double db1 = b.cpu_diff()[0];
+  layer.Backward({&y}, {false}, {&x});  // parameter gradients add up
+  for (int i = 0; i < w.count(); ++i) EXPECT_DOUBLE_EQ(w.cpu_diff()[i], 2 * dw1[i]);
+  EXPECT_DOUBLE_EQ(b.cpu_diff()[0], 2 * db1);
+
+  layer.set_param_propagate_down(0, false);
+  layer.set_param_propagate_down(1, false);
+  cpu_set(x.count(), 7.0, x.mutable_cpu_diff());
+  layer.Backward({&y}, {false}, {&x});  // nothing to do
+  for (int i = 0; i < w.count(); ++i) EXPECT_DOUBLE_EQ(w.cpu_diff()[i], 2 * dw1[i]);
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[0], 7.0);
+}
+
+TEST(ConvolutionLayer, RegisteredAsConvolution) {
+  LayerParameter p = ConvParam(ConvOptions());
+  auto layer = LayerRegistry<float>::CreateLayer(p);
+  EXPECT_STREQ(layer->type(), "Convolution");
+}
+
+TEST(ConvolutionLayer, BadParametersAreErrors) {
+  auto setup = [](const LayerParameter& p, const std::vector<int>& shape) {
+    Blob<float> x(shape), y;
+    ConvolutionLayer<float> layer(p);
+    layer.SetUp({&x}, {&y});
+  };
+  const ConvOptions o;
+  EXPECT_NO_THROW(setup(ConvParam(o), {1, 2, 5, 5}));
+  LayerParameter p = ConvParam(o);
+  p.mutable_convolution_param()->clear_kernel_size();
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);  // no kernel size
+  p = ConvParam(o);
+  p.mutable_convolution_param()->set_kernel_h(3);
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);  // kernel_size and kernel_h
+  p = ConvParam(o);
+  p.mutable_convolution_param()->set_num_output(0);
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);
+  p = ConvParam(o);
+  p.mutable_convolution_param()->set_group(2);
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);  // 3 outputs in 2 groups
+  EXPECT_THROW(setup(p, {1, 3, 5, 5}), Error);  // 3 channels in 2 groups
+  p = ConvParam(o);
+  p.mutable_convolution_param()->add_stride(0);
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);
+  EXPECT_THROW(setup(ConvParam(o), {1, 2, 5, 5, 5}), Error);  // 3-D convolution
+  EXPECT_THROW(setup(ConvParam(o), {1, 2, 5}), Error);        // 1-D
+  EXPECT_THROW(setup(ConvParam(o), {1, 2, 2, 5}), Error);     // kernel larger than the input
+
+  // Weights from a model file must fit.
+  p = ConvParam(o);
+  BlobProto* w = p.add_blobs();
+  for (int d : {3, 2, 3, 2}) w->mutable_shape()->add_dim(d);
+  w->mutable_data()->Resize(36, 0.f);
+  BlobProto* b = p.add_blobs();
+  b->mutable_shape()->add_dim(3);
+  b->mutable_data()->Resize(3, 0.f);
+  EXPECT_THROW(setup(p, {1, 2, 5, 5}), Error);
+
+  // The channel count may not change after setup.
+  Blob<float> x({1, 2, 5, 5}), y;
+  ConvolutionLayer<float> layer(ConvParam(o));
+  layer.SetUp({&x}, {&y});
+  x.Reshape({1, 3, 5, 5});
+  EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
+}
+
+}  // namespace
+}  // namespace strata
