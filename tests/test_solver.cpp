@@ -1,0 +1,318 @@
+// Solvers: each type's update against a hand computation, each lr policy, iter_size, weight decay, clipping,
+// exact resume, and the errors a bad solver setup gives.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "strata/layer_factory.hpp"
+#include "strata/solver.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+
+// loss = 0.5 * sum(x^2) over its bottom; defined here so the solver tests depend on no other test file.
+template <typename Dtype>
+class SolverTestLossLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  explicit SolverTestLossLayer(const LayerParameter& p) : Layer<Dtype>(p) {
+    if (this->layer_param_.loss_weight_size() == 0) this->layer_param_.add_loss_weight(1);
+  }
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->Reshape(std::vector<int>{}); }
+  const char* type() const override { return "SolverTestLoss"; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    top[0]->mutable_cpu_data()[0] = Dtype(0.5) * bottom[0]->sumsq_data();
+  }
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& pd, const BlobVec& bottom) override {
+    cpu_scale(bottom[0]->count(), top[0]->cpu_diff()[0], bottom[0]->cpu_data(), bottom[0]->mutable_cpu_diff());
+  }
+};
+REGISTER_LAYER_CLASS(SolverTestLoss);
+
+namespace {
+
+// y = w . x with x = (1, 2), w initialised to (0.5, 0.25); loss = 0.5 y^2, so dL/dw = y x.
+const char* kNet = R"(
+name: "tiny"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 2 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 1 bias_term: false weight_filler { type: "constant" value: 0 } } }
+layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
+)";
+
+SolverParameter MakeSolver(const std::string& extra) {
+  SolverParameter p;
+  ReadProtoFromTextString(extra, &p);
+  ReadProtoFromTextString(kNet, p.mutable_net_param());
+  if (!p.has_max_iter()) p.set_max_iter(3);
+  p.set_snapshot_after_train(false);
+  return p;
+}
+
+void SetUpInputs(Solver<double>* s) {
+  Net<double>* net = s->net();
+  double* x = net->blob_by_name("x")->mutable_cpu_data();
+  x[0] = 1;
+  x[1] = 2;
+  double* w = net->layer_by_name("fc")->blobs()[0]->mutable_cpu_data();
+  w[0] = 0.5;
+  w[1] = 0.25;
+}
+
+std::vector<double> Weights(Solver<double>* s) {
+  const Blob<double>& w = *s->net()->layer_by_name("fc")->blobs()[0];
+  return {w.cpu_data()[0], w.cpu_data()[1]};
+}
+
+// The reference: the same updates written out by hand, iteration by iteration.
+struct Reference {
+  double w[2] = {0.5, 0.25};
+  double x[2] = {1, 2};
+  double grad(int i) const { return (w[0] * x[0] + w[1] * x[1]) * x[i]; }
+};
+
+TEST(Solver, SGDMomentumWeightDecay) {
+  auto solver = SolverRegistry<double>::Create(
+      MakeSolver("type: 'SGD' base_lr: 0.1 momentum: 0.9 weight_decay: 0.01 lr_policy: 'fixed'"));
+  SetUpInputs(solver.get());
+  solver->Step(3);
+  Reference r;
+  double v[2] = {0, 0};
+  for (int it = 0; it < 3; ++it) {
+    double g[2] = {r.grad(0) + 0.01 * r.w[0], r.grad(1) + 0.01 * r.w[1]};
+    for (int i = 0; i < 2; ++i) {
+      v[i] = 0.9 * v[i] + 0.1 * g[i];
+      r.w[i] -= v[i];
+    }
+  }
+  auto w = Weights(solver.get());
+  EXPECT_GT(std::fabs(w[0] - 0.5), 1e-3) << "the weights did not move";
+  EXPECT_NEAR(w[0], r.w[0], 1e-7);  // solver fields are float in the proto
+  EXPECT_NEAR(w[1], r.w[1], 1e-7);  // solver fields are float in the proto
+  EXPECT_EQ(solver->iter(), 3);
+}
+
+TEST(Solver, Nesterov) {
+  auto solver = SolverRegistry<double>::Create(MakeSolver("type: 'Nesterov' base_lr: 0.05 momentum: 0.8"));
+  SetUpInputs(solver.get());
+  solver->Step(3);
+  Reference r;
+  double v[2] = {0, 0};
+  for (int it = 0; it < 3; ++it) {
+    double g[2] = {r.grad(0), r.grad(1)};
+    for (int i = 0; i < 2; ++i) {
+      const double prev = v[i];
+      v[i] = 0.8 * v[i] + 0.05 * g[i];
+      r.w[i] -= 1.8 * v[i] - 0.8 * prev;
+    }
+  }
+  auto w = Weights(solver.get());
+  EXPECT_NEAR(w[0], r.w[0], 1e-7);  // solver fields are float in the proto
+  EXPECT_NEAR(w[1], r.w[1], 1e-7);  // solver fields are float in the proto
+}
+
+TEST(Solver, Adam) {
+  auto solver = SolverRegistry<double>::Create(
+      MakeSolver("type: 'Adam' base_lr: 0.01 momentum: 0.9 momentum2: 0.999 delta: 1e-8"));
+  SetUpInputs(solver.get());
+  solver->Step(3);
+  Reference r;
+  double m[2] = {0, 0}, s[2] = {0, 0};
+  for (int t = 1; t <= 3; ++t) {
+    double g[2] = {r.grad(0), r.grad(1)};
+    for (int i = 0; i < 2; ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      s[i] = 0.999 * s[i] + 0.001 * g[i] * g[i];
+      const double mhat = m[i] / (1 - std::pow(0.9, t));
+      const double shat = s[i] / (1 - std::pow(0.999, t));
+      // Caffe's form folds the bias corrections into the rate; equal to the textbook form up to where eps sits.
+      r.w[i] -= 0.01 * mhat / (std::sqrt(shat) + 1e-8 / std::sqrt(1 - std::pow(0.999, t)));
+    }
+  }
+  auto w = Weights(solver.get());
+  EXPECT_NEAR(w[0], r.w[0], 1e-7);
+  EXPECT_NEAR(w[1], r.w[1], 1e-7);
+}
+
+TEST(Solver, L1RegularizationAndLrMult) {
+  SolverParameter p = MakeSolver("base_lr: 0.1 weight_decay: 0.5 regularization_type: 'L1'");
+  p.mutable_net_param()->mutable_layer(1)->add_param()->set_lr_mult(2);
+  auto solver = SolverRegistry<double>::Create(p);
+  SetUpInputs(solver.get());
+  solver->Step(1);
+  Reference r;
+  const double g0 = r.grad(0) + 0.5 * 1, g1 = r.grad(1) + 0.5 * 1;
+  auto w = Weights(solver.get());
+  EXPECT_NEAR(w[0], 0.5 - 0.2 * g0, 1e-7);  // solver fields are float in the proto
+  EXPECT_NEAR(w[1], 0.25 - 0.2 * g1, 1e-7);  // solver fields are float in the proto
+}
+
+TEST(Solver, IterSizeAveragesGradients) {
+  auto one = SolverRegistry<double>::Create(MakeSolver("base_lr: 0.1"));
+  auto two = SolverRegistry<double>::Create(MakeSolver("base_lr: 0.1 iter_size: 2"));
+  SetUpInputs(one.get());
+  SetUpInputs(two.get());
+  one->Step(2);
+  two->Step(2);
+  // The same input twice: the average equals one pass.
+  EXPECT_NEAR(Weights(one.get())[0], Weights(two.get())[0], 1e-7);  // solver fields are float in the proto
+}
+
+TEST(Solver, ClipGradients) {
+  auto solver = SolverRegistry<double>::Create(MakeSolver("base_lr: 1 clip_gradients: 0.1"));
+  SetUpInputs(solver.get());
+  solver->Step(1);
+  Reference r;
+  const double g0 = r.grad(0), g1 = r.grad(1);
+  const double norm = std::sqrt(g0 * g0 + g1 * g1);
+  ASSERT_GT(norm, 0.1);
+  auto w = Weights(solver.get());
+  EXPECT_NEAR(w[0], 0.5 - g0 * 0.1 / norm, 1e-7);  // solver fields are float in the proto
+  EXPECT_NEAR(w[1], 0.25 - g1 * 0.1 / norm, 1e-7);  // solver fields are float in the proto
+}
+
+TEST(LrPolicy, EveryPolicyByHand) {
+  SolverParameter p;
+  p.set_base_lr(0.1f);
+  p.set_gamma(0.5f);
+  p.set_power(2);
+  p.set_stepsize(10);
+  p.set_max_iter(100);
+  int step = 0;
+  p.set_lr_policy("fixed");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 37, &step), 0.1f);
+  p.set_lr_policy("step");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 25, &step), 0.1f * 0.25f);
+  p.set_lr_policy("exp");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 3, &step), 0.1f * 0.125f);
+  p.set_lr_policy("inv");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 2, &step), 0.1f / 4.f);  // (1 + 0.5*2)^-2
+  p.set_lr_policy("poly");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 50, &step), 0.1f * 0.25f);  // (1 - 0.5)^2
+  p.set_lr_policy("sigmoid");
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 10, &step), 0.05f);  // 1 / (1 + e^0)
+  p.set_lr_policy("multistep");
+  p.add_stepvalue(5);
+  p.add_stepvalue(8);
+  step = 0;
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 4, &step), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 5, &step), 0.05f);
+  EXPECT_FLOAT_EQ(LearningRateAt(p, 9, &step), 0.025f);
+  EXPECT_EQ(step, 2);
+  p.set_lr_policy("cosine-ish");
+  EXPECT_THROW(LearningRateAt(p, 1, &step), Error);
+}
+
+class SolverFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/strata_solver_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_;
+};
+
+// Training 0..6 in one go equals 0..3, snapshot, then resume to 6 — bit for bit, dropout included.
+TEST_F(SolverFiles, ResumeIsExact) {
+  const char* net = R"(
+name: "resume"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 } } }
+layer { name: "fc1" type: "InnerProduct" bottom: "x" top: "h"
+        inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "fc2" type: "InnerProduct" bottom: "h" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
+)";
+  auto make = [&](int max_iter) {
+    SolverParameter p;
+    ReadProtoFromTextString(net, p.mutable_net_param());
+    p.set_base_lr(0.05f);
+    p.set_momentum(0.9f);
+    p.set_weight_decay(0.01f);
+    p.set_lr_policy("inv");
+    p.set_gamma(0.1f);
+    p.set_power(0.75f);
+    p.set_max_iter(max_iter);
+    p.set_random_seed(7);
+    p.set_snapshot_prefix(dir_ + "/run");
+    auto s = SolverRegistry<float>::Create(p);
+    float* x = s->net()->blob_by_name("x")->mutable_cpu_data();
+    for (int i = 0; i < 12; ++i) x[i] = 0.1f * (i - 5);
+    return s;
+  };
+  auto straight = make(6);
+  straight->Solve();
+  auto first = make(3);
+  first->Solve();  // snapshots at the end: run_iter_3.*
+  auto resumed = make(6);
+  resumed->Solve(dir_ + "/run_iter_3.solverstate");
+  EXPECT_EQ(resumed->iter(), 6);
+  const auto& a = straight->net()->learnable_params();
+  const auto& b = resumed->net()->learnable_params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (int k = 0; k < a[i]->count(); ++k) ASSERT_EQ(a[i]->cpu_data()[k], b[i]->cpu_data()[k]) << i << "," << k;
+  }
+}
+
+TEST_F(SolverFiles, NaNLossStopsAndKeepsEarlierSnapshot) {
+  SolverParameter p = MakeSolver("base_lr: 1e30 snapshot: 1");
+  p.set_snapshot_prefix(dir_ + "/nan");
+  p.set_max_iter(10);
+  auto solver = SolverRegistry<double>::Create(p);
+  SetUpInputs(solver.get());
+  try {
+    solver->Solve();
+    FAIL() << "expected the NaN loss to stop training";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at iteration"), std::string::npos) << e.what();
+  }
+  // The snapshot written before the blow-up is intact and loadable.
+  NetParameter weights;
+  EXPECT_NO_THROW(ReadNetParamsFromBinaryFile(dir_ + "/nan_iter_1.caffemodel", &weights));
+  SolverState state;
+  EXPECT_NO_THROW(ReadProtoFromBinaryFile(dir_ + "/nan_iter_1.solverstate", &state));
+}
+
+TEST_F(SolverFiles, CorruptFilesAreErrors) {
+  SolverParameter p = MakeSolver("base_lr: 0.1");
+  p.set_snapshot_prefix(dir_ + "/c");
+  auto solver = SolverRegistry<double>::Create(p);
+  solver->Snapshot();
+  const std::string state = dir_ + "/c_iter_0.solverstate";
+  const std::string model = dir_ + "/c_iter_0.caffemodel";
+  // Truncated copies.
+  for (const std::string& f : {state, model}) {
+    std::ifstream in(f, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 4u);
+    std::ofstream(f + ".cut", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
+  }
+  EXPECT_THROW(solver->Restore(state + ".cut"), Error);
+  EXPECT_THROW(solver->net()->CopyTrainedLayersFrom(model + ".cut"), Error);
+  std::ofstream(dir_ + "/garbage.solverstate") << "this is not a protobuf \xff\xff\xff";
+  EXPECT_THROW(solver->Restore(dir_ + "/garbage.solverstate"), Error);
+  EXPECT_THROW(solver->Restore(dir_ + "/missing.solverstate"), Error);
+  // A solverstate for a different solver type (Adam keeps twice the history).
+  auto adam = SolverRegistry<double>::Create(MakeSolver("type: 'Adam' base_lr: 0.1"));
+  EXPECT_THROW(adam->Restore(state), Error);
+}
+
+TEST_F(SolverFiles, SolverWithoutNetIsAnError) {
+  std::ofstream(dir_ + "/s.prototxt") << "base_lr: 0.1\nmax_iter: 10\n";
+  EXPECT_THROW(ReadSolverParam(dir_ + "/s.prototxt"), Error);
+  std::ofstream(dir_ + "/t.prototxt") << "net: 'x.prototxt'\nregularization_type: 'L3'\n";
+  EXPECT_THROW(ReadSolverParam(dir_ + "/t.prototxt"), Error);
+  SolverParameter unknown = MakeSolver("type: 'Momentum9000' base_lr: 0.1");
+  EXPECT_THROW(SolverRegistry<double>::Create(unknown), Error);
+}
+
+}  // namespace
+}  // namespace strata
