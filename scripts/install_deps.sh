@@ -9,7 +9,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev liblapacke-dev
-  liblmdb-dev
+  liblmdb-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   libgtest-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
@@ -32,12 +32,17 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
+sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-  echo "install_deps: missing packages (${missing[*]}); run as root" >&2
-  exit 1
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install_deps: missing packages (${missing[*]}); run as root" >&2
+    exit 1
+  fi
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install_deps: installed ${missing[*]}"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds Strata, and runs every test: the unit tests and the MPI tests (under
+# mpirun at 1-8 ranks) in the Release build, then the unit tests again under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
+#   bash scripts/test.sh            # everything
+#   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # Release build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install_deps.sh
+
+# mpirun refuses root without both of these (CI runs as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Two cores: one BLAS thread per process keeps oversubscribed MPI tests from thrashing.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure --timeout 900)
+
+if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
+  cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=ON -DSTRATA_USE_CUDA=OFF >/dev/null
+  cmake --build build-sanitize -j "$jobs" --target strata_tests
+  # Leak checking covers our code; the MPI and protobuf runtimes keep global state until exit by design.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  (cd build-sanitize && ctest --output-on-failure --timeout 1800 -R '^unit$')
+fi
