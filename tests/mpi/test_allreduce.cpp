@@ -48,7 +48,7 @@ double expected_sum(size_t i, int n) {
 }
 
 // The algorithms every test runs; the forced Open MPI ones are covered once, separately.
-const std::vector<std::string> kAlgorithms = {"brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi", "hybrid"};
+const std::vector<std::string> kAlgorithms = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi", "hybrid"};
 
 std::unique_ptr<Allreduce> make(const std::string& name, MPI_Comm comm) {
   return AllreducePolicy::from_name(name).create(comm);
@@ -128,7 +128,7 @@ TEST_F(AllreduceTest, EveryAlgorithmIsBitIdenticalAcrossRanks) {
 
 TEST_F(AllreduceTest, RepeatedCallsReuseScratchAndStayCorrect) {
   // Shrinking and growing sizes on one instance: stale scratch or request state would show here.
-  for (const auto& name : {"vhd_seg", "ring_seg", "brd", "brb"}) {
+  for (const auto& name : {"vhd_seg", "ring_seg", "brd", "brb", "linear"}) {
     auto alg = make(name, comm_);
     const int r = world_rank(), n = world_size();
     bool ok = true;

@@ -6,6 +6,7 @@
 #include "strata/comm/brb_allreduce.hpp"
 #include "strata/comm/brd_allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/linear_allreduce.hpp"
 #include "strata/comm/mpi_allreduce.hpp"
 #include "strata/comm/ring_allreduce.hpp"
 #include "strata/comm/vhd_allreduce.hpp"
@@ -28,7 +29,7 @@ Allreduce::Allreduce(MPI_Comm comm) : comm_(comm) {
 
 const std::vector<std::string>& allreduce_algorithm_names() {
   static const std::vector<std::string> names = {
-      "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi",
+      "linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi",
       "mpi_linear", "mpi_nonoverlapping", "mpi_recursive_doubling", "mpi_ring", "mpi_segmented_ring",
       "mpi_rabenseifner"};
   return names;
@@ -40,6 +41,7 @@ bool is_allreduce_algorithm(const std::string& name) {
 }
 
 std::unique_ptr<Allreduce> make_allreduce_algorithm(const std::string& name, MPI_Comm comm) {
+  if (name == "linear") return std::make_unique<LinearAllreduce>(comm);
   if (name == "brb") return std::make_unique<BrbAllreduce>(comm);
   if (name == "brd") return std::make_unique<BrdAllreduce>(comm);
   if (name == "vhd") return std::make_unique<VhdAllreduce>(comm, 0);
@@ -55,8 +57,8 @@ std::unique_ptr<Allreduce> make_allreduce_algorithm(const std::string& name, MPI
 
 std::string unknown_allreduce_message(const std::string& name) {
   std::string known;
-  for (const auto& n : allreduce_algorithm_names()) known += (known.empty() ? "" : ", ") + n;
-  return "unknown allreduce algorithm '" + name + "' (known: " + known + ", and hybrid)";
+  for (const auto& n : allreduce_algorithm_names()) known += n + ", ";
+  return "unknown allreduce algorithm '" + name + "' (known: " + known + "and hybrid)";
 }
 
 }  // namespace strata

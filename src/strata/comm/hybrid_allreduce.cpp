@@ -11,7 +11,7 @@
 
 DEFINE_string(allreduce, "hybrid",
               "Allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one of "
-              "brb, brd, vhd, vhd_seg, ring, ring_seg, mpi");
+              "linear, brb, brd, vhd, vhd_seg, ring, ring_seg, mpi (docs/allreduce.md)");
 DEFINE_string(allreduce_table, "",
               "Crossover table file for the hybrid allreduce (written by allreduce_bench --tune); empty: "
               "the built-in table");
@@ -21,6 +21,11 @@ namespace strata {
 namespace {
 
 std::string bytes_text(size_t b) { return b == CrossoverRow::kUnlimited ? "inf" : std::to_string(b); }
+std::string known_algorithms() {
+  std::string known;
+  for (const auto& n : allreduce_algorithm_names()) known += (known.empty() ? "" : ", ") + n;
+  return known;
+}
 std::string ranks_text(int r) { return r == CrossoverTable::kAnyRanks ? "*" : std::to_string(r); }
 
 // Rows are checked in one place so that parse() and set() give the same messages.
@@ -90,8 +95,7 @@ CrossoverTable CrossoverTable::parse(const std::string& text, const std::string&
       max_bytes = static_cast<size_t>(b);
     }
     STRATA_REQUIRE(is_allreduce_algorithm(alg))
-        << where << "unknown algorithm '" << alg << "' (hybrid rows name one of brb, brd, vhd, vhd_seg, "
-        << "ring, ring_seg, mpi, mpi_*)";
+        << where << "unknown algorithm '" << alg << "' (a row names one of " << known_algorithms() << ")";
     auto& list = rows[ranks];
     STRATA_REQUIRE(list.empty() || list.back().max_bytes < max_bytes)
         << where << "rows for ranks " << ranks_s << " must have increasing max_bytes (" << bytes_s

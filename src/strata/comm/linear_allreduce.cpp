@@ -1,0 +1,45 @@
+#include "strata/comm/linear_allreduce.hpp"
+
+#include <algorithm>
+
+#include "strata/comm/communicator.hpp"
+
+namespace strata {
+
+using comm_detail::at;
+
+namespace {
+constexpr int kTag = 4243;
+}
+
+LinearAllreduce::LinearAllreduce(MPI_Comm comm) : Allreduce(comm), reqs_(size_) {}
+
+void LinearAllreduce::run(void* buf, size_t count, DataType t) {
+  if (size_ == 1) return;
+  // MPI counts are int: very large buffers (which this algorithm is not meant for) go in pieces.
+  constexpr size_t kPiece = size_t(1) << 28;
+  for (size_t b = 0; b < count; b += kPiece) run_piece(at(buf, b, t), std::min(kPiece, count - b), t);
+}
+
+void LinearAllreduce::run_piece(void* buf, size_t count, DataType t) {
+  const int n = static_cast<int>(count);
+  const MPI_Datatype mt = mpi_type_of(t);
+  if (rank_ != 0) {
+    STRATA_MPI_CHECK(MPI_Send(buf, n, mt, 0, kTag, comm_));
+    STRATA_MPI_CHECK(MPI_Recv(buf, n, mt, 0, kTag, comm_, MPI_STATUS_IGNORE));
+    return;
+  }
+  const size_t bytes = count * size_of(t);
+  char* slots = static_cast<char*>(scratch_.get(bytes * (size_ - 1)));
+  for (int r = 1; r < size_; ++r)
+    STRATA_MPI_CHECK(MPI_Irecv(slots + (r - 1) * bytes, n, mt, r, kTag, comm_, &reqs_[r - 1]));
+  // Sum in rank order as the messages come in, so the order (and the bits) never depend on timing.
+  for (int r = 1; r < size_; ++r) {
+    STRATA_MPI_CHECK(MPI_Wait(&reqs_[r - 1], MPI_STATUS_IGNORE));
+    comm_detail::sum_into(buf, slots + (r - 1) * bytes, count, t);
+  }
+  for (int r = 1; r < size_; ++r) STRATA_MPI_CHECK(MPI_Isend(buf, n, mt, r, kTag, comm_, &reqs_[r - 1]));
+  STRATA_MPI_CHECK(MPI_Waitall(size_ - 1, reqs_.data(), MPI_STATUSES_IGNORE));
+}
+
+}  // namespace strata
