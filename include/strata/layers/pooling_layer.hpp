@@ -1,0 +1,53 @@
+#pragma once
+
+#include <vector>
+
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// Max or average pooling over 2-D windows of N x C x H x W (Caffe's "Pooling"), with Caffe's output size rule
+// (ceil rounding by default, and a last window that must start inside the image), its average divisor (the
+// window clipped to the padded image, padding counted) and its max tie-break (the first maximum in row-major
+// order). MAX keeps the argmax of every output (index h*W + w within its plane) for backward, and writes it to
+// an optional second top as Caffe does. STOCHASTIC pooling is not supported.
+//
+// The loops run over kernel offsets outermost and output columns innermost, so the inner loop is a contiguous
+// (or strided) sweep the compiler vectorises, rather than a small window per output.
+template <typename Dtype>
+class PoolingLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Pooling"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  // MAX can output its argmax mask as a second top.
+  int MaxTopBlobs() const override {
+    return this->layer_param_.pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
+  }
+  // Backward reads only the kept argmax (MAX) or nothing (AVE).
+  bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
+
+  // One plane's window geometry (public for the loops in the .cpp).
+  struct Window {
+    int height, width, pooled_h, pooled_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  };
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+ private:
+  bool max_ = true;
+  bool global_ = false;
+  Window win_{};
+  Blob<Dtype> mask_;  // MAX with one top: argmax of each output, -1 for an empty window
+  // AVE: for each output, the window size Caffe divides by (clipped to the padded image), planar.
+  std::vector<Dtype> divisor_;
+};
+
+}  // namespace strata

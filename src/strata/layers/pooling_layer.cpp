@@ -1,0 +1,271 @@
+#include "strata/layers/pooling_layer.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "strata/layer_factory.hpp"
+
+namespace strata {
+
+namespace {
+
+// Below this many input values an OpenMP fork costs more than the loop.
+constexpr long kParallelMin = 1 << 15;
+
+// Caffe's pooled size: ceil (or floor) of (size + 2 pad - kernel) / stride, plus one, computed in float as
+// Caffe does; with padding, a last window that would start in the padding is dropped.
+int PooledSize(int size, int kernel, int pad, int stride, bool ceil_mode, bool any_pad) {
+  const float steps = static_cast<float>(size + 2 * pad - kernel) / stride;
+  int pooled = static_cast<int>(ceil_mode ? std::ceil(steps) : std::floor(steps)) + 1;
+  if (any_pad && (pooled - 1) * stride >= size + pad) --pooled;
+  return pooled;
+}
+
+// The input rows [h0, h1) under output row `ph` (the window clipped to the image).
+template <typename Window>
+inline void RowSpan(const Window& w, int ph, int* h0, int* h1) {
+  const int hstart = ph * w.stride_h - w.pad_h;
+  *h0 = std::max(hstart, 0);
+  *h1 = std::min(hstart + w.kernel_h, w.height);
+}
+
+// The output columns [lo, hi) whose window column j (input column pw*stride_w - pad_w + j) is in the image.
+template <typename Window>
+inline void ColumnSpan(const Window& w, int j, int* lo, int* hi) {
+  const int off = j - w.pad_w;  // input column of output column pw is pw*stride_w + off
+  const int s = w.stride_w;
+  *lo = std::min(std::max(off >= 0 ? 0 : (-off + s - 1) / s, 0), w.pooled_w);
+  const int end = w.width - off;  // need pw*s < end
+  *hi = std::max(std::min(end > 0 ? (end + s - 1) / s : 0, w.pooled_w), *lo);
+}
+
+// Max over each window of one plane; visits window pixels in row-major order and keeps the first maximum, as
+// Caffe does. Empty windows (possible without padding when stride > kernel) give -FLT_MAX and index -1.
+template <typename Dtype, typename Window>
+void MaxPlane(const Dtype* x, const Window& w, Dtype* y, Dtype* mask) {
+  const int PW = w.pooled_w, W = w.width;
+  for (int ph = 0; ph < w.pooled_h; ++ph) {
+    Dtype* yr = y + ph * PW;
+    Dtype* mr = mask + ph * PW;
+    std::fill(yr, yr + PW, Dtype(-FLT_MAX));
+    std::fill(mr, mr + PW, Dtype(-1));
+    int h0, h1;
+    RowSpan(w, ph, &h0, &h1);
+    for (int ih = h0; ih < h1; ++ih) {
+      const Dtype* xr = x + ih * W;
+      for (int j = 0; j < w.kernel_w; ++j) {
+        int lo, hi;
+        ColumnSpan(w, j, &lo, &hi);
+        const int off = j - w.pad_w;
+        for (int pw = lo; pw < hi; ++pw) {
+          const int iw = pw * w.stride_w + off;
+          const Dtype v = xr[iw];
+          const bool larger = v > yr[pw];
+          yr[pw] = larger ? v : yr[pw];
+          mr[pw] = larger ? Dtype(ih * W + iw) : mr[pw];
+        }
+      }
+    }
+  }
+}
+
+// Sum over each window of one plane, divided by Caffe's window size; pixels are added in Caffe's order.
+template <typename Dtype, typename Window>
+void AvePlane(const Dtype* x, const Window& w, const Dtype* divisor, Dtype* y) {
+  const int PW = w.pooled_w;
+  for (int ph = 0; ph < w.pooled_h; ++ph) {
+    Dtype* yr = y + ph * PW;
+    std::fill(yr, yr + PW, Dtype(0));
+    int h0, h1;
+    RowSpan(w, ph, &h0, &h1);
+    for (int ih = h0; ih < h1; ++ih) {
+      const Dtype* xr = x + ih * w.width;
+      for (int j = 0; j < w.kernel_w; ++j) {
+        int lo, hi;
+        ColumnSpan(w, j, &lo, &hi);
+        const Dtype* xs = xr + j - w.pad_w;
+        for (int pw = lo; pw < hi; ++pw) yr[pw] += xs[pw * w.stride_w];
+      }
+    }
+    const Dtype* dr = divisor + ph * PW;
+    for (int pw = 0; pw < PW; ++pw) yr[pw] /= dr[pw];
+  }
+}
+
+// The adjoint of AvePlane into a zeroed dx. Kernel columns run backwards so that each pixel receives its
+// outputs' shares in Caffe's order (output rows, then output columns, ascending).
+template <typename Dtype, typename Window>
+void AvePlaneBackward(const Dtype* dy, const Window& w, const Dtype* divisor, Dtype* dx) {
+  const int PW = w.pooled_w;
+  for (int ph = 0; ph < w.pooled_h; ++ph) {
+    const Dtype* gr = dy + ph * PW;
+    const Dtype* dr = divisor + ph * PW;
+    int h0, h1;
+    RowSpan(w, ph, &h0, &h1);
+    for (int ih = h0; ih < h1; ++ih) {
+      Dtype* xr = dx + ih * w.width;
+      for (int j = w.kernel_w - 1; j >= 0; --j) {
+        int lo, hi;
+        ColumnSpan(w, j, &lo, &hi);
+        Dtype* xs = xr + j - w.pad_w;
+        for (int pw = lo; pw < hi; ++pw) xs[pw * w.stride_w] += gr[pw] / dr[pw];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const PoolingParameter& p = this->layer_param_.pooling_param();
+  STRATA_REQUIRE(p.pool() != PoolingParameter::STOCHASTIC) << "STOCHASTIC pooling is not supported";
+  max_ = p.pool() == PoolingParameter::MAX;
+  global_ = p.global_pooling();
+  if (global_) {
+    STRATA_REQUIRE(!p.has_kernel_size() && !p.has_kernel_h() && !p.has_kernel_w())
+        << "with global_pooling: true the kernel size cannot be specified";
+  } else {
+    STRATA_REQUIRE(p.has_kernel_size() != (p.has_kernel_h() && p.has_kernel_w()))
+        << "give the kernel as kernel_size or as kernel_h and kernel_w, not both";
+    STRATA_REQUIRE(p.has_kernel_size() || (p.has_kernel_h() && p.has_kernel_w()))
+        << "a non-square kernel needs both kernel_h and kernel_w";
+    win_.kernel_h = static_cast<int>(p.has_kernel_size() ? p.kernel_size() : p.kernel_h());
+    win_.kernel_w = static_cast<int>(p.has_kernel_size() ? p.kernel_size() : p.kernel_w());
+    STRATA_REQUIRE(win_.kernel_h > 0 && win_.kernel_w > 0) << "kernel size must be positive";
+  }
+  STRATA_REQUIRE((!p.has_pad() && p.has_pad_h() && p.has_pad_w()) || (!p.has_pad_h() && !p.has_pad_w()))
+      << "give the padding as pad or as pad_h and pad_w";
+  STRATA_REQUIRE((!p.has_stride() && p.has_stride_h() && p.has_stride_w()) ||
+                 (!p.has_stride_h() && !p.has_stride_w()))
+      << "give the stride as stride or as stride_h and stride_w";
+  win_.pad_h = static_cast<int>(p.has_pad_h() ? p.pad_h() : p.pad());
+  win_.pad_w = static_cast<int>(p.has_pad_h() ? p.pad_w() : p.pad());
+  win_.stride_h = static_cast<int>(p.has_stride_h() ? p.stride_h() : p.stride());
+  win_.stride_w = static_cast<int>(p.has_stride_h() ? p.stride_w() : p.stride());
+  STRATA_REQUIRE(win_.stride_h > 0 && win_.stride_w > 0) << "stride must be positive";
+  if (global_) {
+    STRATA_REQUIRE(win_.pad_h == 0 && win_.pad_w == 0 && win_.stride_h == 1 && win_.stride_w == 1)
+        << "with global_pooling: true only pad 0 and stride 1 are allowed";
+  } else {
+    STRATA_REQUIRE(win_.pad_h < win_.kernel_h && win_.pad_w < win_.kernel_w)
+        << "pad (" << win_.pad_h << ", " << win_.pad_w << ") must be smaller than the kernel (" << win_.kernel_h
+        << ", " << win_.kernel_w << ")";
+  }
+  mask_.set_memory_category(MemoryCategory::kActivation);
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  STRATA_REQUIRE(bottom[0]->num_axes() == 4)
+      << "input must have 4 axes (num, channels, height, width), got shape " << bottom[0]->shape_string();
+  Window& w = win_;
+  w.height = bottom[0]->height();
+  w.width = bottom[0]->width();
+  if (global_) {
+    w.kernel_h = w.height;
+    w.kernel_w = w.width;
+  }
+  const bool ceil_mode = this->layer_param_.pooling_param().round_mode() == PoolingParameter::CEIL;
+  const bool any_pad = w.pad_h > 0 || w.pad_w > 0;
+  w.pooled_h = PooledSize(w.height, w.kernel_h, w.pad_h, w.stride_h, ceil_mode, any_pad);
+  w.pooled_w = PooledSize(w.width, w.kernel_w, w.pad_w, w.stride_w, ceil_mode, any_pad);
+  STRATA_REQUIRE(w.pooled_h > 0 && w.pooled_w > 0)
+      << "the " << w.kernel_h << " x " << w.kernel_w << " kernel does not fit the " << w.height << " x "
+      << w.width << " input (pad " << w.pad_h << ", " << w.pad_w << ")";
+  const std::vector<int> top_shape{bottom[0]->num(), bottom[0]->channels(), w.pooled_h, w.pooled_w};
+  top[0]->Reshape(top_shape);
+  if (top.size() > 1) top[1]->Reshape(top_shape);
+  if (max_ && top.size() == 1) mask_.Reshape(top_shape);
+  if (!max_) {
+    // Caffe's divisor: the window clipped to the padded image [-pad, size + pad). An empty window (possible
+    // only without padding when the stride exceeds the kernel) divides by 1 rather than 0.
+    divisor_.resize(static_cast<size_t>(w.pooled_h) * w.pooled_w);
+    for (int ph = 0; ph < w.pooled_h; ++ph) {
+      const int hstart = ph * w.stride_h - w.pad_h;
+      const int rows = std::min(hstart + w.kernel_h, w.height + w.pad_h) - hstart;
+      for (int pw = 0; pw < w.pooled_w; ++pw) {
+        const int wstart = pw * w.stride_w - w.pad_w;
+        const int cols = std::min(wstart + w.kernel_w, w.width + w.pad_w) - wstart;
+        divisor_[ph * w.pooled_w + pw] = Dtype(std::max(rows * cols, 1));
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const Window w = win_;
+  const int planes = bottom[0]->num() * bottom[0]->channels();
+  const long in_plane = static_cast<long>(w.height) * w.width;
+  const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
+  const Dtype* x = bottom[0]->cpu_data();
+  Dtype* y = top[0]->mutable_cpu_data();
+  Dtype* mask = !max_ ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : mask_.mutable_cpu_data();
+  const Dtype* divisor = divisor_.data();
+  const bool parallel = planes * in_plane >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int c = 0; c < planes; ++c) {
+    const Dtype* xc = x + c * in_plane;
+    if (global_ && max_) {  // one window over the whole contiguous plane
+      Dtype best = Dtype(-FLT_MAX), arg = -1;
+      for (long i = 0; i < in_plane; ++i) {
+        if (xc[i] > best) {
+          best = xc[i];
+          arg = Dtype(i);
+        }
+      }
+      y[c] = best;
+      mask[c] = arg;
+    } else if (global_) {
+      Dtype sum = 0;
+      for (long i = 0; i < in_plane; ++i) sum += xc[i];
+      y[c] = sum / divisor[0];
+    } else if (max_) {
+      MaxPlane(xc, w, y + c * out_plane, mask + c * out_plane);
+    } else {
+      AvePlane(xc, w, divisor, y + c * out_plane);
+    }
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                       const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const Window w = win_;
+  const int planes = bottom[0]->num() * bottom[0]->channels();
+  const long in_plane = static_cast<long>(w.height) * w.width;
+  const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
+  const Dtype* dy = top[0]->cpu_diff();
+  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  const Dtype* mask = !max_ ? nullptr : top.size() > 1 ? top[1]->cpu_data() : mask_.cpu_data();
+  const Dtype* divisor = divisor_.data();
+  const bool parallel = planes * in_plane >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int c = 0; c < planes; ++c) {
+    Dtype* dxc = dx + c * in_plane;
+    const Dtype* dyc = dy + c * out_plane;
+    if (global_ && !max_) {
+      const Dtype g = dyc[0] / divisor[0];
+      std::fill(dxc, dxc + in_plane, g);
+      continue;
+    }
+    std::fill(dxc, dxc + in_plane, Dtype(0));
+    if (max_) {
+      const Dtype* mc = mask + c * out_plane;
+      for (long i = 0; i < out_plane; ++i) {
+        const int at = static_cast<int>(mc[i]);
+        if (at >= 0) dxc[at] += dyc[i];
+      }
+    } else {
+      AvePlaneBackward(dyc, w, divisor, dxc);
+    }
+  }
+}
+
+STRATA_INSTANTIATE_CLASS(PoolingLayer);
+REGISTER_LAYER_CLASS(Pooling);
+
+}  // namespace strata

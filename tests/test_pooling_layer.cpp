@@ -1,0 +1,251 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "gradient_checker.hpp"
+#include "strata/layers/pooling_layer.hpp"
+
+namespace strata {
+namespace {
+
+LayerParameter PoolParam(PoolingParameter::PoolMethod method, int kernel, int stride, int pad) {
+  LayerParameter p;
+  p.set_name("pool");
+  p.set_type("Pooling");
+  auto* pp = p.mutable_pooling_param();
+  pp->set_pool(method);
+  if (kernel > 0) pp->set_kernel_size(kernel);
+  pp->set_stride(stride);
+  pp->set_pad(pad);
+  return p;
+}
+
+LayerParameter GlobalParam(PoolingParameter::PoolMethod method) {
+  LayerParameter p;
+  p.set_type("Pooling");
+  p.mutable_pooling_param()->set_pool(method);
+  p.mutable_pooling_param()->set_global_pooling(true);
+  return p;
+}
+
+// Distinct values 0.1 apart in a random order, so no max window has a tie that a finite difference could flip.
+void FillDistinct(Blob<double>* blob, unsigned seed = 5) {
+  std::vector<int> order(blob->count());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  for (int i = 0; i < blob->count(); ++i) blob->mutable_cpu_data()[i] = 0.1 * (order[i] - blob->count() / 2);
+}
+
+std::vector<int> TopShape(const LayerParameter& p, const std::vector<int>& in) {
+  Blob<float> x(in), y;
+  PoolingLayer<float> layer(p);
+  layer.SetUp({&x}, {&y});
+  return y.shape();
+}
+
+TEST(PoolingLayer, OutputShapeFollowsCaffe) {
+  using P = PoolingParameter;
+  EXPECT_EQ(TopShape(PoolParam(P::MAX, 3, 2, 0), {2, 3, 7, 6}), (std::vector<int>{2, 3, 3, 3}));  // ceil(3/2)+1
+  LayerParameter floor = PoolParam(P::MAX, 3, 2, 0);
+  floor.mutable_pooling_param()->set_round_mode(P::FLOOR);
+  EXPECT_EQ(TopShape(floor, {2, 3, 7, 6}), (std::vector<int>{2, 3, 3, 2}));  // floor(3/2)+1
+  EXPECT_EQ(TopShape(PoolParam(P::AVE, 3, 2, 1), {1, 1, 6, 6}), (std::vector<int>{1, 1, 4, 4}));  // ceil(5/2)+1
+  // ceil(5/2)+1 = 4, but the 4th window would start at 6 - 1 = 5, in the padding: dropped.
+  EXPECT_EQ(TopShape(PoolParam(P::MAX, 2, 2, 1), {1, 1, 5, 5}), (std::vector<int>{1, 1, 3, 3}));
+  EXPECT_EQ(TopShape(GlobalParam(P::AVE), {2, 4, 5, 3}), (std::vector<int>{2, 4, 1, 1}));
+  LayerParameter rect = PoolParam(P::MAX, 0, 1, 0);
+  rect.mutable_pooling_param()->set_kernel_h(2);
+  rect.mutable_pooling_param()->set_kernel_w(3);
+  EXPECT_EQ(TopShape(rect, {1, 1, 4, 4}), (std::vector<int>{1, 1, 3, 2}));
+}
+
+TEST(PoolingLayer, HandWorkedMaxWithMaskTop) {
+  Blob<double> x({1, 1, 4, 4}), y, mask;
+  const double v[] = {1, 5, 2, 0, 3, 4, 8, 6, 9, 7, 10, 11, 12, 15, 14, 13};
+  std::copy(v, v + 16, x.mutable_cpu_data());
+  PoolingLayer<double> layer(PoolParam(PoolingParameter::MAX, 2, 2, 0));
+  layer.SetUp({&x}, {&y, &mask});
+  layer.Forward({&x}, {&y, &mask});
+  const double want[] = {5, 8, 15, 14}, want_idx[] = {1, 6, 13, 14};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(y.cpu_data()[i], want[i]);
+    EXPECT_DOUBLE_EQ(mask.cpu_data()[i], want_idx[i]);
+  }
+  // Backward routes each output's gradient to its argmax.
+  for (int i = 0; i < 4; ++i) y.mutable_cpu_diff()[i] = i + 1;
+  layer.Backward({&y, &mask}, {true}, {&x});
+  for (int i = 0; i < 16; ++i) {
+    const double* at = std::find(want_idx, want_idx + 4, double(i));
+    EXPECT_DOUBLE_EQ(x.cpu_diff()[i], at == want_idx + 4 ? 0.0 : double(at - want_idx + 1)) << i;
+  }
+}
+
+TEST(PoolingLayer, HandWorkedMaxTiesAndPadding) {
+  // Caffe keeps the first maximum in row-major order; padding never wins, even against negative values.
+  Blob<double> x({1, 1, 2, 2}), y;
+  const double v[] = {-3, -1, -1, -2};
+  std::copy(v, v + 4, x.mutable_cpu_data());
+  PoolingLayer<double> layer(PoolParam(PoolingParameter::MAX, 2, 1, 1));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 1, 3, 3}));
+  const double want[] = {-3, -1, -1, -1, -1, -1, -1, -1, -2};
+  for (int i = 0; i < 9; ++i) EXPECT_DOUBLE_EQ(y.cpu_data()[i], want[i]) << i;
+  for (int i = 0; i < 9; ++i) y.mutable_cpu_diff()[i] = 1;
+  layer.Backward({&y}, {true}, {&x});
+  // The centre window sees all four and picks index 1 (the first -1); index 2 wins only windows without 1.
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[0], 1);
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[1], 4);  // windows (0,1), (0,2), (1,1), (1,2)
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[2], 3);  // windows (1,0), (2,0), (2,1)
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[3], 1);  // window (2,2)
+}
+
+TEST(PoolingLayer, HandWorkedAverageCeilAndPadding) {
+  Blob<double> x({1, 1, 4, 4}), y;
+  for (int i = 0; i < 16; ++i) x.mutable_cpu_data()[i] = i + 1;
+  // No padding, ceil rounding: the last window overhangs the image and divides by its clipped size.
+  PoolingLayer<double> plain(PoolParam(PoolingParameter::AVE, 3, 2, 0));
+  plain.SetUp({&x}, {&y});
+  plain.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], (1 + 2 + 3 + 5 + 6 + 7 + 9 + 10 + 11) / 9.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[1], (3 + 4 + 7 + 8 + 11 + 12) / 6.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[2], (9 + 10 + 11 + 13 + 14 + 15) / 6.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[3], (11 + 12 + 15 + 16) / 4.0);
+  // Pad 1: windows start at -1, 1, 3; the divisor counts padding up to H + pad = 5, so the last window (rows
+  // 3..5) counts rows 3 and 4: 2 x 2 for the corner, which holds only pixel 16.
+  PoolingLayer<double> padded(PoolParam(PoolingParameter::AVE, 3, 2, 1));
+  padded.SetUp({&x}, {&y});
+  padded.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 1, 3, 3}));
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], (1 + 2 + 5 + 6) / 9.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[2], (4 + 8) / 6.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[4], (6 + 7 + 8 + 10 + 11 + 12 + 14 + 15 + 16) / 9.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[8], 16 / 4.0);
+  // Backward: each pixel gets dy / divisor from every window holding it.
+  for (int i = 0; i < 9; ++i) y.mutable_cpu_diff()[i] = 36;
+  padded.Backward({&y}, {true}, {&x});
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[0], 36 / 9.0);                    // window (0,0) only
+  EXPECT_DOUBLE_EQ(x.cpu_diff()[15], 36 / 9.0 + 2 * 36 / 6.0 + 36 / 4.0);  // (1,1), (1,2), (2,1), (2,2)
+}
+
+TEST(PoolingLayer, HandWorkedGlobal) {
+  Blob<double> x({1, 2, 2, 3}), y;
+  const double v[] = {1, 7, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+  std::copy(v, v + 12, x.mutable_cpu_data());
+  PoolingLayer<double> ave(GlobalParam(PoolingParameter::AVE));
+  ave.SetUp({&x}, {&y});
+  ave.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 2, 1, 1}));
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], 26 / 6.0);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[1], -21 / 6.0);
+  PoolingLayer<double> max(GlobalParam(PoolingParameter::MAX));
+  max.SetUp({&x}, {&y});
+  max.Forward({&x}, {&y});
+  EXPECT_DOUBLE_EQ(y.cpu_data()[0], 7);
+  EXPECT_DOUBLE_EQ(y.cpu_data()[1], -1);
+  y.mutable_cpu_diff()[0] = 2;
+  y.mutable_cpu_diff()[1] = 3;
+  max.Backward({&y}, {true}, {&x});
+  const double want[] = {0, 2, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 12; ++i) EXPECT_DOUBLE_EQ(x.cpu_diff()[i], want[i]) << i;
+}
+
+void CheckPoolGradient(const LayerParameter& p, const std::vector<int>& shape, int tops = 1) {
+  Blob<double> x(shape), y, mask;
+  FillDistinct(&x);
+  PoolingLayer<double> layer(p);
+  GradientChecker<double> checker(1e-4, 1e-6);
+  std::vector<Blob<double>*> top{&y};
+  if (tops == 2) top.push_back(&mask);
+  checker.CheckGradient(&layer, {&x}, top);
+}
+
+TEST(PoolingLayer, GradientMax) {
+  using P = PoolingParameter;
+  CheckPoolGradient(PoolParam(P::MAX, 3, 2, 0), {2, 2, 6, 7});   // ceil overhang
+  CheckPoolGradient(PoolParam(P::MAX, 3, 2, 1), {1, 2, 5, 6});   // padding
+  CheckPoolGradient(PoolParam(P::MAX, 2, 1, 1), {1, 2, 3, 4}, 2);  // mask as a second top
+  LayerParameter rect = PoolParam(P::MAX, 0, 1, 0);
+  auto* pp = rect.mutable_pooling_param();
+  pp->clear_stride();
+  pp->clear_pad();
+  pp->set_kernel_h(3);
+  pp->set_kernel_w(2);
+  pp->set_stride_h(2);
+  pp->set_stride_w(1);
+  pp->set_pad_h(1);
+  pp->set_pad_w(0);
+  pp->set_round_mode(P::FLOOR);
+  CheckPoolGradient(rect, {1, 2, 6, 5});
+}
+
+TEST(PoolingLayer, GradientAverage) {
+  using P = PoolingParameter;
+  CheckPoolGradient(PoolParam(P::AVE, 3, 2, 0), {2, 2, 6, 7});
+  CheckPoolGradient(PoolParam(P::AVE, 3, 2, 1), {1, 2, 5, 6});
+  CheckPoolGradient(PoolParam(P::AVE, 2, 1, 1), {1, 1, 3, 3});
+  LayerParameter floor = PoolParam(P::AVE, 3, 3, 1);
+  floor.mutable_pooling_param()->set_round_mode(P::FLOOR);
+  CheckPoolGradient(floor, {1, 2, 7, 8});
+}
+
+TEST(PoolingLayer, GradientGlobal) {
+  CheckPoolGradient(GlobalParam(PoolingParameter::MAX), {2, 3, 3, 4});
+  CheckPoolGradient(GlobalParam(PoolingParameter::AVE), {2, 3, 3, 4});
+}
+
+TEST(PoolingLayer, LargeInputMatchesSmallPlanes) {
+  // Enough planes to take the parallel path; each plane must equal the same plane pooled alone.
+  Blob<float> x({4, 16, 33, 35}), y, one({1, 1, 33, 35}), y1;
+  FillUniform(&x, -1.0f, 1.0f);
+  for (auto method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
+    PoolingLayer<float> layer(PoolParam(method, 3, 2, 1));
+    layer.SetUp({&x}, {&y});
+    layer.Forward({&x}, {&y});
+    PoolingLayer<float> single(PoolParam(method, 3, 2, 1));
+    single.SetUp({&one}, {&y1});
+    for (int c : {0, 17, 63}) {
+      std::copy_n(x.cpu_data() + c * 33 * 35, 33 * 35, one.mutable_cpu_data());
+      single.Forward({&one}, {&y1});
+      for (int i = 0; i < y1.count(); ++i) ASSERT_EQ(y.cpu_data()[c * y1.count() + i], y1.cpu_data()[i]);
+    }
+  }
+}
+
+TEST(PoolingLayer, BadParametersAreErrors) {
+  using P = PoolingParameter;
+  auto setup = [](const LayerParameter& p, const std::vector<int>& shape, int tops = 1) {
+    Blob<float> x(shape), y, z;
+    PoolingLayer<float> layer(p);
+    std::vector<Blob<float>*> top{&y};
+    if (tops == 2) top.push_back(&z);
+    layer.SetUp({&x}, top);
+  };
+  EXPECT_NO_THROW(setup(PoolParam(P::MAX, 3, 2, 1), {1, 1, 5, 5}));
+  EXPECT_THROW(setup(PoolParam(P::STOCHASTIC, 3, 2, 0), {1, 1, 5, 5}), Error);
+  EXPECT_THROW(setup(PoolParam(P::MAX, 0, 2, 0), {1, 1, 5, 5}), Error);  // no kernel
+  LayerParameter both = PoolParam(P::MAX, 3, 1, 0);
+  both.mutable_pooling_param()->set_kernel_h(3);
+  both.mutable_pooling_param()->set_kernel_w(3);
+  EXPECT_THROW(setup(both, {1, 1, 5, 5}), Error);
+  LayerParameter half = PoolParam(P::MAX, 0, 1, 0);
+  half.mutable_pooling_param()->set_kernel_h(3);
+  EXPECT_THROW(setup(half, {1, 1, 5, 5}), Error);
+  EXPECT_THROW(setup(PoolParam(P::MAX, 3, 2, 3), {1, 1, 5, 5}), Error);  // pad >= kernel
+  EXPECT_THROW(setup(PoolParam(P::AVE, 3, 0, 0), {1, 1, 5, 5}), Error);  // stride 0
+  LayerParameter global = GlobalParam(P::MAX);
+  global.mutable_pooling_param()->set_kernel_size(2);
+  EXPECT_THROW(setup(global, {1, 1, 5, 5}), Error);
+  global = GlobalParam(P::MAX);
+  global.mutable_pooling_param()->set_stride(2);
+  EXPECT_THROW(setup(global, {1, 1, 5, 5}), Error);
+  EXPECT_THROW(setup(PoolParam(P::MAX, 3, 1, 0), {1, 5, 5}), Error);  // not 4-D
+  EXPECT_THROW(setup(PoolParam(P::MAX, 3, 1, 0), {1, 1, 2, 5}), Error);  // kernel larger than the input
+  EXPECT_THROW(setup(PoolParam(P::AVE, 3, 1, 0), {1, 1, 5, 5}, 2), Error);  // only MAX has a mask top
+}
+
+}  // namespace
+}  // namespace strata
