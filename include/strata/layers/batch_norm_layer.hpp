@@ -1,0 +1,45 @@
+#pragma once
+
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// Normalises each channel (axis 1; the whole blob for a 1-D bottom) of an (N, C, ...) blob to zero mean and
+// unit variance, Caffe's BatchNorm: no affine part (a Scale layer follows in Caffe nets).
+//   TRAIN (use_global_stats false): batch mean and biased batch variance over N * spatial values; the three
+//     blobs accumulate running sums: factor = factor * maf + 1, mean = maf * mean + batch mean,
+//     variance = maf * variance + m / (m - 1) * batch variance (m = N * spatial).
+//   use_global_stats (the default in TEST): mean = blob 0 / factor, variance = blob 1 / factor (0 when the
+//     factor is 0).
+// The three blobs are statistics, never learned: their param specs get lr_mult 0 (any other is an error).
+// Works in place; backward reads only what forward keeps here (x_hat and 1/std).
+template <typename Dtype>
+class BatchNormLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "BatchNorm"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool BackwardNeedsBottomData() const override { return false; }
+  bool IsStochastic() const override { return !use_global_stats_; }
+  bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+  bool use_global_stats_ = false;
+  Dtype moving_average_fraction_ = 0;
+  Dtype eps_ = 0;
+  int num_ = 0, channels_ = 0, spatial_ = 0;
+  Blob<Dtype> mean_;       // per channel: the mean used by the last forward
+  Blob<Dtype> variance_;   // per channel: the batch variance (TRAIN); -mean/std (global stats)
+  Blob<Dtype> inv_std_;    // per channel: 1 / sqrt(variance + eps), kept for backward
+  Blob<Dtype> x_hat_;      // the normalised input, kept for backward (TRAIN only)
+  Blob<Dtype> grad_mean_;  // per channel: mean(dy) and mean(dy * x_hat), backward scratch (2 x C)
+};
+
+}  // namespace strata

@@ -1,0 +1,30 @@
+#pragma once
+
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// Joins bottoms along one axis (concat_param.axis, default 1; the legacy concat_dim when axis is not set);
+// every other dimension must match. With a single bottom the top shares its memory.
+template <typename Dtype>
+class ConcatLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Concat"; }
+  int MinBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool BackwardNeedsBottomData() const override { return false; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+  int axis_ = 1;
+  int outer_ = 0;  // product of the axes before `axis`
+  int inner_ = 0;  // product of the axes after `axis`
+};
+
+}  // namespace strata

@@ -1,0 +1,34 @@
+#pragma once
+
+#include "strata/layer.hpp"
+
+namespace strata {
+
+// Combines bottoms of one shape element by element: SUM (with one coeff per bottom, default 1), PROD, or MAX
+// (gradient to the first maximal bottom, ties between the first two going to the second as in Caffe). PROD's
+// gradient is the product of the other inputs (stable_prod_grad, the default) or top / bottom. May run in place
+// on bottom[0] for SUM and MAX.
+template <typename Dtype>
+class EltwiseLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  using Layer<Dtype>::Layer;
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Eltwise"; }
+  int MinBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool BackwardNeedsBottomData() const override { return op_ == EltwiseParameter::PROD; }
+  bool BackwardNeedsTopData() const override { return op_ == EltwiseParameter::PROD && !stable_prod_grad_; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+  EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
+  std::vector<Dtype> coeffs_;
+  bool stable_prod_grad_ = true;
+  Blob<Dtype> max_index_;  // MAX: which bottom gave each output (kept for backward)
+};
+
+}  // namespace strata

@@ -1,0 +1,220 @@
+#include "strata/layers/batch_norm_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "strata/layer_factory.hpp"
+#include "strata/layers/bias_layer.hpp"
+
+namespace strata {
+
+namespace {
+// Below this many elements a loop runs on one thread: starting the team would cost more than it saves.
+constexpr long long kParallelMin = 1 << 15;
+constexpr int kChannelBlock = 64;
+
+// Visits an (N, C, S) blob channel by channel in two passes, the second while the channel is still in cache:
+// `sum(i, c, a, b)` adds two quantities of element i to the channel's sums a and b; `finish(c, a, b)` turns
+// the totals into per-channel coefficients; `apply(i, c)` writes element i. Channels run in parallel. With
+// S == 1 (an (N, C) blob) a channel's values lie C apart, so a block of channels is visited together,
+// vectorised along the rows.
+template <typename Dtype, typename Sum, typename Finish, typename Apply>
+void TwoPassPerChannel(int N, int C, int S, const Sum& sum, const Finish& finish, const Apply& apply) {
+  const bool parallel = static_cast<long long>(N) * C * S >= kParallelMin;
+  if (S > 1) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int c = 0; c < C; ++c) {
+      // Sums within a row run in Dtype across SIMD lanes, the totals over rows in double.
+      double total_a = 0, total_b = 0;
+      for (int n = 0; n < N; ++n) {
+        const int base = (n * C + c) * S;
+        Dtype a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+        for (int i = base; i < base + S; ++i) sum(i, c, a, b);
+        total_a += a;
+        total_b += b;
+      }
+      finish(c, total_a, total_b);
+      for (int n = 0; n < N; ++n) {
+        const int base = (n * C + c) * S;
+#pragma omp simd
+        for (int i = base; i < base + S; ++i) apply(i, c);
+      }
+    }
+    return;
+  }
+  const int blocks = (C + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int c0 = blk * kChannelBlock;
+    const int c1 = std::min(C, c0 + kChannelBlock);
+    double total_a[kChannelBlock] = {}, total_b[kChannelBlock] = {};
+    for (int n = 0; n < N; ++n) {
+#pragma omp simd
+      for (int c = c0; c < c1; ++c) {
+        Dtype a = 0, b = 0;
+        sum(n * C + c, c, a, b);
+        total_a[c - c0] += a;
+        total_b[c - c0] += b;
+      }
+    }
+    for (int c = c0; c < c1; ++c) finish(c, total_a[c - c0], total_b[c - c0]);
+    for (int n = 0; n < N; ++n) {
+#pragma omp simd
+      for (int c = c0; c < c1; ++c) apply(n * C + c, c);
+    }
+  }
+}
+}  // namespace
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const BatchNormParameter& p = this->layer_param_.batch_norm_param();
+  use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : this->phase_ == TEST;
+  moving_average_fraction_ = p.moving_average_fraction();
+  eps_ = p.eps();
+  STRATA_REQUIRE(bottom[0]->num_axes() >= 1) << "the bottom must have at least one axis";
+  channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
+  if (!this->blobs_.empty()) {
+    // Statistics came with the layer (a caffemodel).
+    STRATA_REQUIRE(this->blobs_.size() == 3)
+        << "expected 3 blobs (mean, variance, scale factor), got " << this->blobs_.size();
+    STRATA_REQUIRE(this->blobs_[0]->count() == channels_ && this->blobs_[1]->count() == channels_ &&
+                   this->blobs_[2]->count() == 1)
+        << "the stored statistics have shapes " << this->blobs_[0]->shape_string() << ", "
+        << this->blobs_[1]->shape_string() << ", " << this->blobs_[2]->shape_string() << "; " << channels_
+        << " channels need " << channels_ << ", " << channels_ << " and 1 values";
+  } else {
+    for (const std::vector<int>& shape : std::initializer_list<std::vector<int>>{{channels_}, {channels_}, {1}}) {
+      this->blobs_.push_back(std::make_shared<Blob<Dtype>>(shape));
+      cpu_set(this->blobs_.back()->count(), Dtype(0), this->blobs_.back()->mutable_cpu_data());
+    }
+  }
+  // The statistics are never learned: lr_mult 0 for each (Net reads these specs after SetUp).
+  for (int i = 0; i < 3; ++i) {
+    if (this->layer_param_.param_size() == i) {
+      this->layer_param_.add_param()->set_lr_mult(0);
+    } else {
+      STRATA_REQUIRE(this->layer_param_.param(i).lr_mult() == 0)
+          << "param " << i << " has lr_mult " << this->layer_param_.param(i).lr_mult()
+          << ": the batch statistics cannot be learned, their lr_mult must be 0";
+    }
+  }
+  this->param_propagate_down_.assign(3, false);
+  for (Blob<Dtype>* b : {&mean_, &variance_, &inv_std_, &x_hat_}) b->set_memory_category(MemoryCategory::kActivation);
+  grad_mean_.set_memory_category(MemoryCategory::kWorkspace);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Blob<Dtype>& x = *bottom[0];
+  STRATA_REQUIRE(x.num_axes() >= 1) << "the bottom must have at least one axis";
+  const int channels = x.num_axes() == 1 ? 1 : x.shape(1);
+  STRATA_REQUIRE(channels == channels_)
+      << "the bottom of shape " << x.shape_string() << " has " << channels << " channels, the layer was set up for "
+      << channels_;
+  num_ = x.shape(0);
+  spatial_ = x.num_axes() > 2 ? x.count(2) : 1;
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(x);
+  mean_.Reshape({channels_});
+  variance_.Reshape({channels_});
+  inv_std_.Reshape({channels_});
+  grad_mean_.Reshape({2, channels_});
+  if (!use_global_stats_) x_hat_.ReshapeLike(x);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0]->count() == 0) return;
+  const Dtype* x = bottom[0]->cpu_data();
+  Dtype* y = top[0]->mutable_cpu_data();
+  Dtype* mean = mean_.mutable_cpu_data();
+  Dtype* variance = variance_.mutable_cpu_data();
+  Dtype* inv_std = inv_std_.mutable_cpu_data();
+  const int C = channels_, S = spatial_;
+  const Dtype eps = eps_;
+  Dtype* run_mean = this->blobs_[0]->mutable_cpu_data();
+  Dtype* run_var = this->blobs_[1]->mutable_cpu_data();
+  Dtype* factor = this->blobs_[2]->mutable_cpu_data();
+
+  if (use_global_stats_) {
+    // y = x * (1/std) + (-mean/std), the shift kept in variance_.
+    const Dtype norm = factor[0] == 0 ? Dtype(0) : Dtype(1) / factor[0];
+    for (int c = 0; c < C; ++c) {
+      mean[c] = run_mean[c] * norm;
+      inv_std[c] = Dtype(1) / std::sqrt(run_var[c] * norm + eps);
+      variance[c] = -mean[c] * inv_std[c];
+    }
+    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y);
+    return;
+  }
+
+  Dtype* x_hat = x_hat_.mutable_cpu_data();
+  const double m = static_cast<double>(num_) * S;
+  TwoPassPerChannel<Dtype>(
+      num_, C, S,
+      // Sums of d = x - x0 and d^2, shifted by the channel's first value x0 against cancellation. In place,
+      // x0 is still intact: a channel is written only after its own statistics.
+      [=](int i, int c, Dtype& a, Dtype& b) {
+        const Dtype d = x[i] - x[c * S];
+        a += d;
+        b += d * d;
+      },
+      [=](int c, double sum_d, double sum_d2) {
+        const double mean_d = sum_d / m;
+        const double var = std::max(0.0, sum_d2 / m - mean_d * mean_d);
+        mean[c] = static_cast<Dtype>(x[c * S] + mean_d);
+        variance[c] = static_cast<Dtype>(var);
+        inv_std[c] = static_cast<Dtype>(1.0 / std::sqrt(var + eps));
+      },
+      [=](int i, int c) {
+        const Dtype v = (x[i] - mean[c]) * inv_std[c];
+        x_hat[i] = v;
+        y[i] = v;
+      });
+
+  // Running sums; the unbiased variance as Caffe keeps it.
+  const Dtype maf = moving_average_fraction_;
+  const Dtype correction = m > 1 ? static_cast<Dtype>(m / (m - 1)) : Dtype(1);
+  factor[0] = factor[0] * maf + 1;
+  for (int c = 0; c < C; ++c) {
+    run_mean[c] = maf * run_mean[c] + mean[c];
+    run_var[c] = maf * run_var[c] + correction * variance[c];
+  }
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                         const BlobVec& bottom) {
+  if (!propagate_down[0] || bottom[0]->count() == 0) return;
+  const Dtype* dy = top[0]->cpu_diff();
+  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  const Dtype* inv_std = inv_std_.cpu_data();
+  const int C = channels_;
+  if (use_global_stats_) {
+    // The statistics are constants: dx = dy / std.
+    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, spatial_}, dy, inv_std, nullptr, dx);
+    return;
+  }
+  // dx = (dy - mean(dy) - x_hat * mean(dy * x_hat)) / std. In place dx is dy, read and written per element.
+  const Dtype* x_hat = x_hat_.cpu_data();
+  Dtype* mean_dy = grad_mean_.mutable_cpu_data();
+  Dtype* mean_dy_xhat = mean_dy + C;
+  const double m = static_cast<double>(num_) * spatial_;
+  TwoPassPerChannel<Dtype>(
+      num_, C, spatial_,
+      [=](int i, int c, Dtype& a, Dtype& b) {
+        a += dy[i];
+        b += dy[i] * x_hat[i];
+      },
+      [=](int c, double sum_dy, double sum_dy_xhat) {
+        mean_dy[c] = static_cast<Dtype>(sum_dy / m);
+        mean_dy_xhat[c] = static_cast<Dtype>(sum_dy_xhat / m);
+      },
+      [=](int i, int c) { dx[i] = inv_std[c] * (dy[i] - mean_dy[c] - x_hat[i] * mean_dy_xhat[c]); });
+}
+
+STRATA_INSTANTIATE_CLASS(BatchNormLayer);
+REGISTER_LAYER_CLASS(BatchNorm);
+
+}  // namespace strata

@@ -1,0 +1,102 @@
+#include "strata/layers/concat_layer.hpp"
+
+#include <algorithm>
+
+#include "strata/layer_factory.hpp"
+
+namespace strata {
+
+namespace {
+// Below this many elements a copy runs on one thread: starting the team would cost more than it saves.
+constexpr long long kParallelMin = 1 << 16;
+// Long rows are split into pieces of this many elements so that even one row spreads over the threads.
+constexpr int kPiece = 1 << 15;
+
+// Copies `rows` runs of `width` values from src (rows `src_stride` apart) to dst (rows `dst_stride` apart).
+template <typename Dtype>
+void copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
+  if (static_cast<long long>(rows) * width < kParallelMin) {
+    for (int r = 0; r < rows; ++r) {
+      cpu_copy(width, src + static_cast<size_t>(r) * src_stride, dst + static_cast<size_t>(r) * dst_stride);
+    }
+    return;
+  }
+  const int pieces = (width + kPiece - 1) / kPiece;
+  const long long tasks = static_cast<long long>(rows) * pieces;
+#pragma omp parallel for schedule(static)
+  for (long long t = 0; t < tasks; ++t) {
+    const int r = static_cast<int>(t / pieces);
+    const int begin = static_cast<int>(t % pieces) * kPiece;
+    cpu_copy(std::min(kPiece, width - begin), src + static_cast<size_t>(r) * src_stride + begin,
+             dst + static_cast<size_t>(r) * dst_stride + begin);
+  }
+}
+}  // namespace
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  const ConcatParameter& p = this->layer_param_.concat_param();
+  STRATA_REQUIRE(!(p.has_axis() && p.has_concat_dim()))
+      << "give concat_param.axis or the legacy concat_dim, not both";
+}
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const ConcatParameter& p = this->layer_param_.concat_param();
+  const Blob<Dtype>& first = *bottom[0];
+  if (p.has_concat_dim()) {
+    STRATA_REQUIRE(p.concat_dim() < static_cast<unsigned>(first.num_axes()))
+        << "concat_dim " << p.concat_dim() << " out of range for a bottom of shape " << first.shape_string();
+    axis_ = static_cast<int>(p.concat_dim());
+  } else {
+    axis_ = first.CanonicalAxisIndex(p.axis());
+  }
+  std::vector<int> shape = first.shape();
+  for (size_t b = 1; b < bottom.size(); ++b) {
+    const Blob<Dtype>& x = *bottom[b];
+    bool match = x.num_axes() == first.num_axes();
+    for (int j = 0; match && j < x.num_axes(); ++j) match = j == axis_ || x.shape(j) == first.shape(j);
+    STRATA_REQUIRE(match) << "bottom " << b << " of shape " << x.shape_string() << " does not fit bottom 0 of shape "
+                          << first.shape_string() << ": all dimensions but axis " << axis_ << " must match";
+    shape[axis_] += x.shape(axis_);
+  }
+  top[0]->Reshape(shape);
+  outer_ = first.count(0, axis_);
+  inner_ = first.count(axis_ + 1);
+  if (bottom.size() == 1) {
+    top[0]->ShareData(first);
+    top[0]->ShareDiff(first);
+  }
+}
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom.size() == 1) return;
+  Dtype* y = top[0]->mutable_cpu_data();
+  const int top_width = top[0]->shape(axis_) * inner_;
+  int offset = 0;
+  for (Blob<Dtype>* x : bottom) {
+    const int width = x->shape(axis_) * inner_;
+    copy_rows(outer_, width, x->cpu_data(), width, y + offset, top_width);
+    offset += width;
+  }
+}
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                      const BlobVec& bottom) {
+  if (bottom.size() == 1) return;
+  const Dtype* dy = top[0]->cpu_diff();
+  const int top_width = top[0]->shape(axis_) * inner_;
+  int offset = 0;
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    const int width = bottom[b]->shape(axis_) * inner_;
+    if (propagate_down[b]) copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_cpu_diff(), width);
+    offset += width;
+  }
+}
+
+STRATA_INSTANTIATE_CLASS(ConcatLayer);
+REGISTER_LAYER_CLASS(Concat);
+
+}  // namespace strata

@@ -1,0 +1,258 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gradient_checker.hpp"
+#include "strata/layers/batch_norm_layer.hpp"
+
+namespace strata {
+namespace {
+
+LayerParameter BnParam(Phase phase, float maf = 0.999f, float eps = 1e-5f) {
+  LayerParameter p;
+  p.set_name("bn");
+  p.set_type("BatchNorm");
+  p.set_phase(phase);
+  p.mutable_batch_norm_param()->set_moving_average_fraction(maf);
+  p.mutable_batch_norm_param()->set_eps(eps);
+  return p;
+}
+
+LayerParameter GlobalStatsParam(bool use_global_stats) {
+  LayerParameter p = BnParam(TRAIN);
+  p.mutable_batch_norm_param()->set_use_global_stats(use_global_stats);
+  return p;
+}
+
+void Set(Blob<double>* b, std::vector<double> v) {
+  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
+  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
+}
+
+void ExpectValues(const double* got, std::vector<double> expected, double tol = 1e-12) {
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "element " << i;
+}
+
+// (N, C, S) = (2, 2, 2): channel 0 holds 1, 3 | 5, 7 (mean 4, biased variance 5); channel 1 holds
+// 0, 0 | 2, 2 (mean 1, variance 1).
+TEST(BatchNormLayer, HandWorkedTrainForward) {
+  Blob<double> x({2, 2, 1, 2}), y;
+  Set(&x, {1, 3, 0, 0, 5, 7, 2, 2});
+  BatchNormLayer<double> layer(BnParam(TRAIN, 0.5f, 0.0f));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), x.shape());
+  const double s5 = std::sqrt(5.0);
+  ExpectValues(y.cpu_data(), {-3 / s5, -1 / s5, -1, -1, 1 / s5, 3 / s5, 1, 1});
+}
+
+TEST(BatchNormLayer, RunningStatisticsAfterTwoForwards) {
+  Blob<double> x({2, 2, 1, 2}), y;
+  BatchNormLayer<double> layer(BnParam(TRAIN, 0.5f));
+  Set(&x, {1, 3, 0, 0, 5, 7, 2, 2});
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  // factor = 0 * 0.5 + 1; mean = 0 + (4, 1); variance = 0 + 4/3 * (5, 1)  (m = 4: unbiased).
+  EXPECT_DOUBLE_EQ(layer.blobs()[2]->cpu_data()[0], 1);
+  ExpectValues(layer.blobs()[0]->cpu_data(), {4, 1});
+  ExpectValues(layer.blobs()[1]->cpu_data(), {20.0 / 3, 4.0 / 3});
+
+  // Channel 0: 2, 2 | 2, 2 (mean 2, variance 0); channel 1: 1, -1 | 3, -3 (mean 0, variance 5).
+  Set(&x, {2, 2, 1, -1, 2, 2, 3, -3});
+  layer.Forward({&x}, {&y});
+  EXPECT_DOUBLE_EQ(layer.blobs()[2]->cpu_data()[0], 1.5);
+  ExpectValues(layer.blobs()[0]->cpu_data(), {0.5 * 4 + 2, 0.5 * 1 + 0});
+  ExpectValues(layer.blobs()[1]->cpu_data(), {0.5 * 20 / 3 + 0, 0.5 * 4 / 3 + 4.0 / 3 * 5});
+  // A constant channel normalises to 0.
+  ExpectValues(y.cpu_data(), {0, 0}, 1e-9);
+
+  // The same blobs used as global statistics: mean = (4, 0.5) / 1.5, variance = (10/3, 22/3) / 1.5.
+  BatchNormLayer<double> test_layer(BnParam(TEST, 0.5f, 0.0f));
+  for (int i = 0; i < 3; ++i) {
+    test_layer.blobs().push_back(std::make_shared<Blob<double>>(layer.blobs()[i]->shape()));
+    test_layer.blobs()[i]->CopyFrom(*layer.blobs()[i]);
+  }
+  Blob<double> x2({1, 2}), y2;
+  Set(&x2, {6, 1});
+  test_layer.SetUp({&x2}, {&y2});
+  test_layer.Forward({&x2}, {&y2});
+  ExpectValues(y2.cpu_data(), {(6 - 8.0 / 3) / std::sqrt(20.0 / 9), (1 - 1.0 / 3) / std::sqrt(44.0 / 9)});
+  // Running statistics do not move under global stats.
+  EXPECT_DOUBLE_EQ(test_layer.blobs()[2]->cpu_data()[0], 1.5);
+}
+
+TEST(BatchNormLayer, GlobalStatsDefaultsByPhase) {
+  Blob<double> x({2, 3}), y;
+  Set(&x, {1, 2, 3, 4, 5, 6});
+  // TEST phase: global statistics; with a zero factor, mean and variance read as 0, so y = x / sqrt(eps).
+  BatchNormLayer<double> test_layer(BnParam(TEST, 0.999f, 0.25f));
+  test_layer.SetUp({&x}, {&y});
+  EXPECT_FALSE(test_layer.IsStochastic());
+  test_layer.Forward({&x}, {&y});
+  ExpectValues(y.cpu_data(), {2, 4, 6, 8, 10, 12}, 1e-6);
+  // TRAIN phase: batch statistics, and the forward pass changes state.
+  BatchNormLayer<double> train_layer(BnParam(TRAIN));
+  train_layer.SetUp({&x}, {&y});
+  EXPECT_TRUE(train_layer.IsStochastic());
+  train_layer.Forward({&x}, {&y});
+  EXPECT_NEAR(y.cpu_data()[0], -1, 1e-5);
+  // use_global_stats overrides the phase either way.
+  BatchNormLayer<double> forced(GlobalStatsParam(true));
+  forced.SetUp({&x}, {&y});
+  EXPECT_FALSE(forced.IsStochastic());
+}
+
+TEST(BatchNormLayer, StatisticsAreNeverLearned) {
+  Blob<float> x({2, 3, 2}), y;
+  BatchNormLayer<float> layer(BnParam(TRAIN));
+  layer.SetUp({&x}, {&y});
+  ASSERT_EQ(layer.layer_param().param_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(layer.layer_param().param(i).lr_mult(), 0);
+    EXPECT_TRUE(layer.ParamIsStatistic(i));
+  }
+  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{3}));
+  EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{3}));
+  EXPECT_EQ(layer.blobs()[2]->shape(), (std::vector<int>{1}));
+  EXPECT_FALSE(layer.BackwardNeedsBottomData());
+  EXPECT_FALSE(layer.BackwardNeedsTopData());
+
+  // A given lr_mult 0 is kept with its other fields; any other lr_mult is refused.
+  LayerParameter p = BnParam(TRAIN);
+  p.add_param()->set_lr_mult(0);
+  p.mutable_param(0)->set_decay_mult(0);
+  BatchNormLayer<float> given(p);
+  given.SetUp({&x}, {&y});
+  EXPECT_EQ(given.layer_param().param_size(), 3);
+  EXPECT_EQ(given.layer_param().param(0).decay_mult(), 0);
+  p.add_param()->set_lr_mult(1);
+  EXPECT_THROW(BatchNormLayer<float>(p).SetUp({&x}, {&y}), Error);
+  LayerParameter unset = BnParam(TRAIN);
+  unset.add_param();  // lr_mult defaults to 1
+  EXPECT_THROW(BatchNormLayer<float>(unset).SetUp({&x}, {&y}), Error);
+}
+
+TEST(BatchNormLayer, BadInputIsAnError) {
+  Blob<float> x({2, 3, 2}), y, other({2, 4, 2});
+  BatchNormLayer<float> layer(BnParam(TRAIN));
+  layer.SetUp({&x}, {&y});
+  EXPECT_THROW(layer.Reshape({&other}, {&y}), Error);
+  BatchNormLayer<float> loaded(BnParam(TEST));
+  for (int n : {3, 4, 1}) loaded.blobs().push_back(std::make_shared<Blob<float>>(std::vector<int>{n}));
+  EXPECT_THROW(loaded.SetUp({&x}, {&y}), Error);
+}
+
+TEST(BatchNormLayer, GradientTrain) {
+  Blob<double> x({3, 2, 2, 3}), y;
+  FillUniform(&x, -2.0, 2.0);
+  BatchNormLayer<double> layer(BnParam(TRAIN));
+  GradientChecker<double> checker(1e-4, 1e-5);
+  checker.CheckBottomGradients(&layer, {&x}, {&y});
+}
+
+TEST(BatchNormLayer, GradientTrain2D) {
+  Blob<double> x({5, 3}), y;
+  FillUniform(&x, -2.0, 2.0);
+  BatchNormLayer<double> layer(BnParam(TRAIN));
+  GradientChecker<double> checker(1e-4, 1e-5);
+  checker.CheckBottomGradients(&layer, {&x}, {&y});
+}
+
+TEST(BatchNormLayer, GradientGlobalStats) {
+  Blob<double> x({2, 3, 2, 2}), y;
+  FillUniform(&x, -2.0, 2.0);
+  BatchNormLayer<double> layer(GlobalStatsParam(true));
+  layer.SetUp({&x}, {&y});
+  Set(layer.blobs()[0].get(), {0.4, -1, 2});
+  Set(layer.blobs()[1].get(), {1, 0.5, 3});
+  Set(layer.blobs()[2].get(), {2});
+  GradientChecker<double> checker(1e-4, 1e-6);
+  checker.CheckBottomGradients(&layer, {&x}, {&y});
+  // The forward pass used mean (0.2, -0.5, 1) and variance (0.5, 0.25, 1.5).
+  EXPECT_NEAR(y.data_at({1, 2, 1, 0}), (x.data_at({1, 2, 1, 0}) - 1) / std::sqrt(1.5 + 1e-5), 1e-6);
+}
+
+// In place, the layer must give the same output, gradient and statistics as out of place.
+TEST(BatchNormLayer, InPlaceMatchesOutOfPlace) {
+  for (bool global : {false, true}) {
+    for (const std::vector<int>& shape : {std::vector<int>{3, 4, 2, 5}, std::vector<int>{6, 3}}) {
+      Blob<double> x(shape), x_in_place(shape), y, dy(shape);
+      FillUniform(&x, -1.0, 3.0, 1);
+      FillUniform(&dy, -1.0, 1.0, 2);
+      x_in_place.CopyFrom(x);
+      BatchNormLayer<double> ref(GlobalStatsParam(global)), in_place(GlobalStatsParam(global));
+      ref.SetUp({&x}, {&y});
+      in_place.SetUp({&x_in_place}, {&x_in_place});
+      for (auto* l : {&ref, &in_place}) {
+        Set(l->blobs()[0].get(), std::vector<double>(shape[1], 0.5));
+        Set(l->blobs()[1].get(), std::vector<double>(shape[1], 2.0));
+        Set(l->blobs()[2].get(), {1});
+      }
+      ref.Forward({&x}, {&y});
+      in_place.Forward({&x_in_place}, {&x_in_place});
+      for (int i = 0; i < y.count(); ++i) ASSERT_EQ(x_in_place.cpu_data()[i], y.cpu_data()[i]);
+      for (int b = 0; b < 3; ++b) {
+        for (int i = 0; i < ref.blobs()[b]->count(); ++i) {
+          EXPECT_EQ(ref.blobs()[b]->cpu_data()[i], in_place.blobs()[b]->cpu_data()[i]);
+        }
+      }
+      cpu_copy(y.count(), dy.cpu_data(), y.mutable_cpu_diff());
+      cpu_copy(y.count(), dy.cpu_data(), x_in_place.mutable_cpu_diff());
+      ref.Backward({&y}, {true}, {&x});
+      in_place.Backward({&x_in_place}, {true}, {&x_in_place});
+      for (int i = 0; i < y.count(); ++i) ASSERT_EQ(x_in_place.cpu_diff()[i], x.cpu_diff()[i]);
+    }
+  }
+}
+
+// The threaded and row-blocked paths against a plain per-channel computation.
+void CheckAgainstPlain(const std::vector<int>& shape) {
+  Blob<float> x(shape), y, dy(shape);
+  FillUniform(&x, -1.0f, 5.0f, 3);
+  FillUniform(&dy, -1.0f, 1.0f, 4);
+  BatchNormLayer<float> layer(BnParam(TRAIN));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  cpu_copy(y.count(), dy.cpu_data(), y.mutable_cpu_diff());
+  layer.Backward({&y}, {true}, {&x});
+  const int N = shape[0];
+  const int C = shape.size() > 1 ? shape[1] : 1;
+  const int S = shape.size() > 2 ? x.count(2) : 1;
+  const double m = static_cast<double>(N) * S;
+  for (int c = 0; c < C; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int n = 0; n < N; ++n)
+      for (int s = 0; s < S; ++s) sum += x.cpu_data()[(n * C + c) * S + s];
+    const double mean = sum / m;
+    for (int n = 0; n < N; ++n)
+      for (int s = 0; s < S; ++s) sum_sq += std::pow(x.cpu_data()[(n * C + c) * S + s] - mean, 2);
+    const double inv_std = 1 / std::sqrt(sum_sq / m + 1e-5);
+    double mean_dy = 0, mean_dy_xhat = 0;
+    for (int n = 0; n < N; ++n) {
+      for (int s = 0; s < S; ++s) {
+        const int i = (n * C + c) * S + s;
+        mean_dy += dy.cpu_data()[i] / m;
+        mean_dy_xhat += dy.cpu_data()[i] * (x.cpu_data()[i] - mean) * inv_std / m;
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      for (int s = 0; s < S; ++s) {
+        const int i = (n * C + c) * S + s;
+        const double x_hat = (x.cpu_data()[i] - mean) * inv_std;
+        ASSERT_NEAR(y.cpu_data()[i], x_hat, 1e-4) << "channel " << c;
+        ASSERT_NEAR(x.cpu_diff()[i], inv_std * (dy.cpu_data()[i] - mean_dy - x_hat * mean_dy_xhat), 1e-4);
+      }
+    }
+    EXPECT_NEAR(layer.blobs()[0]->cpu_data()[c], mean, 1e-5);
+    EXPECT_NEAR(layer.blobs()[1]->cpu_data()[c], sum_sq / (m - 1), 1e-4);
+  }
+}
+
+TEST(BatchNormLayer, LargeBlobsMatchPlainComputation) {
+  CheckAgainstPlain({4, 8, 32, 32});
+  CheckAgainstPlain({300, 130});  // rows of channels, several channel blocks
+  CheckAgainstPlain({7});         // one channel
+}
+
+}  // namespace
+}  // namespace strata
