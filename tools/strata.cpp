@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
@@ -19,6 +20,9 @@
 
 #include <csignal>
 
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/gradient_sync.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/common.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
@@ -37,6 +41,10 @@ DEFINE_string(weights, "", "Comma-separated caffemodels to initialise from (trai
 DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
 DEFINE_string(sigint_effect, "stop", "What SIGINT and SIGTERM do during training: stop, snapshot or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: stop, snapshot or none.");
+DEFINE_string(timeline, "", "train: write a Chrome-trace JSON of every layer's forward, backward, chunk "
+                            "transfers and updates on every rank to this file.");
+DECLARE_string(allreduce);
+DECLARE_string(allreduce_table);
 
 namespace strata {
 namespace {
@@ -208,7 +216,18 @@ std::function<SignalAction()> install_signal_handlers() {
   };
 }
 
-int train_command() {
+// The allreduce for gradients: the command line wins over the solver's comm_param.
+AllreducePolicy gradient_policy(const CommParameter& comm) {
+  const bool flag_given = !gflags::GetCommandLineFlagInfoOrDie("allreduce").is_default ||
+                          !FLAGS_allreduce_table.empty();
+  if (flag_given) return AllreducePolicy::from_flags();
+  if (comm.has_tuning_table()) return AllreducePolicy::from_table_file(comm.tuning_table());
+  std::string name = comm.algorithm();
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return AllreducePolicy::from_name(name);
+}
+
+int train(int* argc, char*** argv) {
   STRATA_REQUIRE(!FLAGS_solver.empty()) << "strata train needs --solver=SOLVER.prototxt";
   STRATA_REQUIRE(FLAGS_weights.empty() || FLAGS_snapshot.empty())
       << "give --weights (start from trained weights) or --snapshot (resume), not both";
@@ -224,20 +243,45 @@ int train_command() {
     if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
     param.set_snapshot_prefix(prefix);
   }
-  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
-  STRATA_REQUIRE(!world || std::atoi(world) <= 1)
-      << "this build trains on one rank only (data-parallel training is not built yet); run with -np 1";
-  if (param.solver_mode() == SolverParameter::GPU) {
-    LOG(WARNING) << "solver_mode GPU requested but this build runs on the CPU; using the CPU";
+  GradientSyncOptions options = GradientSyncOptions::FromProto(param.comm_param());
+  options.timeline_file = FLAGS_timeline;
+  const AllreducePolicy policy = gradient_policy(param.comm_param());
+
+  // MPI comes up here: one communicator per communication thread, waiting threads yield their core.
+  Communicator::set_default_mpi_tuning();
+  Communicator comm(argc, argv, options.threads);
+  Strata::set_solver_rank(comm.rank());
+  Strata::set_solver_count(comm.size());
+  if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 logs progress
+  try {
+    if (param.solver_mode() == SolverParameter::GPU) {
+      LOG(WARNING) << "solver_mode GPU requested but this build runs on the CPU; using the CPU";
+    }
+    Strata::set_mode(Strata::CPU);
+    auto solver = SolverRegistry<float>::Create(param);
+    solver->SetActionFunction(install_signal_handlers());
+    for (const auto& w : split_commas(FLAGS_weights)) {
+      LOG(INFO) << "Initialising from " << w;
+      solver->net()->CopyTrainedLayersFrom(w);
+    }
+    std::unique_ptr<GradientSync<float>> sync;
+    if (comm.size() > 1 || !FLAGS_timeline.empty()) {
+      sync = std::make_unique<GradientSync<float>>(solver.get(), comm, policy, options);
+    }
+    if (!FLAGS_snapshot.empty()) {
+      solver->Solve(FLAGS_snapshot);
+    } else {
+      solver->Solve();
+    }
+    if (sync) {
+      sync->CheckConsistency(solver->iter());
+      sync->WriteTimeline();
+    }
+  } catch (const std::exception& e) {
+    // One rank's error would leave the others waiting in a collective: end the whole job.
+    if (comm.size() > 1) mpi_abort(std::string("rank ") + std::to_string(comm.rank()) + ": " + e.what());
+    throw;
   }
-  Strata::set_mode(Strata::CPU);
-  auto solver = SolverRegistry<float>::Create(param);
-  solver->SetActionFunction(install_signal_handlers());
-  for (const auto& w : split_commas(FLAGS_weights)) {
-    LOG(INFO) << "Initialising from " << w;
-    solver->net()->CopyTrainedLayersFrom(w);
-  }
-  solver->Solve(FLAGS_snapshot);
   return 0;
 }
 
@@ -286,14 +330,17 @@ int test_command() {
 struct Command {
   const char* name;
   const char* help;
-  std::function<int()> run;
+  std::function<int(int*, char***)> run;
 };
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
-      {"train", "train a net: --solver=S [--weights=W | --snapshot=S] [--iterations=N]", train_command},
-      {"test", "score a trained net: --model=NET --weights=W [--iterations=N]", test_command},
-      {"time", "time a net's forward and backward, layer by layer: --model=NET", time_command},
+      {"train", "train a net (under mpirun for data parallelism): --solver=S [--weights=W | --snapshot=S] "
+                "[--iterations=N] [--timeline=F]", train},
+      {"test", "score a trained net: --model=NET --weights=W [--iterations=N]",
+       [](int*, char***) { return test_command(); }},
+      {"time", "time a net's forward and backward, layer by layer: --model=NET",
+       [](int*, char***) { return time_command(); }},
   };
   return cmds;
 }
@@ -317,7 +364,7 @@ int main(int argc, char** argv) {
   for (const auto& c : strata::commands()) {
     if (name != c.name) continue;
     try {
-      return c.run();
+      return c.run(&argc, &argv);
     } catch (const strata::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

@@ -89,6 +89,8 @@ class Net {
   const std::vector<Blob<Dtype>*>& learnable_params() const { return learnable_params_; }
   const std::vector<float>& params_lr() const { return params_lr_; }
   const std::vector<float>& params_weight_decay() const { return params_weight_decay_; }
+  // Whether learnable param `id` holds statistics updated by forward (BatchNorm) rather than learned weights.
+  bool learnable_param_is_statistic(int id) const { return learnable_param_statistic_[id]; }
   // The learnable parameter ids whose gradients are final once backward of layer `layer_id` is done
   // (a shared parameter is final only after the lowest layer that uses it).
   const std::vector<int>& learnable_params_final_after(int layer_id) const { return final_after_[layer_id]; }
@@ -147,6 +149,7 @@ class Net {
   std::vector<int> learnable_param_ids_;  // params_ index -> learnable index
   std::vector<float> params_lr_;
   std::vector<float> params_weight_decay_;
+  std::vector<bool> learnable_param_statistic_;
   std::vector<std::vector<int>> final_after_;
   std::vector<std::vector<int>> layer_learnable_ids_;
   std::vector<LayerHook> before_forward_, after_forward_, before_backward_, after_backward_;

@@ -38,8 +38,14 @@ class Solver {
   // Tests every test net and logs their outputs; returns each test net's averaged outputs.
   std::vector<std::vector<Dtype>> TestAll();
 
-  // Updates the learnable params whose gradients are final after layer `layer_id`'s backward.
-  void update_layer(int layer_id);
+  // Updates the learnable params whose gradients are final after layer `layer_id`'s backward, with the
+  // learning rate and iteration number of the current iteration.
+  void update_layer(int layer_id) { update_layer(layer_id, rate_, iter_); }
+  // The same with an explicit rate and iteration: the overlapped engine may still be updating iteration t
+  // while the loop has moved on to t+1. Safe to call concurrently for different layers.
+  void update_layer(int layer_id, Dtype rate, int iter);
+  // The learning rate of the iteration in progress (set by Step before each iteration).
+  Dtype current_rate() const { return rate_; }
   // Updates all layers (what one rank does after backward; the overlapped engine calls update_layer itself).
   void ApplyUpdate();
   // The learning rate at the current iteration (advances the step counter of step/multistep policies).
@@ -60,19 +66,28 @@ class Solver {
   // Called after each iteration's update (data-parallel consistency checks, timing).
   void add_iteration_callback(std::function<void(int iter)> cb) { iteration_callbacks_.push_back(std::move(cb)); }
 
-  // Replaces how one iteration's gradients are computed and applied (default: forward/backward then
-  // ApplyUpdate). The data-parallel engine installs its overlapped version here.
+  // Replaces how one iteration's gradients are computed and applied (default: clear the gradients,
+  // forward/backward, ApplyUpdate). The data-parallel engine installs its overlapped version here; it then
+  // owns clearing the gradients, since updates of iteration t may still run while iteration t+1 starts.
   using IterationFn = std::function<Dtype()>;
   void set_iteration_function(IterationFn f) { iteration_fn_ = std::move(f); }
   // The default iteration: iter_size x ForwardBackward, then ApplyUpdate. Returns the mean loss.
   Dtype DefaultIteration();
+  // Called before anything reads the weights outside the training step (test, snapshot, end of Solve):
+  // the data-parallel engine finishes its pending updates here.
+  void set_drain_function(std::function<void()> f) { drain_fn_ = std::move(f); }
+  // Combines test scores across ranks (the data-parallel engine averages them); default: as they are.
+  void set_score_reducer(std::function<void(std::vector<Dtype>*)> f) { score_reducer_ = std::move(f); }
+  // Throws the Error for a non-finite loss at the current iteration.
+  void CheckLoss(Dtype loss) const;
 
   // Paths a snapshot at the current iteration would use.
   std::string SnapshotFilename(const std::string& extension) const;
 
  protected:
   // Turns the (normalised, regularised) gradient of learnable param `param_id` into the step in its diff.
-  virtual void ComputeUpdateValue(int param_id, Dtype rate) = 0;
+  // `iter` is the iteration the gradient belongs to (Adam's bias correction uses it).
+  virtual void ComputeUpdateValue(int param_id, Dtype rate, int iter) = 0;
   // Solver-type state, stored in the solverstate's history blobs.
   std::vector<std::shared_ptr<Blob<Dtype>>>& history() { return history_; }
   virtual void PreSolve() {}
@@ -96,7 +111,7 @@ class Solver {
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
   void ClipGradients();
-  void UpdateParam(int param_id);
+  void UpdateParam(int param_id, Dtype rate, int iter);
   std::vector<uint64_t> DataPositions();
   void SetDataPositions(const std::vector<uint64_t>& positions);
 
@@ -105,6 +120,8 @@ class Solver {
   std::function<SignalAction()> action_;
   std::vector<std::function<void(int)>> iteration_callbacks_;
   IterationFn iteration_fn_;
+  std::function<void()> drain_fn_;
+  std::function<void(std::vector<Dtype>*)> score_reducer_;
   bool requested_early_exit_ = false;
 };
 

@@ -332,6 +332,7 @@ void Net<Dtype>::AppendParam(const NetParameter& param, int layer_id, int param_
     const bool statistic = layer.ParamIsStatistic(param_id);
     params_lr_.push_back(spec.lr_mult());
     params_weight_decay_.push_back(statistic ? 0.f : spec.decay_mult());
+    learnable_param_statistic_.push_back(statistic);
     return;
   }
   // Shared with an earlier parameter of the same name: use the owner's memory for data and gradient.

@@ -16,7 +16,7 @@ class SGDSolver : public Solver<Dtype> {
   const char* type() const override { return "SGD"; }
 
  protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
+  void ComputeUpdateValue(int param_id, Dtype rate, int iter) override;
 };
 
 template <typename Dtype>
@@ -26,7 +26,7 @@ class NesterovSolver : public Solver<Dtype> {
   const char* type() const override { return "Nesterov"; }
 
  protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
+  void ComputeUpdateValue(int param_id, Dtype rate, int iter) override;
 };
 
 template <typename Dtype>
@@ -36,7 +36,7 @@ class AdamSolver : public Solver<Dtype> {
   const char* type() const override { return "Adam"; }
 
  protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
+  void ComputeUpdateValue(int param_id, Dtype rate, int iter) override;
 };
 
 }  // namespace strata

@@ -7,7 +7,7 @@
 namespace strata {
 
 template <typename Dtype>
-void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
+void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
   Blob<Dtype>* v = this->history_[param_id].get();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
@@ -23,7 +23,7 @@ void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
 }
 
 template <typename Dtype>
-void NesterovSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
+void NesterovSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
   Blob<Dtype>* v = this->history_[param_id].get();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
@@ -52,7 +52,7 @@ AdamSolver<Dtype>::AdamSolver(const SolverParameter& param) : Solver<Dtype>(para
 }
 
 template <typename Dtype>
-void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
+void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   const size_t num_params = this->net_->learnable_params().size();
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
   Dtype* m = this->history_[param_id]->mutable_cpu_data();
@@ -61,7 +61,7 @@ void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   const Dtype b1 = this->param_.momentum();
   const Dtype b2 = this->param_.momentum2();
   const Dtype eps = this->param_.delta();
-  const int t = this->iter_ + 1;
+  const int t = iter + 1;
   const Dtype correction = std::sqrt(Dtype(1) - std::pow(b2, Dtype(t))) / (Dtype(1) - std::pow(b1, Dtype(t)));
   const int n = p->count();
   Dtype* g = p->mutable_cpu_diff();

@@ -146,14 +146,20 @@ Dtype Solver<Dtype>::GetLearningRate() {
 }
 
 template <typename Dtype>
-Dtype Solver<Dtype>::DefaultIteration() {
-  Dtype loss = 0;
-  for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
-  loss /= param_.iter_size();
+void Solver<Dtype>::CheckLoss(Dtype loss) const {
   if (!std::isfinite(static_cast<double>(loss))) {
     STRATA_FAIL() << "the loss is " << loss << " at iteration " << iter_
                   << "; training stopped (lower base_lr, or check the data)";
   }
+}
+
+template <typename Dtype>
+Dtype Solver<Dtype>::DefaultIteration() {
+  net_->ClearParamDiffs();
+  Dtype loss = 0;
+  for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+  loss /= param_.iter_size();
+  CheckLoss(loss);
   ApplyUpdate();
   return loss;
 }
@@ -169,6 +175,7 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   PreSolve();
   requested_early_exit_ = false;
   Step(param_.max_iter() - iter_);
+  if (drain_fn_) drain_fn_();
   if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
   if (requested_early_exit_) {
     LOG(INFO) << "Optimization stopped early.";
@@ -214,7 +221,6 @@ void Solver<Dtype>::Step(int iters) {
         break;
       }
     }
-    net_->ClearParamDiffs();
     const bool display = param_.display() && iter_ % param_.display() == 0;
     rate_ = GetLearningRate();
     const Dtype loss = iteration_fn_();
@@ -281,6 +287,7 @@ void Solver<Dtype>::DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, con
 
 template <typename Dtype>
 std::vector<std::vector<Dtype>> Solver<Dtype>::TestAll() {
+  if (drain_fn_) drain_fn_();
   std::vector<std::vector<Dtype>> all;
   for (size_t i = 0; i < test_nets_.size(); ++i) all.push_back(Test(static_cast<int>(i)));
   return all;
@@ -306,6 +313,7 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
     }
   }
   for (auto& s : scores) s /= test_iter;
+  if (score_reducer_) score_reducer_(&scores);
   if (Strata::root_solver()) {
     if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / test_iter;
     size_t k = 0;
@@ -362,26 +370,26 @@ void Solver<Dtype>::Regularize(int param_id) {
 }
 
 template <typename Dtype>
-void Solver<Dtype>::UpdateParam(int param_id) {
+void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
   if (net_->params_lr()[param_id] == 0) return;
   Normalize(param_id);
   Regularize(param_id);
-  ComputeUpdateValue(param_id, rate_);
+  ComputeUpdateValue(param_id, rate, iter);
   net_->learnable_params()[param_id]->Update();
 }
 
 template <typename Dtype>
-void Solver<Dtype>::update_layer(int layer_id) {
+void Solver<Dtype>::update_layer(int layer_id, Dtype rate, int iter) {
   // Clipping needs the norm over the whole net, so it is done by ApplyUpdate, never per layer.
   CHECK_LT(param_.clip_gradients(), 0) << "update_layer cannot clip gradients; use ApplyUpdate";
-  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id);
+  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
 }
 
 template <typename Dtype>
 void Solver<Dtype>::ApplyUpdate() {
   if (param_.clip_gradients() >= 0) {
     ClipGradients();
-    for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p));
+    for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p), rate_, iter_);
     return;
   }
   for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
@@ -414,6 +422,7 @@ void Solver<Dtype>::SetDataPositions(const std::vector<uint64_t>& positions) {
 
 template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
+  if (drain_fn_) drain_fn_();
   if (!Strata::root_solver()) return;
   STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
       << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";

@@ -1,0 +1,156 @@
+// GradientSync: data-parallel training with layer-wise, chunked, overlapped allreduce (the seed paper's
+// section 4).
+//
+//   backward of layer L finishes   -> its final gradients are cut into chunks (small ones fused into buckets)
+//                                      and queued to the communication threads; backward moves on at once
+//   communication thread k         -> allreduces its chunks in order on its own communicator, averages them
+//   last chunk of layer L reduced  -> that thread runs the solver's update_layer(L) and clears L's gradients
+//   next forward of layer i        -> waits only for the parameters layer i reads (overtaking)
+//
+// Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to
+// thread k mod T, so the collectives on each thread's communicator match across ranks whatever the timing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/solver.hpp"
+
+namespace strata {
+
+struct GradientSyncOptions {
+  bool overlap = true;               // false: reduce everything after backward (the baseline)
+  size_t chunk_bytes = 4 << 20;      // gradients larger than this are cut into chunks of this size
+  int threads = 2;                   // communication threads, each with its own communicator
+  size_t fusion_bytes = 0;           // gradients smaller than this are packed into buckets of this size
+  int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
+  std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
+  static GradientSyncOptions FromProto(const CommParameter& p);
+};
+
+template <typename Dtype>
+class GradientSync {
+ public:
+  // Attaches to the solver's train net (hooks) and iteration function. `comm` must have at least
+  // options.threads communication threads. Broadcasts rank 0's weights so every rank starts equal.
+  GradientSync(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
+               const GradientSyncOptions& options);
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Waits for every pending update, then averages the statistic parameters (BatchNorm) across ranks.
+  void Drain();
+  // Copies rank 0's learnable parameters (statistics included) to every rank.
+  void BroadcastParams();
+  // A 64-bit digest of all parameter values; equal on every rank when training is consistent.
+  uint64_t WeightsDigest() const;
+  // Aborts the job if the ranks' weights differ.
+  void CheckConsistency(int iter);
+  // Writes the timeline (rank 0 gathers every rank's events). Collective.
+  void WriteTimeline();
+
+  // Accumulated over the iterations since the last display.
+  struct Stats {
+    double forward_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
+    int iterations = 0;
+  };
+
+ private:
+  struct Task {
+    int bucket;         // index into buckets_
+    size_t offset = 0;  // element range inside a single-param bucket (chunking)
+    size_t count = 0;
+    Dtype rate = 0;     // the iteration this gradient belongs to, for its update
+    int iter = 0;
+  };
+  // A unit of reduction: one parameter (cut into chunks) or several small ones fused.
+  struct Bucket {
+    std::vector<int> params;  // learnable param ids
+    size_t elements = 0;
+    std::vector<Dtype> fused;  // staging buffer when params.size() > 1
+  };
+  struct Worker {
+    int index = 0;  // 0-based; its timeline row is index + 1
+    std::thread thread;
+    std::unique_ptr<Allreduce> allreduce;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Task> queue;
+  };
+  struct Event {
+    std::string name;
+    const char* category;
+    int tid;
+    double ts_us, dur_us;
+  };
+
+  Dtype Iterate();
+  void OnBackward(int layer_id);
+  void WaitForLayer(int layer_id);
+  void Submit(int bucket);
+  void WorkerLoop(int k);
+  void Reduce(Worker& w, const Task& t);
+  void ParamsReduced(const Task& t);
+  void FinishUnit(int layer_id, Dtype rate, int iter);
+  void WaitAllUpdated();
+  void AverageStatistics();
+  void LogStats(int iter);
+  double now_us() const;
+  void Record(const std::string& name, const char* category, int tid, double t0_us);
+
+  Solver<Dtype>* solver_;
+  Net<Dtype>* net_;
+  const Communicator& comm_;
+  GradientSyncOptions options_;
+  int ranks_;
+  std::unique_ptr<Allreduce> main_allreduce_;  // statistics, on the main thread's communicator
+
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_param_;          // learnable id -> bucket (-1: not reduced, lr_mult 0)
+  std::vector<int> unit_of_param_;            // learnable id -> the layer whose update applies it
+  std::vector<std::vector<int>> layer_buckets_;  // buckets that become complete after layer L's backward
+  std::vector<std::vector<int>> layer_reads_;    // learnable ids layer L reads in forward
+  std::vector<int> statistic_params_;
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  uint64_t next_task_ = 0;
+  bool stop_ = false;
+
+  // Bookkeeping under state_mutex_.
+  std::mutex state_mutex_;
+  std::condition_variable state_cv_;
+  std::vector<size_t> param_remaining_;  // elements still to reduce this iteration
+  std::vector<int> unit_total_;          // reduced params per update unit (layer)
+  std::vector<int> unit_remaining_;      // of those, still to reduce this iteration
+  std::vector<char> param_pending_;      // submitted and not yet updated
+  int pending_params_ = 0;               // submitted, not yet updated
+  int unreduced_params_ = 0;             // submitted, not yet reduced
+  bool last_pass_ = true;
+  Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
+  int pending_iter_ = 0;
+  bool clip_mode_ = false;
+
+  // Measurement.
+  std::chrono::steady_clock::time_point epoch_;
+  Stats stats_;
+  double backward_end_us_ = 0;
+  double last_update_us_ = 0;  // under state_mutex_
+  double layer_t0_us_ = 0;
+  bool timeline_ = false;
+  std::mutex events_mutex_;
+  std::vector<Event> events_;
+};
+
+}  // namespace strata
