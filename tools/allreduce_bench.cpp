@@ -256,6 +256,12 @@ void print_header() {
   } else {
     printf("# allreduce_bench: %d ranks, %s, times are the slowest rank's; * = fastest median at that size\n",
            g_size, FLAGS_dtype.c_str());
+    // Other work on the machine shows in every number; say how much there was.
+    if (FILE* f = fopen("/proc/loadavg", "r")) {
+      char line[128] = {0};
+      if (fgets(line, sizeof line, f)) printf("# load average at start: %s", line);
+      fclose(f);
+    }
     printf("%10s  %-22s %5s %12s %12s %10s %10s %8s\n", "size", "algorithm", "reps", "median_us", "p90_us",
            "algbw_GB/s", "busbw_GB/s", "%memcpy");
   }

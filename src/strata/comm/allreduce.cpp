@@ -1,6 +1,7 @@
 #include "strata/comm/allreduce.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "strata/common.hpp"
 #include "strata/comm/brb_allreduce.hpp"
@@ -40,14 +41,22 @@ bool is_allreduce_algorithm(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+size_t segment_bytes() {
+  static const size_t bytes = [] {
+    const char* env = getenv("STRATA_ALLREDUCE_SEGMENT_BYTES");
+    return env ? static_cast<size_t>(atoll(env)) : kDefaultSegmentBytes;
+  }();
+  return bytes;
+}
+
 std::unique_ptr<Allreduce> make_allreduce_algorithm(const std::string& name, MPI_Comm comm) {
   if (name == "linear") return std::make_unique<LinearAllreduce>(comm);
   if (name == "brb") return std::make_unique<BrbAllreduce>(comm);
   if (name == "brd") return std::make_unique<BrdAllreduce>(comm);
   if (name == "vhd") return std::make_unique<VhdAllreduce>(comm, 0);
-  if (name == "vhd_seg") return std::make_unique<VhdAllreduce>(comm, kDefaultSegmentBytes);
+  if (name == "vhd_seg") return std::make_unique<VhdAllreduce>(comm, segment_bytes());
   if (name == "ring") return std::make_unique<RingAllreduce>(comm, 0);
-  if (name == "ring_seg") return std::make_unique<RingAllreduce>(comm, kDefaultSegmentBytes);
+  if (name == "ring_seg") return std::make_unique<RingAllreduce>(comm, segment_bytes());
   int k = MpiAllreduce::openmpi_algorithm_of(name);
   // Open MPI's segmented ring is measured with 1 MiB segments, its best here (docs/allreduce.md).
   if (k >= 0) return std::make_unique<MpiAllreduce>(comm, k, k == 5 ? (1 << 20) : 0);

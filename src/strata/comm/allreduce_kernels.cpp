@@ -62,29 +62,29 @@ void Exchange::send_recv_sum(const void* send, size_t send_count, int to, void* 
                              int from, DataType t) {
   const size_t seg = segment_elems(t);
   const size_t es = size_of(t);
-  post_sends(send, send_count, to, t, seg);
-
   const size_t nrecv = (recv_count + seg - 1) / seg;
+  // Two slots: segment k+1 arrives in one while segment k is summed from the other.
+  const size_t slot_elems = std::min(seg, recv_count);
+  char* slots[2] = {nullptr, nullptr};
   if (nrecv > 0) {
-    // Two slots: segment k+1 arrives in one while segment k is summed from the other.
-    const size_t slot_elems = std::min(seg, recv_count);
-    char* slots[2];
-    slots[0] = static_cast<char*>(scratch_.get(2 * slot_elems * es));
+    slots[0] = static_cast<char*>(scratch_.get((nrecv > 1 ? 2 : 1) * slot_elems * es));
     slots[1] = slots[0] + slot_elems * es;
-    MPI_Request recv_req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    auto post_recv = [&](size_t k) {
-      size_t b = k * seg, e = std::min(recv_count, b + seg);
-      STRATA_MPI_CHECK(MPI_Irecv(slots[k % 2], static_cast<int>(e - b), mpi_type_of(t), from, kTag, comm_,
-                                 &recv_req[k % 2]));
-    };
-    post_recv(0);
-    if (nrecv > 1) post_recv(1);
-    for (size_t k = 0; k < nrecv; ++k) {
-      STRATA_MPI_CHECK(MPI_Wait(&recv_req[k % 2], MPI_STATUS_IGNORE));
-      size_t b = k * seg, e = std::min(recv_count, b + seg);
-      sum_into(at(acc, b, t), slots[k % 2], e - b, t);
-      if (k + 2 < nrecv) post_recv(k + 2);
-    }
+  }
+  MPI_Request recv_req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  auto post_recv = [&](size_t k) {
+    size_t b = k * seg, e = std::min(recv_count, b + seg);
+    STRATA_MPI_CHECK(MPI_Irecv(slots[k % 2], static_cast<int>(e - b), mpi_type_of(t), from, kTag, comm_,
+                               &recv_req[k % 2]));
+  };
+  // Receives first, so the partner's data can land as soon as it is sent.
+  if (nrecv > 0) post_recv(0);
+  if (nrecv > 1) post_recv(1);
+  post_sends(send, send_count, to, t, seg);
+  for (size_t k = 0; k < nrecv; ++k) {
+    STRATA_MPI_CHECK(MPI_Wait(&recv_req[k % 2], MPI_STATUS_IGNORE));
+    size_t b = k * seg, e = std::min(recv_count, b + seg);
+    sum_into(at(acc, b, t), slots[k % 2], e - b, t);
+    if (k + 2 < nrecv) post_recv(k + 2);
   }
   if (!send_reqs_.empty())
     STRATA_MPI_CHECK(MPI_Waitall(static_cast<int>(send_reqs_.size()), send_reqs_.data(), MPI_STATUSES_IGNORE));
