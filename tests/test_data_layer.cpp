@@ -1,0 +1,288 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "data_test_util.hpp"
+#include "strata/layers/data_layer.hpp"
+#include "strata/net.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+using testing_data::ExpectErrorContaining;
+using testing_data::IndexDatums;
+using testing_data::Key;
+using testing_data::MakeDatum;
+using testing_data::TempDir;
+using testing_data::WriteDatumDb;
+
+LayerParameter DataParam(const std::string& source, int batch, Phase phase = TRAIN) {
+  LayerParameter p;
+  p.set_name("data");
+  p.set_type("Data");
+  p.set_phase(phase);
+  p.add_top("data");
+  p.add_top("label");
+  p.mutable_data_param()->set_source(source);
+  p.mutable_data_param()->set_batch_size(batch);
+  p.mutable_data_param()->set_backend(DataParameter::LMDB);
+  return p;
+}
+
+// Sets this process's data-parallel place for one scope (the data layer reads it at setup).
+class ShardScope {
+ public:
+  ShardScope(int rank, int count) {
+    Strata::set_solver_rank(rank);
+    Strata::set_solver_count(count);
+  }
+  ~ShardScope() {
+    Strata::set_solver_rank(0);
+    Strata::set_solver_count(1);
+  }
+};
+
+// A layer set up with its two tops, seeded so that runs repeat.
+struct DataUnderTest {
+  explicit DataUnderTest(const LayerParameter& p, uint64_t seed = 1, int rank = 0, int count = 1)
+      : layer(new DataLayer<double>(p)) {
+    ShardScope shard(rank, count);
+    Strata::set_random_seed(seed);
+    layer->SetUp({}, tops());
+  }
+  std::vector<Blob<double>*> tops() { return {&data, &label}; }
+  // One Forward; returns the data values followed by the labels.
+  std::vector<double> Next() {
+    layer->Forward({}, tops());
+    std::vector<double> v(data.cpu_data(), data.cpu_data() + data.count());
+    v.insert(v.end(), label.cpu_data(), label.cpu_data() + label.count());
+    return v;
+  }
+  Blob<double> data, label;
+  std::unique_ptr<DataLayer<double>> layer;
+};
+
+TEST(DataLayer, BatchesFollowTheRecordsAndWrapAround) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(7));
+  LayerParameter p = DataParam(dir / "db", 3);
+  p.mutable_data_param()->set_prefetch(2);
+  DataUnderTest d(p);
+  EXPECT_EQ(d.data.shape(), (std::vector<int>{3, 1, 2, 2}));
+  EXPECT_EQ(d.label.shape(), (std::vector<int>{3}));
+  EXPECT_EQ(d.layer->position(), 0u);
+  const int expected[4][3] = {{0, 1, 2}, {3, 4, 5}, {6, 0, 1}, {2, 3, 4}};
+  for (int t = 0; t < 4; ++t) {
+    d.layer->Forward({}, d.tops());
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(d.label.cpu_data()[i], expected[t][i]) << "batch " << t << " item " << i;
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(d.data.cpu_data()[4 * i + k], expected[t][i]);
+    }
+    EXPECT_EQ(d.layer->position(), 3u * (t + 1));
+  }
+}
+
+TEST(DataLayer, DataOnlyTopAndFloatDeprecatedScale) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(4));
+  LayerParameter p = DataParam(dir / "db", 2);
+  p.clear_top();
+  p.add_top("data");
+  p.mutable_data_param()->set_scale(0.5f);  // Caffe's old place for transform_param.scale
+  DataLayer<float> layer(p);
+  Blob<float> data;
+  layer.SetUp({}, {&data});
+  layer.Forward({}, {&data});
+  layer.Forward({}, {&data});
+  EXPECT_EQ(data.shape(), (std::vector<int>{2, 1, 2, 2}));
+  EXPECT_FLOAT_EQ(data.cpu_data()[0], 1.0f);  // record 2 * 0.5
+  EXPECT_FLOAT_EQ(data.cpu_data()[4], 1.5f);  // record 3 * 0.5
+}
+
+// A database whose records differ in every pixel, so crops and mirrors show.
+std::vector<Datum> PatternDatums(int n) {
+  std::vector<Datum> v;
+  for (int i = 0; i < n; ++i) {
+    std::vector<uint8_t> px(2 * 4 * 4);
+    for (size_t k = 0; k < px.size(); ++k) px[k] = static_cast<uint8_t>(i * 32 + k);
+    v.push_back(MakeDatum(2, 4, 4, px, i));
+  }
+  return v;
+}
+
+TEST(DataLayer, ShardsConcatenateToTheSingleRankBatch) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", PatternDatums(7));
+  const int b = 2;
+  for (int n_ranks : {2, 3}) {
+    LayerParameter single_p = DataParam(dir / "db", n_ranks * b);
+    auto* tp = single_p.mutable_transform_param();
+    tp->set_crop_size(3);
+    tp->set_mirror(true);
+    tp->set_scale(0.25f);
+    single_p.mutable_data_param()->set_rand_skip(5);
+    DataUnderTest single(single_p, 42);
+    std::vector<std::unique_ptr<DataUnderTest>> ranks;
+    LayerParameter rank_p = single_p;
+    rank_p.mutable_data_param()->set_batch_size(b);
+    for (int r = 0; r < n_ranks; ++r) ranks.emplace_back(new DataUnderTest(rank_p, 42, r, n_ranks));
+    EXPECT_EQ(ranks[1]->layer->shard_rank(), 1);
+    EXPECT_EQ(ranks[1]->layer->shard_count(), n_ranks);
+    const int item = 2 * 3 * 3;
+    for (int t = 0; t < 8; ++t) {  // several passes over 7 records
+      const std::vector<double> whole = single.Next();
+      std::vector<double> data, labels;
+      for (auto& r : ranks) {
+        const std::vector<double> part = r->Next();
+        data.insert(data.end(), part.begin(), part.begin() + b * item);
+        labels.insert(labels.end(), part.begin() + b * item, part.end());
+        EXPECT_EQ(r->layer->position(), single.layer->position());
+      }
+      data.insert(data.end(), labels.begin(), labels.end());
+      ASSERT_EQ(data, whole) << n_ranks << " ranks, iteration " << t;
+    }
+  }
+}
+
+TEST(DataLayer, SetPositionResumesExactly) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", PatternDatums(5));
+  LayerParameter p = DataParam(dir / "db", 3);
+  p.mutable_transform_param()->set_crop_size(2);
+  p.mutable_transform_param()->set_mirror(true);
+  DataUnderTest a(p, 9);
+  std::vector<std::vector<double>> run;
+  std::vector<uint64_t> positions;
+  for (int t = 0; t < 8; ++t) {
+    run.push_back(a.Next());
+    positions.push_back(a.layer->position());
+  }
+  // A fresh layer (as after a restart) told where the stream stood after iteration 3.
+  DataUnderTest b(p, 9);
+  b.layer->set_position(positions[2]);
+  for (int t = 3; t < 8; ++t) EXPECT_EQ(b.Next(), run[t]) << "iteration " << t;
+  EXPECT_EQ(b.layer->position(), positions[7]);
+  // Going back on the same layer, with batches already prefetched past it.
+  a.layer->set_position(positions[0]);
+  EXPECT_EQ(a.layer->position(), positions[0]);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(a.Next(), run[t]);
+}
+
+TEST(DataLayer, RandSkipStartsWithinRange) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(10));
+  LayerParameter p = DataParam(dir / "db", 1);
+  p.mutable_data_param()->set_rand_skip(6);
+  std::set<uint64_t> starts;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    DataUnderTest d(p, seed);
+    const uint64_t start = d.layer->position();
+    EXPECT_LT(start, 6u);
+    d.Next();
+    EXPECT_EQ(d.label.cpu_data()[0], static_cast<double>(start));
+    starts.insert(start);
+  }
+  EXPECT_GT(starts.size(), 1u);
+}
+
+TEST(DataLayer, TestPhaseIsDeterministicCentreCrop) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", PatternDatums(3));
+  LayerParameter p = DataParam(dir / "db", 1, TEST);
+  p.mutable_transform_param()->set_crop_size(2);
+  p.mutable_transform_param()->set_mirror(true);
+  DataUnderTest a(p, 1), b(p, 2);
+  const std::vector<double> first = a.Next();
+  EXPECT_EQ(first, b.Next());
+  // Record 0 channel 0 holds 0..15 in a 4x4 grid; the centre 2x2 is 5, 6, 9, 10; channel 1 adds 16.
+  EXPECT_EQ(first, (std::vector<double>{5, 6, 9, 10, 21, 22, 25, 26, 0}));
+}
+
+TEST(DataLayer, BadParametersAreErrors) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(3));
+  Blob<float> data, label;
+  auto setup = [&](const LayerParameter& p) {
+    DataLayer<float> layer(p);
+    layer.SetUp({}, {&data, &label});
+  };
+  ExpectErrorContaining([&] { setup(DataParam(dir / "db", 0)); }, {"batch_size", "positive"});
+  LayerParameter leveldb = DataParam(dir / "db", 2);
+  leveldb.mutable_data_param()->set_backend(DataParameter::LEVELDB);
+  ExpectErrorContaining([&] { setup(leveldb); }, {"LEVELDB", "not supported"});
+  ExpectErrorContaining([&] { setup(DataParam(dir / "missing", 2)); }, {dir / "missing"});
+  ExpectErrorContaining([&] { setup(DataParam("", 2)); }, {"source"});
+  LayerParameter prefetch = DataParam(dir / "db", 2);
+  prefetch.mutable_data_param()->set_prefetch(0);
+  ExpectErrorContaining([&] { setup(prefetch); }, {"prefetch"});
+  LayerParameter bad_mean = DataParam(dir / "db", 2);
+  bad_mean.mutable_transform_param()->add_mean_value(1);
+  bad_mean.mutable_transform_param()->add_mean_value(2);
+  ExpectErrorContaining([&] { setup(bad_mean); }, {"mean_value", dir / "db", Key(0)});
+
+  // Through a Net the message also names the layer.
+  NetParameter net;
+  *net.add_layer() = DataParam(dir / "db", 0);
+  ExpectErrorContaining([&] { Net<float> n(net); }, {"layer 'data' (Data)", "batch_size"});
+}
+
+TEST(DataLayer, BadRecordsSurfaceFromForward) {
+  TempDir dir;
+  // Records 0-2 are fine, 3 is not a Datum, 4 has too few bytes, 5 has another shape.
+  {
+    LmdbWriter w(dir / "db");
+    for (int i = 0; i < 3; ++i) w.Put(Key(i), testing_data::IndexDatum(i).SerializeAsString());
+    w.Put(Key(3), std::string("\xff\xff\xff\xff", 4));
+    w.Put(Key(4), MakeDatum(1, 2, 2, {1, 2, 3}, 0).SerializeAsString());
+    w.Put(Key(5), MakeDatum(1, 3, 3, std::vector<uint8_t>(9, 1), 0).SerializeAsString());
+    w.Close();
+  }
+  LayerParameter p = DataParam(dir / "db", 2);
+  DataUnderTest d(p);
+  d.Next();  // records 0, 1
+  for (int again = 0; again < 2; ++again) {
+    ExpectErrorContaining([&] { d.Next(); },
+                          {"layer 'data' (Data)", dir / "db", "key '00000003'", "record 3", "not a Datum"});
+  }
+  d.layer->set_position(4);
+  ExpectErrorContaining([&] { d.Next(); }, {"key '00000004'", "3 bytes"});
+  d.layer->set_position(5);
+  ExpectErrorContaining([&] { d.Next(); }, {"key '00000005'", "1 x 3 x 3", "1 x 2 x 2"});
+  d.layer->set_position(0);
+  EXPECT_EQ(d.Next().back(), 1.0);  // label of record 1: the layer works again
+}
+
+TEST(DataLayer, StopsCleanlyWhateverTheThreadIsDoing) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(50));
+  LayerParameter p = DataParam(dir / "db", 4);
+  for (int i = 0; i < 10; ++i) {
+    DataUnderTest d(p);  // destroyed while prefetching, or waiting on a full queue
+    for (int t = 0; t < i % 3; ++t) d.Next();
+  }
+}
+
+TEST(DataLayer, RunsInsideANet) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(6));
+  NetParameter param;
+  ReadProtoFromTextString(
+      "layer { name: 'mnist' type: 'Data' top: 'data' top: 'label' "
+      "  data_param { source: '" + dir / "db" + "' batch_size: 4 backend: LMDB } "
+      "  transform_param { scale: 2 } }",
+      &param);
+  Net<float> net(param);
+  net.Forward();
+  const auto& label = *net.blob_by_name("label");
+  const auto& data = *net.blob_by_name("data");
+  ASSERT_EQ(data.shape(), (std::vector<int>{4, 1, 2, 2}));
+  EXPECT_EQ(label.cpu_data()[3], 3);
+  EXPECT_EQ(data.cpu_data()[12], 6);  // record 3 * scale 2
+  net.Forward();
+  EXPECT_EQ(label.cpu_data()[0], 4);
+  EXPECT_EQ(label.cpu_data()[2], 0);  // wrapped
+}
+
+}  // namespace
+}  // namespace strata
