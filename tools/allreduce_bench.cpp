@@ -5,8 +5,8 @@
 //       --min_bytes=4 --max_bytes=256M --algorithms=hybrid,brd,vhd_seg,ring_seg,mpi
 //   mpirun -np 4 ... bin/allreduce_bench --tune --tune_out=allreduce.table
 //
-// For each size all algorithms run interleaved, rep by rep, in one process, so drifting latency levels
-// hit them alike. A rep's time is the slowest rank's; the table shows the median and 90th percentile
+// For each size all algorithms run interleaved, rep by rep and in a rotating order, in one process, so
+// drifting latency levels hit them alike. A rep's time is the slowest rank's; the table shows the median and 90th percentile
 // over reps, algorithm bandwidth (size / time) and bus bandwidth (2 (N-1)/N x size / time, the traffic
 // a bandwidth-optimal allreduce puts on each rank's link), and the winner of each size is marked *.
 // The "memcpy" row times every rank copying the same number of bytes at once: the machine's memory-copy
@@ -165,7 +165,11 @@ class Bench {
 
     std::vector<std::vector<double>> local(res.timings.size(), std::vector<double>(reps));
     for (int r = 0; r < reps; ++r) {
-      for (size_t a = 0; a < nalg; ++a) local[a][r] = run_once(a, count);
+      // Rotate the order rep by rep, so no algorithm always runs first (or right after the same one).
+      for (size_t i = 0; i < nalg; ++i) {
+        size_t a = (i + r) % nalg;
+        local[a][r] = run_once(a, count);
+      }
       if (FLAGS_memcpy) {
         STRATA_MPI_CHECK(MPI_Barrier(comm_));
         double t0 = MPI_Wtime();

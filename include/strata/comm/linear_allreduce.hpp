@@ -24,7 +24,7 @@ class LinearAllreduce : public Allreduce {
  private:
   void run_piece(void* buf, size_t count, DataType type);
 
-  comm_detail::ScratchBuffer scratch_;  // rank 0: one slot per other rank
+  comm_detail::ScratchBuffer scratch_;  // rank 0: two receive slots
   std::vector<MPI_Request> reqs_;
 };
 

@@ -29,14 +29,19 @@ void LinearAllreduce::run_piece(void* buf, size_t count, DataType t) {
     STRATA_MPI_CHECK(MPI_Recv(buf, n, mt, 0, kTag, comm_, MPI_STATUS_IGNORE));
     return;
   }
+  // Two slots, as in Exchange: rank r+1's buffer arrives while rank r's is summed, and the scratch stays
+  // in cache instead of growing with N. Summing in rank order keeps the bits independent of timing.
   const size_t bytes = count * size_of(t);
-  char* slots = static_cast<char*>(scratch_.get(bytes * (size_ - 1)));
-  for (int r = 1; r < size_; ++r)
-    STRATA_MPI_CHECK(MPI_Irecv(slots + (r - 1) * bytes, n, mt, r, kTag, comm_, &reqs_[r - 1]));
-  // Sum in rank order as the messages come in, so the order (and the bits) never depend on timing.
+  char* slots = static_cast<char*>(scratch_.get(bytes * std::min(2, size_ - 1)));
+  auto post = [&](int r) {
+    STRATA_MPI_CHECK(MPI_Irecv(slots + ((r - 1) % 2) * bytes, n, mt, r, kTag, comm_, &reqs_[r - 1]));
+  };
+  post(1);
+  if (size_ > 2) post(2);
   for (int r = 1; r < size_; ++r) {
     STRATA_MPI_CHECK(MPI_Wait(&reqs_[r - 1], MPI_STATUS_IGNORE));
-    comm_detail::sum_into(buf, slots + (r - 1) * bytes, count, t);
+    comm_detail::sum_into(buf, slots + ((r - 1) % 2) * bytes, count, t);
+    if (r + 2 < size_) post(r + 2);
   }
   for (int r = 1; r < size_; ++r) STRATA_MPI_CHECK(MPI_Isend(buf, n, mt, r, kTag, comm_, &reqs_[r - 1]));
   STRATA_MPI_CHECK(MPI_Waitall(size_ - 1, reqs_.data(), MPI_STATUSES_IGNORE));
