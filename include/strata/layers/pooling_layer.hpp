@@ -10,7 +10,8 @@ namespace strata {
 // (ceil rounding by default, and a last window that must start inside the image), its average divisor (the
 // window clipped to the padded image, padding counted) and its max tie-break (the first maximum in row-major
 // order). MAX keeps the argmax of every output (index h*W + w within its plane) for backward, and writes it to
-// an optional second top as Caffe does. STOCHASTIC pooling is not supported.
+// an optional second top as Caffe does (backward uses its own copy, not the top). STOCHASTIC pooling is not
+// supported.
 //
 // The loops run over kernel offsets outermost and output columns innermost, so the inner loop is a contiguous
 // (or strided) sweep the compiler vectorises, rather than a small window per output.
@@ -45,7 +46,9 @@ class PoolingLayer : public Layer<Dtype> {
   bool max_ = true;
   bool global_ = false;
   Window win_{};
-  Blob<Dtype> mask_;  // MAX with one top: argmax of each output, -1 for an empty window
+  // MAX: the argmax of each output as an int (h*W + w, -1 for an empty window) in a Dtype blob's memory; the
+  // optional mask top gets the same values as Dtype.
+  Blob<Dtype> mask_;
   // AVE: for each output, the window size Caffe divides by (clipped to the padded image), planar.
   std::vector<Dtype> divisor_;
 };

@@ -41,29 +41,30 @@ inline void ColumnSpan(const Window& w, int j, int* lo, int* hi) {
 }
 
 // Max over each window of one plane; visits window pixels in row-major order and keeps the first maximum, as
-// Caffe does. Empty windows (possible without padding when stride > kernel) give -FLT_MAX and index -1.
+// Caffe does. Empty windows (possible without padding when stride > kernel) give -FLT_MAX and index -1. The
+// argmax is an int so that the compare-and-select loop vectorises.
 template <typename Dtype, typename Window>
-void MaxPlane(const Dtype* x, const Window& w, Dtype* y, Dtype* mask) {
-  const int PW = w.pooled_w, W = w.width;
+void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask) {
+  const int PW = w.pooled_w, W = w.width, stride = w.stride_w;
   for (int ph = 0; ph < w.pooled_h; ++ph) {
-    Dtype* yr = y + ph * PW;
-    Dtype* mr = mask + ph * PW;
+    Dtype* __restrict yr = y + ph * PW;
+    int* __restrict mr = mask + ph * PW;
     std::fill(yr, yr + PW, Dtype(-FLT_MAX));
-    std::fill(mr, mr + PW, Dtype(-1));
+    std::fill(mr, mr + PW, -1);
     int h0, h1;
     RowSpan(w, ph, &h0, &h1);
     for (int ih = h0; ih < h1; ++ih) {
-      const Dtype* xr = x + ih * W;
+      const Dtype* __restrict xr = x + ih * W;
       for (int j = 0; j < w.kernel_w; ++j) {
         int lo, hi;
         ColumnSpan(w, j, &lo, &hi);
-        const int off = j - w.pad_w;
+        const int off = j - w.pad_w, base = ih * W + off;
         for (int pw = lo; pw < hi; ++pw) {
-          const int iw = pw * w.stride_w + off;
-          const Dtype v = xr[iw];
+          const int iw = pw * stride;
+          const Dtype v = xr[iw + off];
           const bool larger = v > yr[pw];
           yr[pw] = larger ? v : yr[pw];
-          mr[pw] = larger ? Dtype(ih * W + iw) : mr[pw];
+          mr[pw] = larger ? base + iw : mr[pw];
         }
       }
     }
@@ -177,7 +178,7 @@ void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   const std::vector<int> top_shape{bottom[0]->num(), bottom[0]->channels(), w.pooled_h, w.pooled_w};
   top[0]->Reshape(top_shape);
   if (top.size() > 1) top[1]->Reshape(top_shape);
-  if (max_ && top.size() == 1) mask_.Reshape(top_shape);
+  if (max_) mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
   if (!max_) {
     // Caffe's divisor: the window clipped to the padded image [-pad, size + pad). An empty window (possible
     // only without padding when the stride exceeds the kernel) divides by 1 rather than 0.
@@ -202,18 +203,20 @@ void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
-  Dtype* mask = !max_ ? nullptr : top.size() > 1 ? top[1]->mutable_cpu_data() : mask_.mutable_cpu_data();
+  int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_cpu_data()) : nullptr;
+  Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
   const Dtype* divisor = divisor_.data();
   const bool parallel = planes * in_plane >= kParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int c = 0; c < planes; ++c) {
     const Dtype* xc = x + c * in_plane;
     if (global_ && max_) {  // one window over the whole contiguous plane
-      Dtype best = Dtype(-FLT_MAX), arg = -1;
-      for (long i = 0; i < in_plane; ++i) {
+      Dtype best = Dtype(-FLT_MAX);
+      int arg = -1;
+      for (int i = 0; i < in_plane; ++i) {
         if (xc[i] > best) {
           best = xc[i];
-          arg = Dtype(i);
+          arg = i;
         }
       }
       y[c] = best;
@@ -226,6 +229,9 @@ void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
       MaxPlane(xc, w, y + c * out_plane, mask + c * out_plane);
     } else {
       AvePlane(xc, w, divisor, y + c * out_plane);
+    }
+    if (mask_top) {
+      for (long i = c * out_plane; i < (c + 1) * out_plane; ++i) mask_top[i] = Dtype(mask[i]);
     }
   }
 }
@@ -240,7 +246,7 @@ void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
-  const Dtype* mask = !max_ ? nullptr : top.size() > 1 ? top[1]->cpu_data() : mask_.cpu_data();
+  const int* mask = max_ ? reinterpret_cast<const int*>(mask_.cpu_data()) : nullptr;
   const Dtype* divisor = divisor_.data();
   const bool parallel = planes * in_plane >= kParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
@@ -254,10 +260,9 @@ void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
     }
     std::fill(dxc, dxc + in_plane, Dtype(0));
     if (max_) {
-      const Dtype* mc = mask + c * out_plane;
+      const int* mc = mask + c * out_plane;
       for (long i = 0; i < out_plane; ++i) {
-        const int at = static_cast<int>(mc[i]);
-        if (at >= 0) dxc[at] += dyc[i];
+        if (mc[i] >= 0) dxc[mc[i]] += dyc[i];
       }
     } else {
       AvePlaneBackward(dyc, w, divisor, dxc);
