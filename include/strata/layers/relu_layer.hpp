@@ -1,0 +1,28 @@
+#pragma once
+
+#include "strata/layers/neuron_layer.hpp"
+
+namespace strata {
+
+// Rectified linear unit, leaky when relu_param.negative_slope != 0: y = x for x > 0, negative_slope * x
+// otherwise. Usually run in place (top == bottom). For negative_slope >= 0, y > 0 exactly when x > 0, so
+// backward reads the top and in-place use is exact; a negative slope breaks that, so backward then reads the
+// bottom and the layer may not run backward in place.
+template <typename Dtype>
+class ReLULayer : public NeuronLayer<Dtype> {
+ public:
+  using typename NeuronLayer<Dtype>::BlobVec;
+  explicit ReLULayer(const LayerParameter& param)
+      : NeuronLayer<Dtype>(param), negative_slope_(static_cast<Dtype>(param.relu_param().negative_slope())) {}
+  const char* type() const override { return "ReLU"; }
+  bool BackwardNeedsBottomData() const override { return negative_slope_ < 0; }
+  bool BackwardNeedsTopData() const override { return negative_slope_ >= 0; }
+
+ protected:
+  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+
+  Dtype negative_slope_;
+};
+
+}  // namespace strata

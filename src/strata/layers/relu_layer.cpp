@@ -1,0 +1,44 @@
+#include "strata/layers/relu_layer.hpp"
+
+#include "activation_kernels.hpp"
+#include "strata/layer_factory.hpp"
+
+namespace strata {
+
+template <typename Dtype>
+void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const int n = bottom[0]->count();
+  const Dtype* x = bottom[0]->cpu_data();
+  Dtype* y = top[0]->mutable_cpu_data();
+  const Dtype slope = negative_slope_;
+  // Both forms let NaN through, as Caffe's max(x, 0) + slope * min(x, 0) does.
+  if (slope == Dtype(0)) {
+    act::map(n, x, y, [](Dtype v) { return v < Dtype(0) ? Dtype(0) : v; });
+  } else {
+    act::map(n, x, y, [slope](Dtype v) { return v > Dtype(0) ? v : slope * v; });
+  }
+}
+
+template <typename Dtype>
+void ReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const Dtype slope = negative_slope_;
+  STRATA_REQUIRE(slope >= 0 || bottom[0] != top[0])
+      << "ReLU with negative_slope " << slope
+      << " < 0 cannot run backward in place (its output does not tell which side of 0 the input was); give "
+         "it its own top blob";
+  const int n = bottom[0]->count();
+  // The sign test reads the top for slope >= 0 (y > 0 iff x > 0), so in-place use is exact; else the bottom.
+  const Dtype* s = slope >= 0 ? top[0]->cpu_data() : bottom[0]->cpu_data();
+  const Dtype* dy = top[0]->cpu_diff();
+  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  // Caffe's form: a NaN input gets gradient 0.
+  act::map(n, s, dy, dx,
+           [slope](Dtype sv, Dtype g) { return g * (Dtype(sv > Dtype(0)) + slope * Dtype(sv <= Dtype(0))); });
+}
+
+STRATA_INSTANTIATE_CLASS(ReLULayer);
+REGISTER_LAYER_CLASS(ReLU);
+
+}  // namespace strata
