@@ -4,6 +4,8 @@
 
 #include "gradient_checker.hpp"
 #include "strata/layers/batch_norm_layer.hpp"
+#include "strata/net.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -252,6 +254,51 @@ TEST(BatchNormLayer, LargeBlobsMatchPlainComputation) {
   CheckAgainstPlain({4, 8, 32, 32});
   CheckAgainstPlain({300, 130});  // rows of channels, several channel blocks
   CheckAgainstPlain({7});         // one channel
+}
+
+// The ResNet pattern in a real net: BatchNorm and Scale in place on one blob. The net must see the statistics
+// as unlearned (lr_mult 0, no weight decay) and the parameter gradients must match finite differences of the
+// net's loss, sum(scale(bn(pre(data))) * data).
+TEST(BatchNormLayer, InPlaceWithScaleInANet) {
+  NetParameter param;
+  ReadProtoFromTextString(R"(
+    layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 4 dim: 3 dim: 2 dim: 2 } } }
+    layer { name: "pre" type: "Scale" bottom: "data" top: "x"
+            scale_param { filler { type: "uniform" min: 0.5 max: 1.5 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "x" }
+    layer { name: "post" type: "Scale" bottom: "x" top: "x"
+            scale_param { bias_term: true filler { type: "uniform" } bias_filler { type: "uniform" } } }
+    layer { name: "prod" type: "Eltwise" bottom: "x" bottom: "data" top: "p" eltwise_param { operation: PROD } }
+    layer { name: "flat" type: "Flatten" bottom: "p" top: "f" loss_weight: 1 }
+  )", &param, "bn_scale.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  Net<double> net(param);
+  FillUniform(net.blob_by_name("data").get(), -1.0, 1.0);
+  ASSERT_EQ(net.params().size(), 6u);  // pre: scale; bn: 3 statistics; post: scale, bias
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(net.params_lr()[i], 0);
+    EXPECT_EQ(net.params_weight_decay()[i], 0);
+    EXPECT_TRUE(net.learnable_param_is_statistic(i));
+  }
+  EXPECT_EQ(net.params_lr()[0], 1);
+  EXPECT_FALSE(net.learnable_param_is_statistic(4));
+
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  const double h = 1e-5;
+  for (int p : {0, 4, 5}) {
+    Blob<double>& blob = *net.params()[p];
+    for (int k = 0; k < blob.count(); ++k) {
+      const double v = blob.cpu_data()[k];
+      double plus = 0, minus = 0;
+      blob.mutable_cpu_data()[k] = v + h;
+      net.Forward(&plus);
+      blob.mutable_cpu_data()[k] = v - h;
+      net.Forward(&minus);
+      blob.mutable_cpu_data()[k] = v;
+      EXPECT_NEAR(blob.cpu_diff()[k], (plus - minus) / (2 * h), 1e-6) << "param " << p << " element " << k;
+    }
+  }
 }
 
 }  // namespace

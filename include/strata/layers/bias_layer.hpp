@@ -55,4 +55,26 @@ void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* s
 template <typename Dtype>
 void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out);
 
+// The sum of f(i) over i in [begin, end), in Dtype across eight independent partial sums that the compiler
+// keeps in one vector register, returned in double for the caller's totals. For the many short rows of late
+// layers (7 x 7) this is markedly cheaper than an OpenMP simd reduction, whose set-up and horizontal sum are
+// paid per row.
+template <typename Dtype, typename F>
+inline double row_sum(int begin, int end, const F& f) {
+  Dtype s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+  int i = begin;
+  for (; i + 8 <= end; i += 8) {
+    s0 += f(i);
+    s1 += f(i + 1);
+    s2 += f(i + 2);
+    s3 += f(i + 3);
+    s4 += f(i + 4);
+    s5 += f(i + 5);
+    s6 += f(i + 6);
+    s7 += f(i + 7);
+  }
+  for (; i < end; ++i) s0 += f(i);
+  return static_cast<double>(((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)));
+}
+
 }  // namespace strata

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <omp.h>
+
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -10,7 +12,7 @@ namespace strata {
 namespace {
 // Below this many elements a loop runs on one thread: starting the team would cost more than it saves.
 constexpr long long kParallelMin = 1 << 15;
-// With inner == 1 the vector runs along rows; reductions then go column block by column block.
+// Reductions run over blocks of at most this many d.
 constexpr int kColumnBlock = 128;
 
 template <bool kScale, bool kShift, typename Dtype>
@@ -94,47 +96,41 @@ void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* s
 template <typename Dtype>
 void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out) {
   const bool parallel = static_cast<long long>(g.outer) * g.dim * g.inner >= kParallelMin;
-  // Row sums run in Dtype across SIMD lanes; the totals over rows in double.
-  if (g.inner == 1) {
-    const int blocks = (g.dim + kColumnBlock - 1) / kColumnBlock;
+  // Blocks of d run in parallel, each visiting its part of every outer slice in one contiguous run.
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  const int block = std::max(1, std::min(kColumnBlock, (g.dim + threads - 1) / threads));
+  const int blocks = (g.dim + block - 1) / block;
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int blk = 0; blk < blocks; ++blk) {
-      const int d0 = blk * kColumnBlock;
-      const int nd = std::min(kColumnBlock, g.dim - d0);
-      double acc[kColumnBlock] = {};
-      for (int o = 0; o < g.outer; ++o) {
-        const Dtype* ar = a + static_cast<size_t>(o) * g.dim + d0;
-        if (b) {
-          const Dtype* br = b + static_cast<size_t>(o) * g.dim + d0;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int d0 = blk * block;
+    const int nd = std::min(block, g.dim - d0);
+    double acc[kColumnBlock] = {};
+    for (int o = 0; o < g.outer; ++o) {
+      const size_t slice = (static_cast<size_t>(o) * g.dim + d0) * g.inner;
+      const Dtype* as = a + slice;
+      const Dtype* bs = b ? b + slice : nullptr;
+      if (g.inner == 1) {
+        // One value per d: vectorise along d.
+        if (bs) {
 #pragma omp simd
-          for (int j = 0; j < nd; ++j) acc[j] += ar[j] * br[j];
+          for (int j = 0; j < nd; ++j) acc[j] += as[j] * bs[j];
         } else {
 #pragma omp simd
-          for (int j = 0; j < nd; ++j) acc[j] += ar[j];
+          for (int j = 0; j < nd; ++j) acc[j] += as[j];
+        }
+        continue;
+      }
+      for (int j = 0; j < nd; ++j) {
+        const Dtype* ar = as + static_cast<size_t>(j) * g.inner;
+        if (bs) {
+          const Dtype* br = bs + static_cast<size_t>(j) * g.inner;
+          acc[j] += row_sum<Dtype>(0, g.inner, [=](int i) { return ar[i] * br[i]; });
+        } else {
+          acc[j] += row_sum<Dtype>(0, g.inner, [=](int i) { return ar[i]; });
         }
       }
-      for (int j = 0; j < nd; ++j) out[d0 + j] = static_cast<Dtype>(accumulate ? out[d0 + j] + acc[j] : acc[j]);
     }
-    return;
-  }
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int d = 0; d < g.dim; ++d) {
-    double total = 0;
-    for (int o = 0; o < g.outer; ++o) {
-      const size_t base = (static_cast<size_t>(o) * g.dim + d) * g.inner;
-      const Dtype* ar = a + base;
-      Dtype s = 0;
-      if (b) {
-        const Dtype* br = b + base;
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < g.inner; ++i) s += ar[i] * br[i];
-      } else {
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < g.inner; ++i) s += ar[i];
-      }
-      total += s;
-    }
-    out[d] = static_cast<Dtype>(accumulate ? out[d] + total : total);
+    for (int j = 0; j < nd; ++j) out[d0 + j] = static_cast<Dtype>(accumulate ? out[d0 + j] + acc[j] : acc[j]);
   }
 }
 
