@@ -58,21 +58,13 @@ struct Reference {
 
 TEST(ConvolutionLayer, OutputShape) {
   Blob<float> x({2, 3, 7, 5}), y;
-  ConvOptions o;
-  o.num_output = 4;
-  o.stride = 2;
-  o.pad = 1;
-  ConvolutionLayer<float> layer(ConvParam(o));
+  ConvolutionLayer<float> layer(ConvParam({4, 3, 2, 1, 1, 1, true}));  // stride 2, pad 1
   layer.SetUp({&x}, {&y});
   EXPECT_EQ(y.shape(), (std::vector<int>{2, 4, 4, 3}));  // (7+2-3)/2+1, (5+2-3)/2+1
   EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{4, 3, 3, 3}));
   EXPECT_EQ(layer.blobs()[1]->shape(), (std::vector<int>{4}));
 
-  ConvOptions d;
-  d.dilation = 2;
-  d.group = 3;
-  d.num_output = 6;
-  ConvolutionLayer<float> dilated(ConvParam(d));
+  ConvolutionLayer<float> dilated(ConvParam({6, 3, 1, 0, 2, 3, true}));  // dilation 2, 3 groups
   dilated.SetUp({&x}, {&y});
   EXPECT_EQ(y.shape(), (std::vector<int>{2, 6, 3, 1}));  // extent 5: (7-5)/1+1, (5-5)/1+1
   EXPECT_EQ(dilated.blobs()[0]->shape(), (std::vector<int>{6, 1, 3, 3}));
@@ -136,46 +128,24 @@ void CheckConvGradient(const LayerParameter& param, const std::vector<int>& shap
   checker.CheckGradient(&layer, {&x}, {&y});
 }
 
-TEST(ConvolutionLayer, GradientPadStride) {
-  ConvOptions o;
-  o.num_output = 4;
-  o.stride = 2;
-  o.pad = 1;
-  CheckConvGradient(ConvParam(o), {2, 3, 5, 6});
-}
-
-TEST(ConvolutionLayer, GradientDilation) {
-  ConvOptions o;
-  o.num_output = 2;
-  o.dilation = 2;
-  o.pad = 2;
-  CheckConvGradient(ConvParam(o), {2, 2, 5, 6});
-}
-
-TEST(ConvolutionLayer, GradientGroup) {
-  ConvOptions o;
-  o.num_output = 4;
-  o.group = 2;
-  o.pad = 1;
-  CheckConvGradient(ConvParam(o), {2, 4, 4, 5});
-}
-
-TEST(ConvolutionLayer, GradientNoBias) {
-  ConvOptions o;
-  o.kernel = 2;
-  o.bias = false;
-  CheckConvGradient(ConvParam(o), {2, 2, 4, 4});
-}
-
-TEST(ConvolutionLayer, GradientPointwise) {
-  ConvOptions o;
-  o.kernel = 1;
-  o.group = 2;
-  o.num_output = 4;
-  CheckConvGradient(ConvParam(o), {3, 2, 3, 4});  // small images: gathered into one GEMM
-  o.group = 1;
-  o.num_output = 2;
-  CheckConvGradient(ConvParam(o), {1, 2, 32, 32});  // large enough to multiply the input directly
+TEST(ConvolutionLayer, Gradient) {
+  struct Case {
+    const char* what;
+    ConvOptions o;  // num_output, kernel, stride, pad, dilation, group, bias
+    std::vector<int> shape;
+  };
+  const Case cases[] = {
+      {"pad and stride", {4, 3, 2, 1, 1, 1, true}, {2, 3, 5, 6}},
+      {"dilation", {2, 3, 1, 2, 2, 1, true}, {2, 2, 5, 6}},
+      {"two groups", {4, 3, 1, 1, 1, 2, true}, {2, 4, 4, 5}},
+      {"no bias", {3, 2, 1, 0, 1, 1, false}, {2, 2, 4, 4}},
+      {"1x1, small images gathered into one GEMM", {4, 1, 1, 0, 1, 2, true}, {3, 2, 3, 4}},
+      {"1x1, large enough to multiply the input directly", {2, 1, 1, 0, 1, 1, true}, {1, 2, 32, 32}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    CheckConvGradient(ConvParam(c.o), c.shape);
+  }
 }
 
 TEST(ConvolutionLayer, GradientNonSquare) {
@@ -214,7 +184,7 @@ TEST(ConvolutionLayer, GradientTwoBottomsAndAxis) {
 TEST(ConvolutionLayer, ChunkedBatchMatchesReference) {
   // Images large enough that the column workspace holds only some of them per GEMM (with a short last chunk),
   // checked forward and backward against a direct convolution.
-  const Reference r{6, 8, 96, 96, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1};
+  const Reference r{6, 32, 51, 51, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1};
   LayerParameter p = ConvParam(ConvOptions());
   p.mutable_convolution_param()->set_num_output(r.O);
   p.mutable_convolution_param()->set_group(r.G);
