@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "blob_values.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layers/batch_norm_layer.hpp"
 #include "strata/net.hpp"
@@ -26,45 +27,36 @@ LayerParameter GlobalStatsParam(bool use_global_stats) {
   return p;
 }
 
-void Set(Blob<double>* b, std::vector<double> v) {
-  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
-  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
-}
-
-void ExpectValues(const double* got, std::vector<double> expected, double tol = 1e-12) {
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "element " << i;
-}
-
 // (N, C, S) = (2, 2, 2): channel 0 holds 1, 3 | 5, 7 (mean 4, biased variance 5); channel 1 holds
 // 0, 0 | 2, 2 (mean 1, variance 1).
 TEST(BatchNormLayer, HandWorkedTrainForward) {
   Blob<double> x({2, 2, 1, 2}), y;
-  Set(&x, {1, 3, 0, 0, 5, 7, 2, 2});
+  SetValues(&x, {1, 3, 0, 0, 5, 7, 2, 2});
   BatchNormLayer<double> layer(BnParam(TRAIN, 0.5f, 0.0f));
   layer.SetUp({&x}, {&y});
   layer.Forward({&x}, {&y});
   ASSERT_EQ(y.shape(), x.shape());
   const double s5 = std::sqrt(5.0);
-  ExpectValues(y.cpu_data(), {-3 / s5, -1 / s5, -1, -1, 1 / s5, 3 / s5, 1, 1});
+  ExpectValues(y.cpu_data(), {-3 / s5, -1 / s5, -1, -1, 1 / s5, 3 / s5, 1, 1}, 1e-12);
 }
 
 TEST(BatchNormLayer, RunningStatisticsAfterTwoForwards) {
   Blob<double> x({2, 2, 1, 2}), y;
   BatchNormLayer<double> layer(BnParam(TRAIN, 0.5f));
-  Set(&x, {1, 3, 0, 0, 5, 7, 2, 2});
+  SetValues(&x, {1, 3, 0, 0, 5, 7, 2, 2});
   layer.SetUp({&x}, {&y});
   layer.Forward({&x}, {&y});
   // factor = 0 * 0.5 + 1; mean = 0 + (4, 1); variance = 0 + 4/3 * (5, 1)  (m = 4: unbiased).
   EXPECT_DOUBLE_EQ(layer.blobs()[2]->cpu_data()[0], 1);
-  ExpectValues(layer.blobs()[0]->cpu_data(), {4, 1});
-  ExpectValues(layer.blobs()[1]->cpu_data(), {20.0 / 3, 4.0 / 3});
+  ExpectValues(layer.blobs()[0]->cpu_data(), {4, 1}, 1e-12);
+  ExpectValues(layer.blobs()[1]->cpu_data(), {20.0 / 3, 4.0 / 3}, 1e-12);
 
   // Channel 0: 2, 2 | 2, 2 (mean 2, variance 0); channel 1: 1, -1 | 3, -3 (mean 0, variance 5).
-  Set(&x, {2, 2, 1, -1, 2, 2, 3, -3});
+  SetValues(&x, {2, 2, 1, -1, 2, 2, 3, -3});
   layer.Forward({&x}, {&y});
   EXPECT_DOUBLE_EQ(layer.blobs()[2]->cpu_data()[0], 1.5);
-  ExpectValues(layer.blobs()[0]->cpu_data(), {0.5 * 4 + 2, 0.5 * 1 + 0});
-  ExpectValues(layer.blobs()[1]->cpu_data(), {0.5 * 20 / 3 + 0, 0.5 * 4 / 3 + 4.0 / 3 * 5});
+  ExpectValues(layer.blobs()[0]->cpu_data(), {0.5 * 4 + 2, 0.5 * 1 + 0}, 1e-12);
+  ExpectValues(layer.blobs()[1]->cpu_data(), {0.5 * 20 / 3 + 0, 0.5 * 4 / 3 + 4.0 / 3 * 5}, 1e-12);
   // A constant channel normalises to 0.
   ExpectValues(y.cpu_data(), {0, 0}, 1e-9);
 
@@ -75,17 +67,17 @@ TEST(BatchNormLayer, RunningStatisticsAfterTwoForwards) {
     test_layer.blobs()[i]->CopyFrom(*layer.blobs()[i]);
   }
   Blob<double> x2({1, 2}), y2;
-  Set(&x2, {6, 1});
+  SetValues(&x2, {6, 1});
   test_layer.SetUp({&x2}, {&y2});
   test_layer.Forward({&x2}, {&y2});
-  ExpectValues(y2.cpu_data(), {(6 - 8.0 / 3) / std::sqrt(20.0 / 9), (1 - 1.0 / 3) / std::sqrt(44.0 / 9)});
+  ExpectValues(y2.cpu_data(), {(6 - 8.0 / 3) / std::sqrt(20.0 / 9), (1 - 1.0 / 3) / std::sqrt(44.0 / 9)}, 1e-12);
   // Running statistics do not move under global stats.
   EXPECT_DOUBLE_EQ(test_layer.blobs()[2]->cpu_data()[0], 1.5);
 }
 
 TEST(BatchNormLayer, GlobalStatsDefaultsByPhase) {
   Blob<double> x({2, 3}), y;
-  Set(&x, {1, 2, 3, 4, 5, 6});
+  SetValues(&x, {1, 2, 3, 4, 5, 6});
   // TEST phase: global statistics; with a zero factor, mean and variance read as 0, so y = x / sqrt(eps).
   BatchNormLayer<double> test_layer(BnParam(TEST, 0.999f, 0.25f));
   test_layer.SetUp({&x}, {&y});
@@ -165,9 +157,9 @@ TEST(BatchNormLayer, GradientGlobalStats) {
   FillUniform(&x, -2.0, 2.0);
   BatchNormLayer<double> layer(GlobalStatsParam(true));
   layer.SetUp({&x}, {&y});
-  Set(layer.blobs()[0].get(), {0.4, -1, 2});
-  Set(layer.blobs()[1].get(), {1, 0.5, 3});
-  Set(layer.blobs()[2].get(), {2});
+  SetValues(layer.blobs()[0].get(), {0.4, -1, 2});
+  SetValues(layer.blobs()[1].get(), {1, 0.5, 3});
+  SetValues(layer.blobs()[2].get(), {2});
   GradientChecker<double> checker(1e-4, 1e-6);
   checker.CheckBottomGradients(&layer, {&x}, {&y});
   // The forward pass used mean (0.2, -0.5, 1) and variance (0.5, 0.25, 1.5).
@@ -186,9 +178,9 @@ TEST(BatchNormLayer, InPlaceMatchesOutOfPlace) {
       ref.SetUp({&x}, {&y});
       in_place.SetUp({&x_in_place}, {&x_in_place});
       for (auto* l : {&ref, &in_place}) {
-        Set(l->blobs()[0].get(), std::vector<double>(shape[1], 0.5));
-        Set(l->blobs()[1].get(), std::vector<double>(shape[1], 2.0));
-        Set(l->blobs()[2].get(), {1});
+        SetValues(l->blobs()[0].get(), std::vector<double>(shape[1], 0.5));
+        SetValues(l->blobs()[1].get(), std::vector<double>(shape[1], 2.0));
+        SetValues(l->blobs()[2].get(), {1});
       }
       ref.Forward({&x}, {&y});
       in_place.Forward({&x_in_place}, {&x_in_place});

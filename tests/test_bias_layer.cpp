@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "blob_values.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layers/bias_layer.hpp"
 
@@ -19,26 +20,17 @@ LayerParameter BiasParam(int axis, int num_axes, bool random_filler = true) {
   return p;
 }
 
-void Set(Blob<double>* b, std::vector<double> v) {
-  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
-  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
-}
-
-void ExpectValues(const double* got, std::vector<double> expected) {
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_DOUBLE_EQ(got[i], expected[i]) << "element " << i;
-}
-
 TEST(BiasLayer, HandWorkedLearnedBias) {
   Blob<double> x({2, 3}), y;
-  Set(&x, {1, 2, 3, 4, 5, 6});
+  SetValues(&x, {1, 2, 3, 4, 5, 6});
   BiasLayer<double> layer(BiasParam(1, 1, false));
   layer.SetUp({&x}, {&y});
   ASSERT_EQ(layer.blobs().size(), 1u);
   ExpectValues(layer.blobs()[0]->cpu_data(), {0, 0, 0});  // the default filler: identity
-  Set(layer.blobs()[0].get(), {10, -1, 0.5});
+  SetValues(layer.blobs()[0].get(), {10, -1, 0.5});
   layer.Forward({&x}, {&y});
   ExpectValues(y.cpu_data(), {11, 1, 3.5, 14, 4, 6.5});
-  Set(&y, {0, 0, 0, 0, 0, 0});
+  SetValues(&y, {0, 0, 0, 0, 0, 0});
   for (int i = 0; i < 6; ++i) y.mutable_cpu_diff()[i] = i + 1;
   cpu_set(3, 0.0, layer.blobs()[0]->mutable_cpu_diff());
   for (int pass = 1; pass <= 2; ++pass) {
@@ -52,7 +44,7 @@ TEST(BiasLayer, HandWorkedLearnedBias) {
 TEST(BiasLayer, HandWorkedBiasFromSecondBottom) {
   Blob<double> x({2, 3, 2}), b({2, 3}), y;
   cpu_set(12, 1.0, x.mutable_cpu_data());
-  Set(&b, {1, 2, 3, 4, 5, 6});
+  SetValues(&b, {1, 2, 3, 4, 5, 6});
   BiasLayer<double> layer(BiasParam(0, 1));
   layer.SetUp({&x, &b}, {&y});
   EXPECT_TRUE(layer.blobs().empty());
@@ -91,14 +83,14 @@ TEST(BiasLayer, GradientBiasFromSecondBottom) {
 
 TEST(BiasLayer, InPlace) {
   Blob<double> x({2, 2});
-  Set(&x, {1, 2, 3, 4});
+  SetValues(&x, {1, 2, 3, 4});
   BiasLayer<double> layer(BiasParam(1, 1));
   layer.SetUp({&x}, {&x});
-  Set(layer.blobs()[0].get(), {1, -1});
+  SetValues(layer.blobs()[0].get(), {1, -1});
   cpu_set(2, 0.0, layer.blobs()[0]->mutable_cpu_diff());
   layer.Forward({&x}, {&x});
   ExpectValues(x.cpu_data(), {2, 1, 4, 3});
-  Set(&x, {0, 0, 0, 0});
+  SetValues(&x, {0, 0, 0, 0});
   for (int i = 0; i < 4; ++i) x.mutable_cpu_diff()[i] = i + 1;
   layer.Backward({&x}, {true}, {&x});
   ExpectValues(x.cpu_diff(), {1, 2, 3, 4});

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "blob_values.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layers/concat_layer.hpp"
 
@@ -14,15 +15,10 @@ LayerParameter ConcatParam(int axis) {
   return p;
 }
 
-void Set(Blob<double>* b, std::vector<double> v) {
-  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
-  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
-}
-
 TEST(ConcatLayer, HandWorkedAxis1) {
   Blob<double> a({2, 1, 2}), b({2, 2, 2}), y;
-  Set(&a, {1, 2, 3, 4});
-  Set(&b, {5, 6, 7, 8, 9, 10, 11, 12});
+  SetValues(&a, {1, 2, 3, 4});
+  SetValues(&b, {5, 6, 7, 8, 9, 10, 11, 12});
   ConcatLayer<double> layer(ConcatParam(1));
   layer.SetUp({&a, &b}, {&y});
   layer.Forward({&a, &b}, {&y});
@@ -41,8 +37,8 @@ TEST(ConcatLayer, HandWorkedAxis1) {
 
 TEST(ConcatLayer, HandWorkedAxis0AndNegativeAxis) {
   Blob<double> a({1, 2}), b({2, 2}), y;
-  Set(&a, {1, 2});
-  Set(&b, {3, 4, 5, 6});
+  SetValues(&a, {1, 2});
+  SetValues(&b, {3, 4, 5, 6});
   ConcatLayer<double> layer(ConcatParam(0));
   layer.SetUp({&a, &b}, {&y});
   layer.Forward({&a, &b}, {&y});
@@ -50,7 +46,7 @@ TEST(ConcatLayer, HandWorkedAxis0AndNegativeAxis) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(y.cpu_data()[i], i + 1);
 
   Blob<double> c({2, 1}), z;
-  Set(&c, {7, 8});
+  SetValues(&c, {7, 8});
   ConcatLayer<double> last(ConcatParam(-1));
   last.SetUp({&b, &c}, {&z});
   last.Forward({&b, &c}, {&z});

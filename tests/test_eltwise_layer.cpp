@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "blob_values.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layers/eltwise_layer.hpp"
 
@@ -14,11 +15,6 @@ LayerParameter EltwiseParam(EltwiseParameter::EltwiseOp op, std::vector<float> c
   for (float c : coeffs) p.mutable_eltwise_param()->add_coeff(c);
   p.mutable_eltwise_param()->set_stable_prod_grad(stable);
   return p;
-}
-
-void Set(Blob<double>* b, std::vector<double> v) {
-  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
-  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
 }
 
 // Three bottoms of shape (2, 3, 2) whose values differ by at least 0.07 at every position, so MAX has no
@@ -39,16 +35,16 @@ struct ThreeBottoms {
 
 TEST(EltwiseLayer, HandWorkedSumWithCoeffs) {
   Blob<double> a({3}), b({3}), c({3}), y;
-  Set(&a, {1, 2, 3});
-  Set(&b, {4, 5, 6});
-  Set(&c, {-1, 0, 1});
+  SetValues(&a, {1, 2, 3});
+  SetValues(&b, {4, 5, 6});
+  SetValues(&c, {-1, 0, 1});
   EltwiseLayer<double> layer(EltwiseParam(EltwiseParameter::SUM, {1, -2, 0.5}));
   layer.SetUp({&a, &b, &c}, {&y});
   layer.Forward({&a, &b, &c}, {&y});
   EXPECT_DOUBLE_EQ(y.cpu_data()[0], 1 - 8 - 0.5);
   EXPECT_DOUBLE_EQ(y.cpu_data()[1], 2 - 10 + 0);
   EXPECT_DOUBLE_EQ(y.cpu_data()[2], 3 - 12 + 0.5);
-  Set(&y, {0, 0, 0});
+  SetValues(&y, {0, 0, 0});
   for (int i = 0; i < 3; ++i) y.mutable_cpu_diff()[i] = i + 1;
   layer.Backward({&y}, {true, true, true}, {&a, &b, &c});
   EXPECT_DOUBLE_EQ(a.cpu_diff()[2], 3);
@@ -59,9 +55,9 @@ TEST(EltwiseLayer, HandWorkedSumWithCoeffs) {
 
 TEST(EltwiseLayer, HandWorkedProd) {
   Blob<double> a({3}), b({3}), c({3}), y;
-  Set(&a, {1, 2, 3});
-  Set(&b, {4, 5, 6});
-  Set(&c, {-1, 0.5, 2});
+  SetValues(&a, {1, 2, 3});
+  SetValues(&b, {4, 5, 6});
+  SetValues(&c, {-1, 0.5, 2});
   for (bool stable : {true, false}) {
     EltwiseLayer<double> layer(EltwiseParam(EltwiseParameter::PROD, {}, stable));
     layer.SetUp({&a, &b, &c}, {&y});
@@ -81,15 +77,15 @@ TEST(EltwiseLayer, HandWorkedProd) {
 
 TEST(EltwiseLayer, HandWorkedMaxWithTies) {
   Blob<double> a({4}), b({4}), c({4}), y;
-  Set(&a, {1, 5, 2, 3});
-  Set(&b, {1, 4, 6, 0});
-  Set(&c, {0, 5, 7, 3});
+  SetValues(&a, {1, 5, 2, 3});
+  SetValues(&b, {1, 4, 6, 0});
+  SetValues(&c, {0, 5, 7, 3});
   EltwiseLayer<double> layer(EltwiseParam(EltwiseParameter::MAX));
   layer.SetUp({&a, &b, &c}, {&y});
   layer.Forward({&a, &b, &c}, {&y});
   const double expected[] = {1, 5, 7, 3};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.cpu_data()[i], expected[i]);
-  Set(&y, {0, 0, 0, 0});
+  SetValues(&y, {0, 0, 0, 0});
   for (int i = 0; i < 4; ++i) y.mutable_cpu_diff()[i] = 10 * (i + 1);
   layer.Backward({&y}, {true, true, true}, {&a, &b, &c});
   // A tie between the first two goes to the second; a later bottom wins only when strictly greater.

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "blob_values.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layers/scale_layer.hpp"
 
@@ -25,27 +26,18 @@ LayerParameter ScaleParam(int axis, int num_axes, bool bias, bool default_filler
   return p;
 }
 
-void Set(Blob<double>* b, std::vector<double> v) {
-  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
-  std::copy(v.begin(), v.end(), b->mutable_cpu_data());
-}
-
-void ExpectValues(const double* got, std::vector<double> expected) {
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_DOUBLE_EQ(got[i], expected[i]) << "element " << i;
-}
-
 TEST(ScaleLayer, HandWorkedLearnedScaleAndBias) {
   Blob<double> x({2, 3}), y;
-  Set(&x, {1, 2, 3, 4, 5, 6});
+  SetValues(&x, {1, 2, 3, 4, 5, 6});
   ScaleLayer<double> layer(ScaleParam(1, 1, true));
   layer.SetUp({&x}, {&y});
   ASSERT_EQ(layer.blobs().size(), 2u);
-  Set(layer.blobs()[0].get(), {2, -1, 0.5});
-  Set(layer.blobs()[1].get(), {1, 2, 3});
+  SetValues(layer.blobs()[0].get(), {2, -1, 0.5});
+  SetValues(layer.blobs()[1].get(), {1, 2, 3});
   layer.Forward({&x}, {&y});
   ExpectValues(y.cpu_data(), {3, 0, 4.5, 9, -3, 6});
 
-  Set(&y, {0, 0, 0, 0, 0, 0});  // backward must not read the top's values
+  SetValues(&y, {0, 0, 0, 0, 0, 0});  // backward must not read the top's values
   for (int i = 0; i < 6; ++i) y.mutable_cpu_diff()[i] = i < 3 ? 1 : i - 2;
   for (auto& b : layer.blobs()) cpu_set(b->count(), 0.0, b->mutable_cpu_diff());
   layer.Backward({&y}, {true}, {&x});
@@ -61,7 +53,7 @@ TEST(ScaleLayer, HandWorkedLearnedScaleAndBias) {
 TEST(ScaleLayer, HandWorkedScaleFromSecondBottom) {
   Blob<double> x({2, 3, 2}), s({2, 3}), y;
   for (int i = 0; i < 12; ++i) x.mutable_cpu_data()[i] = i + 1;
-  Set(&s, {1, 2, 3, 4, 5, 6});
+  SetValues(&s, {1, 2, 3, 4, 5, 6});
   ScaleLayer<double> layer(ScaleParam(0, 1, false));  // num_axes is ignored: s covers axes 0 and 1
   layer.SetUp({&x, &s}, {&y});
   EXPECT_TRUE(layer.blobs().empty());
@@ -184,11 +176,11 @@ TEST(ScaleLayer, InPlaceMatchesOutOfPlace) {
 TEST(ScaleLayer, FrozenScaleInPlace) {
   // With the scale frozen (lr_mult 0 in a net) nothing needs the input: backward still gives dx = dy * s.
   Blob<double> x({2, 2}), dy({2, 2});
-  Set(&x, {1, 2, 3, 4});
+  SetValues(&x, {1, 2, 3, 4});
   ScaleLayer<double> layer(ScaleParam(1, 1, false));
   layer.SetUp({&x}, {&x});
   layer.set_param_propagate_down(0, false);
-  Set(layer.blobs()[0].get(), {3, -2});
+  SetValues(layer.blobs()[0].get(), {3, -2});
   cpu_set(2, 7.0, layer.blobs()[0]->mutable_cpu_diff());
   layer.Forward({&x}, {&x});
   ExpectValues(x.cpu_data(), {3, -4, 9, -8});
