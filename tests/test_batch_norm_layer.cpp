@@ -248,6 +248,29 @@ TEST(BatchNormLayer, LargeBlobsMatchPlainComputation) {
   CheckAgainstPlain({7});         // one channel
 }
 
+TEST(BatchNormLayer, FloatStatisticsOfAnOffsetInput) {
+  // A mean far from 0 next to a unit spread: sum(x^2) - sum(x)^2 in float would lose the variance.
+  Blob<float> x({8, 2, 16, 16}), y;
+  FillUniform(&x, -1.0f, 1.0f);
+  for (int i = 0; i < x.count(); ++i) x.mutable_cpu_data()[i] += 1000.0f;
+  BatchNormLayer<float> layer(BnParam(TRAIN, 0.999f, 0.0f));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  const int per_channel = 8 * 16 * 16;
+  for (int c = 0; c < 2; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int n = 0; n < 8; ++n) {
+      for (int s = 0; s < 256; ++s) {
+        const double v = y.cpu_data()[(n * 2 + c) * 256 + s];
+        sum += v;
+        sum_sq += v * v;
+      }
+    }
+    EXPECT_NEAR(sum / per_channel, 0, 1e-4) << "channel " << c;
+    EXPECT_NEAR(sum_sq / per_channel, 1, 1e-3) << "channel " << c;
+  }
+}
+
 // The ResNet pattern in a real net: BatchNorm and Scale in place on one blob. The net must see the statistics
 // as unlearned (lr_mult 0, no weight decay) and the parameter gradients must match finite differences of the
 // net's loss, sum(scale(bn(pre(data))) * data).
