@@ -14,7 +14,8 @@ namespace strata {
 // supported.
 //
 // The loops run over kernel offsets outermost and output columns innermost, so the inner loop is a contiguous
-// (or strided) sweep the compiler vectorises, rather than a small window per output.
+// (or strided) sweep the compiler vectorises, rather than a small window per output; MAX is separable (down
+// the window's columns, then across them).
 template <typename Dtype>
 class PoolingLayer : public Layer<Dtype> {
  public:
@@ -51,6 +52,9 @@ class PoolingLayer : public Layer<Dtype> {
   Blob<Dtype> mask_;
   // AVE: for each output, the window size Caffe divides by (clipped to the padded image), planar.
   std::vector<Dtype> divisor_;
+  // MAX: per OpenMP thread, one input row of column maxima and their indices.
+  Blob<Dtype> row_buffers_;
+  int thread_slots_ = 1;
 };
 
 }  // namespace strata

@@ -1,5 +1,7 @@
 #include "strata/layers/pooling_layer.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -40,12 +42,16 @@ inline void ColumnSpan(const Window& w, int j, int* lo, int* hi) {
   *hi = std::max(std::min(end > 0 ? (end + s - 1) / s : 0, w.pooled_w), *lo);
 }
 
-// Max over each window of one plane; visits window pixels in row-major order and keeps the first maximum, as
-// Caffe does. Empty windows (possible without padding when stride > kernel) give -FLT_MAX and index -1. The
-// argmax is an int so that the compare-and-select loop vectorises.
+// Max over each window of one plane, with Caffe's argmax: the first maximum in row-major order, i.e. the
+// smallest index among equal maxima. Separable: for each output row, the max down each input column of the
+// window rows (contiguous, vectorised), then across the window columns, both as compare-and-select loops over
+// int indices so they vectorise. Empty windows (possible without padding when stride > kernel) give -FLT_MAX
+// and index -1. `col_max`/`col_arg` hold one input row.
 template <typename Dtype, typename Window>
-void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask) {
+void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask, Dtype* col_max, int* col_arg) {
   const int PW = w.pooled_w, W = w.width, stride = w.stride_w;
+  Dtype* __restrict cm = col_max;
+  int* __restrict ca = col_arg;
   for (int ph = 0; ph < w.pooled_h; ++ph) {
     Dtype* __restrict yr = y + ph * PW;
     int* __restrict mr = mask + ph * PW;
@@ -53,19 +59,30 @@ void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask) {
     std::fill(mr, mr + PW, -1);
     int h0, h1;
     RowSpan(w, ph, &h0, &h1);
-    for (int ih = h0; ih < h1; ++ih) {
+    if (h0 >= h1) continue;
+    // Down the columns: strict > keeps the first (smallest) row of equal maxima.
+    std::copy(x + h0 * W, x + h0 * W + W, cm);
+    for (int iw = 0; iw < W; ++iw) ca[iw] = h0 * W + iw;
+    for (int ih = h0 + 1; ih < h1; ++ih) {
       const Dtype* __restrict xr = x + ih * W;
-      for (int j = 0; j < w.kernel_w; ++j) {
-        int lo, hi;
-        ColumnSpan(w, j, &lo, &hi);
-        const int off = j - w.pad_w, base = ih * W + off;
-        for (int pw = lo; pw < hi; ++pw) {
-          const int iw = pw * stride;
-          const Dtype v = xr[iw + off];
-          const bool larger = v > yr[pw];
-          yr[pw] = larger ? v : yr[pw];
-          mr[pw] = larger ? base + iw : mr[pw];
-        }
+      const int base = ih * W;
+      for (int iw = 0; iw < W; ++iw) {
+        const bool larger = xr[iw] > cm[iw];
+        cm[iw] = larger ? xr[iw] : cm[iw];
+        ca[iw] = larger ? base + iw : ca[iw];
+      }
+    }
+    // Across the window columns: of equal maxima, the smaller index (an earlier row) wins.
+    for (int j = 0; j < w.kernel_w; ++j) {
+      int lo, hi;
+      ColumnSpan(w, j, &lo, &hi);
+      const int off = j - w.pad_w;
+      for (int pw = lo; pw < hi; ++pw) {
+        const Dtype v = cm[pw * stride + off];
+        const int at = ca[pw * stride + off];
+        const bool better = v > yr[pw] || (v == yr[pw] && at < mr[pw]);
+        yr[pw] = better ? v : yr[pw];
+        mr[pw] = better ? at : mr[pw];
       }
     }
   }
@@ -155,6 +172,7 @@ void PoolingLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) 
         << ", " << win_.kernel_w << ")";
   }
   mask_.set_memory_category(MemoryCategory::kActivation);
+  row_buffers_.set_memory_category(MemoryCategory::kWorkspace);
 }
 
 template <typename Dtype>
@@ -178,7 +196,11 @@ void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   const std::vector<int> top_shape{bottom[0]->num(), bottom[0]->channels(), w.pooled_h, w.pooled_w};
   top[0]->Reshape(top_shape);
   if (top.size() > 1) top[1]->Reshape(top_shape);
-  if (max_) mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
+  if (max_) {
+    mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
+    thread_slots_ = std::max(1, omp_get_max_threads());
+    row_buffers_.Reshape({2 * thread_slots_ * w.width});
+  }
   if (!max_) {
     // Caffe's divisor: the window clipped to the padded image [-pad, size + pad). An empty window (possible
     // only without padding when the stride exceeds the kernel) divides by 1 rather than 0.
@@ -206,8 +228,9 @@ void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_cpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
   const Dtype* divisor = divisor_.data();
+  Dtype* rows = max_ ? row_buffers_.mutable_cpu_data() : nullptr;
   const bool parallel = planes * in_plane >= kParallelMin;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(static) num_threads(thread_slots_) if (parallel)
   for (int c = 0; c < planes; ++c) {
     const Dtype* xc = x + c * in_plane;
     if (global_ && max_) {  // one window over the whole contiguous plane
@@ -226,7 +249,9 @@ void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
       for (long i = 0; i < in_plane; ++i) sum += xc[i];
       y[c] = sum / divisor[0];
     } else if (max_) {
-      MaxPlane(xc, w, y + c * out_plane, mask + c * out_plane);
+      // This thread's row of column maxima and, in the same number of Dtype slots, their int indices.
+      Dtype* col_max = rows + 2L * omp_get_thread_num() * w.width;
+      MaxPlane(xc, w, y + c * out_plane, mask + c * out_plane, col_max, reinterpret_cast<int*>(col_max + w.width));
     } else {
       AvePlane(xc, w, divisor, y + c * out_plane);
     }
