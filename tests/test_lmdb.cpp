@@ -85,6 +85,12 @@ TEST(Lmdb, BadDatabasesAreErrorsNamingThePath) {
   testing_data::WriteFile(db + "/data.mdb", junk);
   ExpectErrorContaining([&] { LmdbReader r(db); }, {db});
 
+  // A data file cut short (a copy that did not finish) would be a SIGBUS when read.
+  const std::string cut = dir / "cut";
+  testing_data::WriteDatumDb(cut, testing_data::IndexDatums(2000));
+  std::filesystem::resize_file(cut + "/data.mdb", std::filesystem::file_size(cut + "/data.mdb") / 2);
+  ExpectErrorContaining([&] { LmdbReader r(cut); }, {cut, "truncated"});
+
   testing_data::WriteFile(dir / "plain_file", "not a database at all");
   ExpectErrorContaining([&] { LmdbReader r(dir / "plain_file"); }, {dir / "plain_file"});
 

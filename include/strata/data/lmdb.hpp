@@ -43,6 +43,8 @@ class LmdbReader {
   MDB_env* env_ = nullptr;
   unsigned int dbi_ = 0;
   uint64_t size_ = 0;
+  const char* map_begin_ = nullptr;  // the data file's bytes in memory
+  const char* map_end_ = nullptr;
 };
 
 // Walks the records in key order and wraps around to the first after the last. The key and value views
@@ -72,7 +74,8 @@ class LmdbCursor {
 
  private:
   friend class LmdbReader;
-  LmdbCursor(const std::string& path, MDB_env* env, unsigned int dbi, uint64_t size);
+  LmdbCursor(const std::string& path, MDB_env* env, unsigned int dbi, uint64_t size, const char* map_begin,
+             const char* map_end);
   void Get(int op);
 
   std::string path_;
@@ -80,6 +83,8 @@ class LmdbCursor {
   MDB_cursor* cursor_ = nullptr;
   uint64_t size_ = 0;
   uint64_t index_ = 0;
+  const char* map_begin_;
+  const char* map_end_;
   std::string_view key_;
   std::string_view value_;
 };

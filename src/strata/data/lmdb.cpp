@@ -2,9 +2,15 @@
 
 #include <lmdb.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
 #include "strata/common.hpp"
 
@@ -13,6 +19,35 @@ namespace strata {
 namespace {
 
 std::string mdb_message(int rc) { return mdb_strerror(rc); }
+
+// LMDB checks some page invariants with assertions and aborts the process when one fails, which a damaged
+// file can trigger. Its assert hook runs first: throwing from there unwinds through LMDB's frames (they
+// carry unwind tables on x86-64), so the damage becomes an Error; the read-only transaction is then only
+// aborted, never used again.
+void ThrowOnAssert(MDB_env* env, const char* message) {
+  const char* path = static_cast<const char*>(mdb_env_get_userctx(env));
+  throw Error("LMDB '" + std::string(path ? path : "?") + "' is corrupt (" + message + ")");
+}
+
+// Where the file `st` names is mapped into this process, from /proc/self/maps: the start addresses.
+std::vector<uintptr_t> MappingsOf(const struct stat& st) {
+  std::vector<uintptr_t> starts;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long begin = 0, end = 0, offset = 0, inode = 0;
+    unsigned int dev_major = 0, dev_minor = 0;
+    char perms[8];
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu", &begin, &end, perms, &offset, &dev_major,
+                    &dev_minor, &inode) != 7) {
+      continue;
+    }
+    if (offset == 0 && inode == st.st_ino && dev_major == major(st.st_dev) && dev_minor == minor(st.st_dev)) {
+      starts.push_back(static_cast<uintptr_t>(begin));
+    }
+  }
+  return starts;
+}
 
 }  // namespace
 
@@ -24,17 +59,29 @@ LmdbReader::LmdbReader(const std::string& path) : path_(path) {
   STRATA_REQUIRE(::stat(path.c_str(), &st) == 0)
       << "cannot open LMDB '" << path << "': " << std::strerror(errno);
   unsigned int flags = MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS;
+  std::string data_file = path + "/data.mdb";
   if (S_ISDIR(st.st_mode)) {
-    struct stat data_st;
-    STRATA_REQUIRE(::stat((path + "/data.mdb").c_str(), &data_st) == 0)
+    STRATA_REQUIRE(::stat(data_file.c_str(), &st) == 0)
         << "'" << path << "' is not an LMDB (the directory has no data.mdb)";
   } else {
     flags |= MDB_NOSUBDIR;  // the path names the data file itself
+    data_file = path;
   }
+  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
 
   int rc = mdb_env_create(&env_);
   STRATA_REQUIRE(rc == MDB_SUCCESS) << "cannot open LMDB '" << path << "': " << mdb_message(rc);
+  mdb_env_set_userctx(env_, const_cast<char*>(path_.c_str()));
+  mdb_env_set_assert(env_, ThrowOnAssert);
+  // Closes the environment before throwing, so a failed open leaks nothing.
+  auto fail = [&](const std::string& message) {
+    mdb_env_close(env_);
+    env_ = nullptr;
+    throw Error(message);
+  };
   MDB_txn* txn = nullptr;
+  // The mapping LMDB is about to make is the one that was not there before (LMDB does not tell where).
+  const std::vector<uintptr_t> mapped_before = MappingsOf(st);
   rc = mdb_env_open(env_, path.c_str(), flags, 0664);
   if (rc == MDB_SUCCESS) rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
   if (rc == MDB_SUCCESS) rc = mdb_dbi_open(txn, nullptr, 0, &dbi_);
@@ -46,16 +93,28 @@ LmdbReader::LmdbReader(const std::string& path) : path_(path) {
   } else if (txn) {
     mdb_txn_abort(txn);
   }
-  if (rc != MDB_SUCCESS) {
-    mdb_env_close(env_);
-    env_ = nullptr;
-    STRATA_FAIL() << "cannot open LMDB '" << path << "': " << mdb_message(rc);
-  }
+  if (rc != MDB_SUCCESS) fail("cannot open LMDB '" + path + "': " + mdb_message(rc));
   size_ = db_stat.ms_entries;
-  if (size_ == 0) {
-    mdb_env_close(env_);
-    env_ = nullptr;
-    STRATA_FAIL() << "LMDB '" << path << "' holds no records";
+  if (size_ == 0) fail("LMDB '" + path + "' holds no records");
+
+  // A truncated data file would be a SIGBUS at the first touch of a missing page: refuse it here.
+  MDB_envinfo info;
+  MDB_stat env_stat;
+  if (mdb_env_info(env_, &info) == MDB_SUCCESS && mdb_env_stat(env_, &env_stat) == MDB_SUCCESS) {
+    const uint64_t needed = (static_cast<uint64_t>(info.me_last_pgno) + 1) * env_stat.ms_psize;
+    if (needed > file_bytes) {
+      fail("LMDB '" + path + "' is truncated: its data file holds " + std::to_string(file_bytes) +
+           " bytes but the database needs " + std::to_string(needed));
+    }
+  }
+  // Remember where the file's bytes lie in memory, so that a corrupt record pointing elsewhere is an Error.
+  std::vector<uintptr_t> ours;
+  for (uintptr_t start : MappingsOf(st)) {
+    if (std::find(mapped_before.begin(), mapped_before.end(), start) == mapped_before.end()) ours.push_back(start);
+  }
+  if (ours.size() == 1) {
+    map_begin_ = reinterpret_cast<const char*>(ours[0]);
+    map_end_ = map_begin_ + file_bytes;
   }
 }
 
@@ -64,14 +123,15 @@ LmdbReader::~LmdbReader() {
 }
 
 std::unique_ptr<LmdbCursor> LmdbReader::NewCursor() const {
-  return std::unique_ptr<LmdbCursor>(new LmdbCursor(path_, env_, dbi_, size_));
+  return std::unique_ptr<LmdbCursor>(new LmdbCursor(path_, env_, dbi_, size_, map_begin_, map_end_));
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Cursor
 
-LmdbCursor::LmdbCursor(const std::string& path, MDB_env* env, unsigned int dbi, uint64_t size)
-    : path_(path), size_(size) {
+LmdbCursor::LmdbCursor(const std::string& path, MDB_env* env, unsigned int dbi, uint64_t size,
+                       const char* map_begin, const char* map_end)
+    : path_(path), size_(size), map_begin_(map_begin), map_end_(map_end) {
   int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_);
   STRATA_REQUIRE(rc == MDB_SUCCESS) << "LMDB '" << path_ << "': cannot begin a read transaction: "
                                     << mdb_message(rc);
@@ -99,6 +159,15 @@ void LmdbCursor::Get(int op) {
                                     << mdb_message(rc);
   key_ = std::string_view(static_cast<const char*>(k.mv_data), k.mv_size);
   value_ = std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+  // Records live in the mapped file; a pointer outside the file's bytes means a corrupt page, and touching
+  // it could crash.
+  if (map_begin_) {
+    auto inside = [&](std::string_view s) {
+      return s.data() >= map_begin_ && s.data() <= map_end_ && s.size() <= static_cast<size_t>(map_end_ - s.data());
+    };
+    STRATA_REQUIRE(inside(key_) && inside(value_))
+        << "LMDB '" << path_ << "' is corrupt: record " << index_ << " points outside the data file";
+  }
 }
 
 void LmdbCursor::SeekToFirst() {
