@@ -42,7 +42,9 @@ void col2im_cpu(const Dtype* data_col, const ConvGeometry& g, Dtype* data_im, in
 
 // `num` consecutive images (each channels x height x width) unfolded side by side into one matrix of
 // col_rows() x (num * out_h*out_w): image n's columns start at column n * out_h*out_w. Parallel over images and
-// channels (OpenMP).
+// channels (OpenMP) when an OpenMP region between GEMMs is cheap: OpenBLAS built on OpenMP, or
+// OMP_WAIT_POLICY=passive (or a small GOMP_SPINCOUNT) in the environment; serial otherwise, since libgomp's
+// default spin-waiting worker would hold up the next GEMM's OpenBLAS thread for milliseconds.
 template <typename Dtype>
 void im2col_batch_cpu(const Dtype* data_im, const ConvGeometry& g, int num, Dtype* data_col);
 

@@ -9,10 +9,11 @@ namespace strata {
 // of num_output; pad, stride, dilation and groups per Caffe's convolution_param. Each bottom gets its own top,
 // all through the same weights.
 //
-// Instead of one GEMM per image, several images are unfolded side by side (im2col, parallel over images and
-// channels) into one column matrix, as many as fit in the shared column workspace, and each group is one GEMM
-// over all of them; the result is scattered back to N x C x H x W with the bias added on the way. A 1x1,
-// stride-1, unpadded convolution over a large enough image multiplies the input directly, with no unfolding.
+// Where one image's output is small, several images are unfolded side by side (im2col) into one column matrix
+// in the shared column workspace, enough for a GEMM of a few hundred columns while the matrix stays cache-sized,
+// and each group is one GEMM over all of them; the result is scattered back to N x C x H x W with the bias
+// added on the way. Larger images take one GEMM each, written straight into the top. A 1x1, stride-1, unpadded
+// convolution over large enough images multiplies the input directly, with no unfolding.
 template <typename Dtype>
 class ConvolutionLayer : public Layer<Dtype> {
  public:

@@ -9,14 +9,14 @@ namespace strata {
 
 namespace {
 
-// The column workspace one chunk of images may use (columns plus the GEMM output). Past a few thousand columns
-// a GEMM gains nothing from more, and a buffer this size stays near the caches.
-constexpr long kColumnBytes = 16L << 20;
-// A 1x1 convolution multiplies the input image in place when each image has at least this many pixels; below
-// it, gathering several images into one GEMM pays for the copy (OpenBLAS packs the weights once per call).
-constexpr int kDirectMinPixels = 1024;
-// Below this many elements an OpenMP fork costs more than the loop.
-constexpr long kParallelMin = 1 << 15;
+// How many images one GEMM covers. A GEMM of fewer than ~200 columns is dominated by OpenBLAS packing the
+// weights, so images with small outputs (7x7, 8x8) are unfolded side by side until there are that many columns.
+// Wider GEMMs gain nothing measurable, while a column matrix that spills out of the caches costs more (im2col
+// writes it, the GEMM packs it back), so larger images take one GEMM each and a chunk never outgrows
+// kColumnBytes. A 1x1 stride-1 unpadded convolution whose images give enough columns on their own multiplies
+// the input directly.
+constexpr int kMinColumns = 192;
+constexpr long kColumnBytes = 4L << 20;
 
 // Reads one per-axis setting with Caffe's rules: either the repeated field (empty: `fallback`; one value: both
 // axes; two: h then w) or the _h/_w pair, never both.
@@ -35,11 +35,11 @@ void ReadPair(const google::protobuf::RepeatedField<uint32_t>& values, bool has_
   *out_w = values.empty() ? fallback : static_cast<int>(values.Get(values.size() - 1));
 }
 
-// y (count x M x P) = out (M x count*P, image n at columns n*P) + bias[m] (bias may be null).
+// y (count x M x P) = out (M x count*P, image n at columns n*P) + bias[m] (bias may be null). Serial: a
+// chunk is cache-sized, and an OpenMP region beside BLAS calls costs more than it saves (see im2col.hpp).
 template <typename Dtype>
 void ScatterImages(const Dtype* out, int count, int M, int P, const Dtype* bias, Dtype* y) {
   const long N = static_cast<long>(count) * P;
-#pragma omp parallel for collapse(2) schedule(static) if (M * N >= kParallelMin)
   for (int n = 0; n < count; ++n) {
     for (int m = 0; m < M; ++m) {
       const Dtype* src = out + m * N + static_cast<long>(n) * P;
@@ -54,7 +54,6 @@ void ScatterImages(const Dtype* out, int count, int M, int P, const Dtype* bias,
 template <typename Dtype>
 void GatherImages(const Dtype* dy, int count, int M, int P, Dtype* out) {
   const long N = static_cast<long>(count) * P;
-#pragma omp parallel for collapse(2) schedule(static) if (M * N >= kParallelMin)
   for (int n = 0; n < count; ++n) {
     for (int m = 0; m < M; ++m) {
       std::copy_n(dy + (static_cast<long>(n) * M + m) * P, P, out + m * N + static_cast<long>(n) * P);
@@ -147,13 +146,10 @@ void ConvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top)
   top_shape.insert(top_shape.end(), {num_output_, geom_.out_h(), geom_.out_w()});
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
 
-  direct_ = geom_.is_pointwise() && out_count_ >= kDirectMinPixels;
-  if (direct_) {
-    chunk_ = 1;
-  } else {
-    const long per_image = (static_cast<long>(geom_.col_rows()) + num_output_) * out_count_ * sizeof(Dtype);
-    chunk_ = static_cast<int>(std::max(1L, std::min<long>(kColumnBytes / per_image, num_)));
-  }
+  const long per_image = (static_cast<long>(geom_.col_rows()) + num_output_) * out_count_ * sizeof(Dtype);
+  const long wanted = (kMinColumns + out_count_ - 1) / out_count_;
+  chunk_ = static_cast<int>(std::max(1L, std::min({wanted, kColumnBytes / per_image, static_cast<long>(num_)})));
+  direct_ = geom_.is_pointwise() && wanted == 1;
   const int ones = std::max(1, chunk_ * out_count_);
   if (bias_multiplier_.count() != ones) {
     bias_multiplier_.set_memory_category(MemoryCategory::kWorkspace);
