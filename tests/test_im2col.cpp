@@ -98,5 +98,28 @@ TEST(Im2col, SingleImageWithRowStride) {
   for (int i = 0; i < 9; ++i) EXPECT_EQ(back[i], x[i] * counts[i]);
 }
 
+TEST(Im2col, BatchMatchesOneImageAtATime) {
+  // Large enough for the OpenMP path (taken when OpenMP may run beside BLAS, e.g. OMP_WAIT_POLICY=passive).
+  ConvGeometry g;
+  g.channels = 16;
+  g.height = 20;
+  g.width = 19;
+  g.kernel_h = g.kernel_w = 3;
+  g.pad_h = g.pad_w = 1;
+  g.stride_w = 2;
+  const int num = 4, P = g.out_count(), image = g.channels * g.height * g.width;
+  std::vector<float> x(num * image), batch(g.col_rows() * num * P), single(batch.size());
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : x) v = u(rng);
+  im2col_batch_cpu(x.data(), g, num, batch.data());
+  for (int n = 0; n < num; ++n) im2col_cpu(x.data() + n * image, g, single.data() + n * P, num * P);
+  EXPECT_EQ(batch, single);
+  std::vector<float> back_batch(x.size()), back_single(x.size());
+  col2im_batch_cpu(batch.data(), g, num, back_batch.data());
+  for (int n = 0; n < num; ++n) col2im_cpu(batch.data() + n * P, g, back_single.data() + n * image, num * P);
+  EXPECT_EQ(back_batch, back_single);
+}
+
 }  // namespace
 }  // namespace strata
