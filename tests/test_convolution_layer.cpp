@@ -3,6 +3,7 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -252,10 +253,24 @@ TEST(ConvolutionLayer, BackwardAccumulatesParamsAndHonoursFlags) {
   EXPECT_DOUBLE_EQ(x.cpu_diff()[0], 7.0);
 }
 
-TEST(ConvolutionLayer, RegisteredAsConvolution) {
-  LayerParameter p = ConvParam(ConvOptions());
+TEST(ConvolutionLayer, CaffePrototxt) {
+  // AlexNet's conv2, as Caffe writes it.
+  LayerParameter p;
+  ReadProtoFromTextString(R"(
+    name: "conv2" type: "Convolution" bottom: "norm1" top: "conv2"
+    param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+    convolution_param {
+      num_output: 256 pad: 2 kernel_size: 5 group: 2
+      weight_filler { type: "gaussian" std: 0.01 }
+      bias_filler { type: "constant" value: 0.1 }
+    })", &p);
   auto layer = LayerRegistry<float>::CreateLayer(p);
   EXPECT_STREQ(layer->type(), "Convolution");
+  Blob<float> x({1, 96, 27, 27}), y;
+  layer->SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{1, 256, 27, 27}));
+  EXPECT_EQ(layer->blobs()[0]->shape(), (std::vector<int>{256, 48, 5, 5}));
+  EXPECT_FLOAT_EQ(layer->blobs()[1]->cpu_data()[0], 0.1f);
 }
 
 TEST(ConvolutionLayer, BadParametersAreErrors) {

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "gradient_checker.hpp"
+#include "strata/layer_factory.hpp"
 #include "strata/layers/lrn_layer.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -104,6 +106,21 @@ TEST(LRNLayer, LargeInputMatchesDirectSums) {
                   << within << " " << n << " " << c << " " << h << " " << w;
     }
   }
+}
+
+TEST(LRNLayer, CaffePrototxt) {
+  LayerParameter p;  // AlexNet's norm1
+  ReadProtoFromTextString(R"(
+    name: "norm1" type: "LRN" bottom: "conv1" top: "norm1"
+    lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 })", &p);
+  auto layer = LayerRegistry<double>::CreateLayer(p);
+  EXPECT_STREQ(layer->type(), "LRN");
+  Blob<double> x({1, 5, 1, 1}), y;
+  for (int c = 0; c < 5; ++c) x.mutable_cpu_data()[c] = 10;
+  layer->SetUp({&x}, {&y});
+  layer->Forward({&x}, {&y});
+  // The middle channel sees all five: scale = 1 + 0.0001/5 * 500 = 1.01 (alpha as the float proto holds it).
+  EXPECT_NEAR(y.cpu_data()[2], 10 * std::pow(1 + double(0.0001f) / 5 * 500, -0.75), 1e-12);
 }
 
 TEST(LRNLayer, BadParametersAreErrors) {

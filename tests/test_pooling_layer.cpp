@@ -5,7 +5,9 @@
 #include <random>
 
 #include "gradient_checker.hpp"
+#include "strata/layer_factory.hpp"
 #include "strata/layers/pooling_layer.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -213,6 +215,18 @@ TEST(PoolingLayer, LargeInputMatchesSmallPlanes) {
       for (int i = 0; i < y1.count(); ++i) ASSERT_EQ(y.cpu_data()[c * y1.count() + i], y1.cpu_data()[i]);
     }
   }
+}
+
+TEST(PoolingLayer, CaffePrototxt) {
+  LayerParameter p;  // AlexNet's pool1
+  ReadProtoFromTextString(R"(
+    name: "pool1" type: "Pooling" bottom: "norm1" top: "pool1"
+    pooling_param { pool: MAX kernel_size: 3 stride: 2 })", &p);
+  auto layer = LayerRegistry<float>::CreateLayer(p);
+  EXPECT_STREQ(layer->type(), "Pooling");
+  Blob<float> x({1, 96, 55, 55}), y;
+  layer->SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{1, 96, 27, 27}));
 }
 
 TEST(PoolingLayer, BadParametersAreErrors) {
