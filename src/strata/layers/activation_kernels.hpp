@@ -7,9 +7,13 @@
 // keeps libm.
 #pragma once
 
+#include <cblas.h>
+#include <strings.h>
+
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace strata {
@@ -17,6 +21,25 @@ namespace act {
 
 // Below this many elements a loop runs on one thread: starting the team would cost more than it saves.
 constexpr long long kParallelMin = 1 << 15;
+
+// Whether an OpenMP region is cheap next to OpenBLAS. With the pthreads build of OpenBLAS and libgomp's default
+// wait policy, the OpenMP worker spins for milliseconds after each region on the core that the next GEMM's
+// OpenBLAS thread needs: a conv-sized GEMM followed by a parallel in-place ReLU ran twice as slow as with a
+// serial one (2 cores). Cheap when OpenBLAS runs on OpenMP itself, or when idle OpenMP threads sleep at once
+// (OMP_WAIT_POLICY=passive or a small GOMP_SPINCOUNT). The same rule as im2col's.
+inline bool omp_beside_blas_is_cheap() {
+  static const bool cheap = [] {
+    if (openblas_get_parallel() == 2) return true;
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    if (policy != nullptr && strcasecmp(policy, "passive") == 0) return true;
+    const char* spin_count = std::getenv("GOMP_SPINCOUNT");
+    return spin_count != nullptr && std::atol(spin_count) <= 10000;
+  }();
+  return cheap;
+}
+
+// Whether a loop over `work` elements should run on several threads.
+inline bool use_threads(long long work) { return work >= kParallelMin && omp_beside_blas_is_cheap(); }
 
 inline float mul_add(float a, float b, float c) {
 #ifdef __FMA__
@@ -96,14 +119,14 @@ inline double tanh(double x) { return std::tanh(x); }
 // y[i] = f(x[i]), on several threads when n is large. y may be x (each i reads before it writes).
 template <typename Dtype, typename F>
 inline void map(int n, const Dtype* x, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
 // y[i] = f(a[i], b[i]); y may be a or b.
 template <typename Dtype, typename F>
 inline void map(int n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+#pragma omp parallel for simd schedule(static) if (use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 

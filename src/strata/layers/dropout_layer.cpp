@@ -58,7 +58,7 @@ void DropoutLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const uint64_t seed = Strata::draw_seed();
   const uint64_t keep_below = keep_below_;
   const int pairs = mask_bytes(n) / 2;
-  const bool parallel = n >= act::kParallelMin;
+  const bool parallel = act::use_threads(n);
 #pragma omp parallel for simd schedule(static) if (parallel)
   for (int j = 0; j < pairs; ++j) {
     const uint64_t z = splitmix64(seed + static_cast<uint64_t>(j + 1) * 0x9E3779B97F4A7C15ull);
@@ -83,7 +83,7 @@ void DropoutLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   }
   const uint8_t* mask = reinterpret_cast<const uint8_t*>(mask_.cpu_data());
   const Dtype scale = scale_;
-#pragma omp parallel for simd schedule(static) if (n >= act::kParallelMin)
+#pragma omp parallel for simd schedule(static) if (act::use_threads(n))
   for (int i = 0; i < n; ++i) dx[i] = dy[i] * (Dtype(mask[i]) * scale);
 }
 

@@ -17,7 +17,7 @@ constexpr int kTile = 256;
 // tile of up to kTile strided fibres otherwise. Blocks are spread over threads when the blob is large.
 template <typename F>
 void for_each_block(int outer, int channels, int inner, F f) {
-  const bool parallel = static_cast<long long>(outer) * channels * inner >= act::kParallelMin;
+  const bool parallel = act::use_threads(static_cast<long long>(outer) * channels * inner);
   const int tiles = (inner + kTile - 1) / kTile;
   const long long blocks = static_cast<long long>(outer) * tiles;
 #pragma omp parallel for schedule(static) if (parallel)

@@ -87,7 +87,7 @@ void SoftmaxWithLossLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobV
   long long valid = 0;
   long long first_bad = LLONG_MAX;  // a label cannot be reported from inside the parallel loop
 #pragma omp parallel for schedule(static) reduction(+ : loss, valid) reduction(min : first_bad) \
-    if (positions * C >= act::kParallelMin)
+    if (act::use_threads(positions * C))
   for (long long k = 0; k < positions; ++k) {
     const int l = act::class_of(labels[k], C, has_ignore, ignore);
     if (l == act::kIgnoredLabel) continue;
@@ -118,7 +118,7 @@ void SoftmaxWithLossLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::ve
   const bool has_ignore = has_ignore_label_;
   const int ignore = ignore_label_;
   const long long positions = static_cast<long long>(outer_) * inner;
-  const bool parallel = positions * C >= act::kParallelMin;
+  const bool parallel = act::use_threads(positions * C);
   long long valid = 0;
 #pragma omp parallel for schedule(static) reduction(+ : valid) if (parallel)
   for (long long k = 0; k < positions; ++k) valid += act::class_of(labels[k], C, has_ignore, ignore) >= 0;
