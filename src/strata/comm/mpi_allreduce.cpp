@@ -39,9 +39,14 @@ MpiAllreduce::MpiAllreduce(MPI_Comm comm, int openmpi_algorithm, size_t openmpi_
   CHECK(algorithm_ >= 0 && algorithm_ <= 6) << "Open MPI allreduce algorithms are 1..6";
   if (algorithm_ == 0) return;
 #ifdef OPEN_MPI
-  int provided = 0;
-  STRATA_REQUIRE(MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS)
-      << "MPI_T_init_thread failed; cannot force an Open MPI algorithm";
+  // MPI_T stays initialised for the rest of the process: each MPI_T_init_thread that finds it finalised
+  // re-reads every MCA variable (about 0.2 s here), and a training run builds one instance per
+  // communication thread.
+  static const bool mpi_t_ready = [] {
+    int provided = 0;
+    return MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS;
+  }();
+  STRATA_REQUIRE(mpi_t_ready) << "MPI_T_init_thread failed; cannot force an Open MPI algorithm";
   int dynamic = 0;
   bool ok = cvar_access("coll_tuned_use_dynamic_rules", &dynamic, false) && dynamic;
   int old_alg = 0, old_seg = 0, alg = algorithm_, seg = static_cast<int>(openmpi_segment_bytes);
@@ -55,7 +60,6 @@ MpiAllreduce::MpiAllreduce(MPI_Comm comm, int openmpi_algorithm, size_t openmpi_
     cvar_access("coll_tuned_allreduce_algorithm_segmentsize", &old_seg, true);
     comm_ = own_comm_;
   }
-  MPI_T_finalize();
   STRATA_REQUIRE(ok) << name() << " needs Open MPI's coll_tuned component with coll_tuned_use_dynamic_rules=1 "
                      << "set before MPI_Init (allreduce_bench sets OMPI_MCA_coll_tuned_use_dynamic_rules=1)";
 #else

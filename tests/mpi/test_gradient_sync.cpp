@@ -1,0 +1,369 @@
+// GradientSync on however many ranks mpirun started (ctest: 1, 2, 3, 4, 5, 7 and 8).
+//
+// Equivalence: N ranks with batch b each, trained k iterations through GradientSync, must end with the
+// weights one rank reaches with batch N*b (SGD with momentum and weight decay). The Data layer gives rank r
+// records [s + r*b, s + (r+1)*b) of every global batch starting at s, so the N shards together are exactly
+// the single rank's batch, and the mean of N per-rank mean gradients is the mean over the global batch.
+// Only the order of the additions differs, so the weights agree to float rounding (relative 1e-5), not bit
+// for bit. Every rank computes that single-rank reference itself (no communication), once per solver
+// setting. Across ranks, on the other hand, the weights must be bit-identical: the allreduce gives every
+// rank the same sum and every rank applies the same update to it.
+//
+// The net is tiny (conv + ReLU + inner product + ReLU + inner product + SoftmaxWithLoss on 6x6 images), so a
+// configuration takes milliseconds of compute; chunk_bytes 64 cuts every weight blob into several chunks, so
+// what is tested is the chunk bookkeeping, the per-layer updates, overtaking and fusion, with each
+// allreduce algorithm.
+//
+// Checks are EXPECTs evaluated after every collective; a rank that fails still joins every later
+// collective, so a failure never turns into a hang.
+#include <glog/logging.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data_test_util.hpp"
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/gradient_sync.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/solver.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+constexpr int kBatchPerRank = 3;
+constexpr int kIterations = 20;
+constexpr int kRecords = 1000;  // more than 8 ranks x 3 x 20 iterations x iter_size 2: no wrap-around
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+// True on every rank iff `ok` on every rank.
+bool all_ranks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+bool same_on_all_ranks(uint64_t v) {
+  uint64_t lo = 0, hi = 0;
+  MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+// Record i: a 1 x 6 x 6 image of hashed pixels, label i mod 5. Deterministic, and varied enough that
+// every record moves the weights differently.
+Datum Record(int i) {
+  std::vector<uint8_t> pixels(36);
+  for (int j = 0; j < 36; ++j) {
+    const uint32_t h = static_cast<uint32_t>(i * 131 + j * 17 + 7) * 2654435761u;
+    pixels[j] = static_cast<uint8_t>(h >> 24);
+  }
+  return testing_data::MakeDatum(1, 6, 6, pixels, (i * 7) % 5);
+}
+
+std::string NetText(const std::string& source, int batch, bool batch_norm) {
+  std::ostringstream s;
+  s << "name: 'sync'\n"
+    << "layer { name: 'data' type: 'Data' top: 'data' top: 'label' transform_param { scale: 0.00390625 }\n"
+    << "        data_param { source: '" << source << "' batch_size: " << batch << " } }\n"
+    << "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'\n"
+    << "        convolution_param { num_output: 3 kernel_size: 3\n"
+    << "          weight_filler { type: 'gaussian' std: 0.3 } bias_filler { type: 'constant' value: 0.1 } } }\n";
+  std::string below = "conv1";
+  if (batch_norm) {
+    s << "layer { name: 'bn1' type: 'BatchNorm' bottom: 'conv1' top: 'bn1'\n"
+      << "        param { lr_mult: 0 } param { lr_mult: 0 } param { lr_mult: 0 } }\n";
+    below = "bn1";
+  }
+  s << "layer { name: 'relu1' type: 'ReLU' bottom: '" << below << "' top: '" << below << "' }\n"
+    << "layer { name: 'ip1' type: 'InnerProduct' bottom: '" << below << "' top: 'ip1'\n"
+    << "        inner_product_param { num_output: 8\n"
+    << "          weight_filler { type: 'gaussian' std: 0.2 } bias_filler { type: 'constant' value: 0.05 } } }\n"
+    << "layer { name: 'relu2' type: 'ReLU' bottom: 'ip1' top: 'ip1' }\n"
+    << "layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'\n"
+    << "        param { lr_mult: 1 } param { lr_mult: 2 decay_mult: 0 }\n"
+    << "        inner_product_param { num_output: 5\n"
+    << "          weight_filler { type: 'gaussian' std: 0.2 } bias_filler { type: 'constant' value: 0 } } }\n"
+    << "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }\n";
+  return s.str();
+}
+
+// What the solver does; the single-rank reference depends on these and not on the GradientSync options.
+struct SolverSetting {
+  int iter_size = 1;
+  float clip = -1;  // clip_gradients; < 0: off
+  bool operator<(const SolverSetting& o) const {
+    return iter_size != o.iter_size ? iter_size < o.iter_size : clip < o.clip;
+  }
+};
+
+struct Config {
+  std::string algorithm = "hybrid";
+  bool overlap = true;
+  size_t chunk_bytes = 64;  // 16 floats: ip1's 384 weights are 24 chunks, conv1's 27 are 2
+  size_t fusion_bytes = 0;
+  int threads = 1;  // see FusionThreadsAndChunkSizes for more
+  int checksum_interval = 0;
+  SolverSetting solver;
+  std::string describe() const {
+    std::ostringstream s;
+    s << algorithm << ", overlap " << (overlap ? "on" : "off") << ", chunks " << chunk_bytes << " B, fusion "
+      << fusion_bytes << " B, " << threads << " thread(s), iter_size " << solver.iter_size << ", clip "
+      << solver.clip;
+    return s.str();
+  }
+};
+
+using Weights = std::vector<std::vector<float>>;
+
+Weights WeightsOf(Solver<float>& solver) {
+  Weights w;
+  for (Blob<float>* p : solver.net()->learnable_params()) w.emplace_back(p->cpu_data(), p->cpu_data() + p->count());
+  return w;
+}
+
+class GradientSyncTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // The tests build many solvers; their INFO lines on 8 ranks would bury a failure.
+    saved_minloglevel_ = FLAGS_minloglevel;
+    FLAGS_minloglevel = 1;
+    // Rank 0 writes the LMDB and tells the others where; they only read it.
+    std::string path(256, '\0');
+    if (world_rank() == 0) {
+      dir_ = std::make_unique<testing_data::TempDir>();
+      std::vector<Datum> records;
+      for (int i = 0; i < kRecords; ++i) records.push_back(Record(i));
+      testing_data::WriteDatumDb(*dir_ / "db", records);
+      path = *dir_ / "db";
+      path.resize(256, '\0');
+    }
+    MPI_Bcast(&path[0], 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+    db_ = path.c_str();
+    // Three communication threads at most; every configuration uses a prefix of them.
+    comm_ = std::make_unique<Communicator>(3);
+  }
+  static void TearDownTestSuite() {
+    comm_.reset();
+    MPI_Barrier(MPI_COMM_WORLD);  // nobody still reads the LMDB
+    dir_.reset();
+    references_.clear();
+    FLAGS_minloglevel = saved_minloglevel_;
+  }
+
+  static SolverParameter MakeSolverParam(int batch, const SolverSetting& s, bool batch_norm = false) {
+    SolverParameter p;
+    ReadProtoFromTextString(NetText(db_, batch, batch_norm), p.mutable_net_param());
+    p.set_type("SGD");
+    p.set_base_lr(0.1f);
+    p.set_momentum(0.9f);
+    p.set_weight_decay(0.01f);
+    p.set_lr_policy("inv");  // a rate that changes every iteration: updates must use their own iteration's
+    p.set_gamma(0.05f);
+    p.set_power(0.75f);
+    p.set_max_iter(kIterations);
+    p.set_iter_size(s.iter_size);
+    if (s.clip >= 0) p.set_clip_gradients(s.clip);
+    p.set_random_seed(1701);
+    p.set_display(0);
+    p.set_snapshot_after_train(false);
+    return p;
+  }
+
+  // One rank, batch N*b, no GradientSync: what N ranks together must reproduce.
+  static const Weights& Reference(const SolverSetting& s) {
+    auto it = references_.find(s);
+    if (it != references_.end()) return it->second;
+    Strata::set_solver_rank(0);
+    Strata::set_solver_count(1);
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank * world_size(), s));
+    initial_ = WeightsOf(*solver);
+    solver->Solve();
+    return references_[s] = WeightsOf(*solver);
+  }
+
+  // Trains with GradientSync under `c` and checks the weights against the reference and across ranks.
+  void Check(const Config& c) {
+    SCOPED_TRACE(c.describe());
+    const Weights& reference = Reference(c.solver);
+    Strata::set_solver_rank(world_rank());
+    Strata::set_solver_count(world_size());
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, c.solver));
+    GradientSyncOptions o;
+    o.overlap = c.overlap;
+    o.chunk_bytes = c.chunk_bytes;
+    o.fusion_bytes = c.fusion_bytes;
+    o.threads = c.threads;
+    o.checksum_interval = c.checksum_interval;
+    uint64_t digest = 0;
+    Weights w;
+    {
+      GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name(c.algorithm), o);
+      solver->Solve();  // drains at the end
+      digest = sync.WeightsDigest();
+      w = WeightsOf(*solver);
+    }
+    Strata::set_solver_rank(0);
+    Strata::set_solver_count(1);
+    EXPECT_EQ(solver->iter(), kIterations);
+
+    // Relative to each blob's largest reference value; the weights must also have moved well beyond that.
+    bool close = w.size() == reference.size();
+    for (size_t i = 0; close && i < w.size(); ++i) {
+      ASSERT_EQ(w[i].size(), reference[i].size());
+      float scale = 0, diff = 0, moved = 0;
+      for (size_t k = 0; k < w[i].size(); ++k) {
+        scale = std::max(scale, std::fabs(reference[i][k]));
+        diff = std::max(diff, std::fabs(w[i][k] - reference[i][k]));
+        moved = std::max(moved, std::fabs(reference[i][k] - initial_[i][k]));
+      }
+      EXPECT_GT(moved, 1e-3f * scale) << "param " << i << " hardly moved: the test would prove nothing";
+      EXPECT_LT(diff, 1e-5f * scale) << "param " << i << ": N ranks differ from one rank with batch N*b by "
+                                     << diff << " (largest value " << scale << ")";
+      close = close && diff < 1e-5f * scale;
+    }
+    EXPECT_TRUE(all_ranks(close)) << "some rank's weights differ from the single-rank reference";
+    EXPECT_TRUE(same_on_all_ranks(digest)) << "the ranks' weights are not bit-identical";
+  }
+
+  static std::unique_ptr<testing_data::TempDir> dir_;
+  static std::string db_;
+  static std::unique_ptr<Communicator> comm_;
+  static std::map<SolverSetting, Weights> references_;
+  static Weights initial_;
+  static int saved_minloglevel_;
+};
+std::unique_ptr<testing_data::TempDir> GradientSyncTest::dir_;
+std::string GradientSyncTest::db_;
+std::unique_ptr<Communicator> GradientSyncTest::comm_;
+std::map<SolverSetting, Weights> GradientSyncTest::references_;
+Weights GradientSyncTest::initial_;
+int GradientSyncTest::saved_minloglevel_ = 0;
+
+TEST_F(GradientSyncTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWithTheWholeBatch) {
+  std::vector<std::string> algorithms = allreduce_algorithm_names();
+  algorithms.push_back("hybrid");
+  for (const auto& name : algorithms) {
+    Config c;
+    c.algorithm = name;
+    Check(c);
+  }
+}
+
+TEST_F(GradientSyncTest, OverlapOffEqualsOneRankWithTheWholeBatch) {
+  for (const auto& name : {"hybrid", "ring_seg", "brd"}) {
+    Config c;
+    c.algorithm = name;
+    c.overlap = false;
+    Check(c);
+  }
+}
+
+TEST_F(GradientSyncTest, FusionThreadsAndChunkSizes) {
+  Config c;
+  c.fusion_bytes = 256;  // the biases and conv1's weights fuse; ip1's weights stay alone, in chunks
+  Check(c);
+  c.overlap = false;
+  Check(c);
+  c.overlap = true;
+  c.fusion_bytes = 4096;  // everything but ip1's weights in one bucket
+  c.chunk_bytes = 4 << 20;
+  Check(c);
+  // Several threads, chunks dealt round-robin: the collectives on each thread's communicator must still
+  // match across ranks. (Few chunks: concurrent collectives are slow under Open MPI, see threads in
+  // docs/benchmarks.md.)
+  c = Config();
+  c.threads = 2;
+  c.chunk_bytes = 400;
+  Check(c);
+  c.threads = 3;
+  c.chunk_bytes = 302;  // not a multiple of the element size
+  c.checksum_interval = 1;  // the per-iteration consistency check must pass (and drains every iteration)
+  Check(c);
+}
+
+TEST_F(GradientSyncTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {
+  Config c;
+  c.solver.iter_size = 2;  // only the last pass's gradients are reduced
+  Check(c);
+  c.overlap = false;
+  Check(c);
+  c = Config();
+  c.solver.clip = 0.5f;  // the norm of the reduced gradient; the updates wait for every reduction
+  Check(c);
+}
+
+// BatchNorm's running statistics are each rank's own (forward writes them), so Drain averages them: after
+// it every rank holds the mean of the ranks' statistics, bit for bit the same on every rank.
+TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
+  const int n = world_size();
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(n);
+  auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting(), true));
+  GradientSyncOptions o;
+  o.chunk_bytes = 64;
+  GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), o);
+  solver->Step(5);  // no drain at the end, unlike Solve
+  Net<float>& net = *solver->net();
+  std::vector<int> stats;
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    if (net.learnable_param_is_statistic(static_cast<int>(p))) stats.push_back(static_cast<int>(p));
+  }
+  ASSERT_EQ(stats.size(), 3u);  // mean, variance, scale factor
+  std::vector<float> mine;
+  for (int p : stats) {
+    const Blob<float>& b = *net.learnable_params()[p];
+    mine.insert(mine.end(), b.cpu_data(), b.cpu_data() + b.count());
+  }
+  std::vector<float> all(mine.size() * n);
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, all.data(), static_cast<int>(mine.size()),
+                MPI_FLOAT, MPI_COMM_WORLD);
+  bool differ = false;
+  for (int r = 1; r < n; ++r) {
+    for (size_t i = 0; i < mine.size(); ++i) differ = differ || all[r * mine.size() + i] != all[i];
+  }
+  if (n > 1) {
+    EXPECT_TRUE(differ) << "the ranks' statistics were equal before Drain: the test proves nothing";
+  }
+
+  sync.Drain();
+  size_t at = 0;
+  bool ok = true;
+  for (int p : stats) {
+    const Blob<float>& b = *net.learnable_params()[p];
+    for (int k = 0; k < b.count(); ++k, ++at) {
+      double mean = 0;
+      for (int r = 0; r < n; ++r) mean += all[r * mine.size() + at];
+      mean /= n;
+      const bool near = std::fabs(b.cpu_data()[k] - mean) <= 1e-6 * std::max(1.0, std::fabs(mean));
+      EXPECT_TRUE(near) << "statistic " << p << "[" << k << "] = " << b.cpu_data()[k] << ", mean over ranks "
+                        << mean;
+      ok = ok && near;
+    }
+  }
+  EXPECT_TRUE(all_ranks(ok));
+  EXPECT_TRUE(same_on_all_ranks(sync.WeightsDigest())) << "statistics or weights differ across ranks after Drain";
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
+}  // namespace
+}  // namespace strata
