@@ -19,6 +19,8 @@
 #include <vector>
 
 #include <csignal>
+#include <cstring>
+#include <unistd.h>
 
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/gradient_sync.hpp"
@@ -188,7 +190,15 @@ std::vector<std::string> split_commas(const std::string& s) {
 // Signals only set a flag; the solver polls it between iterations.
 volatile std::sig_atomic_t g_got_sigint = 0;
 volatile std::sig_atomic_t g_got_sighup = 0;
-void on_sigint(int) { g_got_sigint = 1; }
+// Said at once (write(2) is async-signal-safe), not at the next iteration: under mpirun, SIGTERM is also how
+// a rank learns that another rank has died, and it may then be waiting in an allreduce that never ends until
+// mpirun kills it.
+char g_sigint_note[160] = "strata: SIGINT/SIGTERM received; stopping after this iteration\n";
+void on_sigint(int) {
+  g_got_sigint = 1;
+  ssize_t ignored = write(STDERR_FILENO, g_sigint_note, std::strlen(g_sigint_note));
+  (void)ignored;
+}
 void on_sighup(int) { g_got_sighup = 1; }
 
 std::function<SignalAction()> install_signal_handlers() {
@@ -252,6 +262,11 @@ int train(int* argc, char*** argv) {
   Communicator comm(argc, argv, options.threads);
   Strata::set_solver_rank(comm.rank());
   Strata::set_solver_count(comm.size());
+  if (comm.size() > 1) {
+    std::snprintf(g_sigint_note, sizeof(g_sigint_note), "strata: rank %d of %d: SIGINT/SIGTERM received; stopping "
+                  "after this iteration (mpirun sends SIGTERM when another rank has ended)\n", comm.rank(),
+                  comm.size());
+  }
   if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 logs progress
   try {
     if (param.solver_mode() == SolverParameter::GPU) {
