@@ -63,6 +63,10 @@ class Solver {
 
   // Signal handling: polled once per iteration.
   void SetActionFunction(std::function<SignalAction()> f) { action_ = std::move(f); }
+  // Turns this rank's polled action into the one every rank takes at this iteration (the data-parallel
+  // engine: a signal that reaches ranks at different iterations must still stop or snapshot all of them at
+  // the same one). Called once per iteration, right after the action function.
+  void set_action_agreement(std::function<SignalAction(SignalAction)> f) { action_agreement_ = std::move(f); }
   // Called after each iteration's update (data-parallel consistency checks, timing).
   void add_iteration_callback(std::function<void(int iter)> cb) { iteration_callbacks_.push_back(std::move(cb)); }
 
@@ -118,6 +122,7 @@ class Solver {
   std::vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   std::function<SignalAction()> action_;
+  std::function<SignalAction(SignalAction)> action_agreement_;
   std::vector<std::function<void(int)>> iteration_callbacks_;
   IterationFn iteration_fn_;
   std::function<void()> drain_fn_;

@@ -365,5 +365,39 @@ TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
   Strata::set_solver_count(1);
 }
 
+// A signal reaches one rank only (the last): every rank must still snapshot, and stop, at the same iteration,
+// two iterations after the request. Alone, the rank would snapshot on its own (Drain's statistics allreduce
+// would wait for the others forever) and stop on its own (the others would wait in the next gradient's).
+TEST_F(GradientSyncTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration) {
+  const int n = world_size();
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(n);
+  SolverParameter p = MakeSolverParam(kBatchPerRank, SolverSetting(), true);
+  const std::string dir = db_.substr(0, db_.rfind('/'));
+  p.set_snapshot_prefix(dir + "/signal");
+  auto solver = SolverRegistry<float>::Create(p);
+  GradientSyncOptions o;
+  o.chunk_bytes = 64;
+  GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), o);
+  Solver<float>* s = solver.get();
+  const bool signalled = world_rank() == n - 1;
+  solver->SetActionFunction([s, signalled] {
+    if (signalled && s->iter() == 4) return SignalAction::kSnapshot;
+    if (signalled && s->iter() == 9) return SignalAction::kStop;
+    return SignalAction::kNone;
+  });
+  solver->Solve();
+  const int lag = n > 1 ? 2 : 0;  // one rank needs no agreement
+  EXPECT_EQ(solver->iter(), 9 + lag) << "the stop was not taken two iterations after the request";
+  EXPECT_TRUE(same_on_all_ranks(static_cast<uint64_t>(solver->iter()))) << "the ranks stopped at different iterations";
+  if (world_rank() == 0) {
+    const std::string snapshot = dir + "/signal_iter_" + std::to_string(4 + lag) + ".solverstate";
+    EXPECT_TRUE(FileExists(snapshot)) << snapshot << " was not written";
+  }
+  EXPECT_TRUE(same_on_all_ranks(sync.WeightsDigest()));
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
 }  // namespace
 }  // namespace strata

@@ -9,6 +9,12 @@
 //
 // Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to
 // thread k mod T, so the collectives on each thread's communicator match across ranks whatever the timing.
+//
+// Signals: SIGINT (stop) or SIGHUP (snapshot) can reach the ranks at different iterations, and a rank that
+// stops or snapshots alone leaves the others waiting in a collective. So each iteration's local requests
+// are summed across ranks by one more tiny allreduce queued on thread 0 behind that iteration's gradients,
+// and every rank acts on the sum of iteration t at iteration t + 2, when it has long arrived (the forward of
+// t + 1 already waited for every update of t).
 #pragma once
 
 #include <atomic>
@@ -16,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +65,9 @@ class GradientSync {
   uint64_t WeightsDigest() const;
   // Aborts the job if the ranks' weights differ.
   void CheckConsistency(int iter);
+  // The solver's action agreement (see above): records this rank's request for iteration solver->iter()
+  // and returns the action all ranks agreed on for iteration solver->iter() - 2.
+  SignalAction AgreeOnAction(SignalAction local);
   // Writes the timeline (rank 0 gathers every rank's events). Collective.
   void WriteTimeline();
 
@@ -69,12 +79,14 @@ class GradientSync {
 
  private:
   struct Task {
-    int bucket;         // index into buckets_
+    int bucket;         // index into buckets_; kControlTask: the iteration's signal requests
     size_t offset = 0;  // element range inside a single-param bucket (chunking)
     size_t count = 0;
     Dtype rate = 0;     // the iteration this gradient belongs to, for its update
     int iter = 0;
+    SignalAction action = SignalAction::kNone;  // a control task's local request
   };
+  static constexpr int kControlTask = -1;
   // A unit of reduction: one parameter (cut into chunks) or several small ones fused.
   struct Bucket {
     std::vector<int> params;  // learnable param ids
@@ -102,6 +114,8 @@ class GradientSync {
   void Submit(int bucket);
   void WorkerLoop(int k);
   void Reduce(Worker& w, const Task& t);
+  void SubmitControl(int iter);
+  void ReduceControl(Worker& w, const Task& t);
   void ParamsReduced(const Task& t);
   void FinishUnit(int layer_id, Dtype rate, int iter);
   void WaitAllUpdated();
@@ -141,6 +155,13 @@ class GradientSync {
   Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
   int pending_iter_ = 0;
   bool clip_mode_ = false;
+  // Signal agreement: the request polled at the start of this iteration (main thread), the agreed actions
+  // by iteration and the control tasks not yet reduced (under state_mutex_), and the first iteration that
+  // sent one (-1: none yet).
+  SignalAction local_action_ = SignalAction::kNone;
+  std::map<int, SignalAction> agreed_;
+  int pending_controls_ = 0;
+  int first_control_iter_ = -1;
 
   // Measurement.
   std::chrono::steady_clock::time_point epoch_;

@@ -126,6 +126,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   });
   solver_->set_iteration_function([this] { return Iterate(); });
   solver_->set_drain_function([this] { Drain(); });
+  solver_->set_action_agreement([this](SignalAction local) { return AgreeOnAction(local); });
   solver_->set_score_reducer([this](std::vector<Dtype>* scores) {
     if (ranks_ == 1 || scores->empty()) return;
     main_allreduce_->run(scores->data(), scores->size());
@@ -202,6 +203,7 @@ Dtype GradientSync<Dtype>::Iterate() {
       for (int b : layer_buckets_[L]) Submit(b);
     }
   }
+  SubmitControl(iter);
   if (clip_mode_) {
     // Clipping needs the norm of the whole reduced gradient: wait for every reduction, update here.
     const double w0 = now_us();
@@ -260,6 +262,59 @@ void GradientSync<Dtype>::Submit(int bucket_id) {
 }
 
 template <typename Dtype>
+void GradientSync<Dtype>::SubmitControl(int iter) {
+  if (ranks_ == 1) return;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    ++pending_controls_;
+    if (first_control_iter_ < 0) first_control_iter_ = iter;
+  }
+  Task t{kControlTask};
+  t.iter = iter;
+  t.action = local_action_;
+  local_action_ = SignalAction::kNone;
+  Worker& w = *workers_[0];  // the same thread on every rank, behind this iteration's gradients there
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    w.queue.push_back(t);
+  }
+  w.cv.notify_one();
+}
+
+template <typename Dtype>
+void GradientSync<Dtype>::ReduceControl(Worker& w, const Task& t) {
+  // How many ranks asked to stop and to snapshot: sums of small integers, exact in float.
+  float requests[2] = {t.action == SignalAction::kStop ? 1.f : 0.f, t.action == SignalAction::kSnapshot ? 1.f : 0.f};
+  w.allreduce->run(requests, 2);
+  const SignalAction agreed = requests[0] > 0   ? SignalAction::kStop
+                              : requests[1] > 0 ? SignalAction::kSnapshot
+                                                : SignalAction::kNone;
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  agreed_[t.iter] = agreed;
+  --pending_controls_;
+  state_cv_.notify_all();
+}
+
+template <typename Dtype>
+SignalAction GradientSync<Dtype>::AgreeOnAction(SignalAction local) {
+  if (ranks_ == 1) return local;
+  // A stop outranks a snapshot when both are asked for before the next control task leaves.
+  if (local == SignalAction::kStop || local_action_ == SignalAction::kNone) local_action_ = local;
+  const int from = solver_->iter() - 2;
+  std::unique_lock<std::mutex> lock(state_mutex_);
+  if (first_control_iter_ < 0 || from < first_control_iter_) return SignalAction::kNone;
+  state_cv_.wait(lock, [&] { return agreed_.count(from) > 0; });
+  const SignalAction agreed = agreed_[from];
+  agreed_.erase(agreed_.begin(), agreed_.upper_bound(from));
+  if (agreed != SignalAction::kNone) {
+    LOG_IF(INFO, comm_.rank() == 0) << "All ranks " << (agreed == SignalAction::kStop ? "stop" : "snapshot")
+                                    << " at iteration " << solver_->iter() << " (requested at iteration " << from
+                                    << ")";
+  }
+  return agreed;
+}
+
+template <typename Dtype>
 void GradientSync<Dtype>::WorkerLoop(int k) {
   Worker& w = *workers_[k];
   for (;;) {
@@ -272,7 +327,11 @@ void GradientSync<Dtype>::WorkerLoop(int k) {
       t = w.queue.front();
       w.queue.pop_front();
     }
-    Reduce(w, t);
+    if (t.bucket == kControlTask) {
+      ReduceControl(w, t);
+    } else {
+      Reduce(w, t);
+    }
   }
 }
 
@@ -380,7 +439,8 @@ void GradientSync<Dtype>::WaitForLayer(int layer_id) {
 template <typename Dtype>
 void GradientSync<Dtype>::WaitAllUpdated() {
   std::unique_lock<std::mutex> lock(state_mutex_);
-  state_cv_.wait(lock, [this] { return pending_params_ == 0; });
+  // Control tasks too: a rank whose queue still held one at destruction would leave the others in it.
+  state_cv_.wait(lock, [this] { return pending_params_ == 0 && pending_controls_ == 0; });
 }
 
 template <typename Dtype>

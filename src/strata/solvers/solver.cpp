@@ -214,7 +214,8 @@ void Solver<Dtype>::Step(int iters) {
       TestAll();
     }
     if (action_) {
-      const SignalAction a = action_();
+      SignalAction a = action_();
+      if (action_agreement_) a = action_agreement_(a);
       if (a == SignalAction::kSnapshot) Snapshot();
       if (a == SignalAction::kStop) {
         requested_early_exit_ = true;
