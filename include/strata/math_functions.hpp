@@ -109,4 +109,57 @@ void rng_gaussian(int n, Dtype mu, Dtype sigma, Dtype* r);
 template <typename Dtype>
 void rng_bernoulli(int n, Dtype p, unsigned int* r);
 
+#ifdef STRATA_USE_CUDA
+// The same operations on device pointers (GPU builds only): BLAS through cuBLAS on the calling thread's handle,
+// the rest as small CUDA kernels, all on the default stream. Scalars (alpha, beta) live on the host; dot and
+// asum return to the host and so wait for the device.
+template <typename Dtype>
+void gpu_gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N, int K, Dtype alpha, const Dtype* A,
+              const Dtype* B, Dtype beta, Dtype* C);
+template <typename Dtype>
+void gpu_gemv(CBLAS_TRANSPOSE trans_a, int M, int N, Dtype alpha, const Dtype* A, const Dtype* x, Dtype beta,
+              Dtype* y);
+template <typename Dtype>
+void gpu_axpy(int n, Dtype alpha, const Dtype* x, Dtype* y);
+template <typename Dtype>
+void gpu_axpby(int n, Dtype alpha, const Dtype* x, Dtype beta, Dtype* y);
+template <typename Dtype>
+void gpu_scal(int n, Dtype alpha, Dtype* x);
+template <typename Dtype>
+Dtype gpu_dot(int n, const Dtype* x, const Dtype* y);
+template <typename Dtype>
+Dtype gpu_asum(int n, const Dtype* x);
+template <typename Dtype>
+void gpu_copy(int n, const Dtype* x, Dtype* y);
+template <typename Dtype>
+void gpu_set(int n, Dtype alpha, Dtype* y);
+template <typename Dtype>
+void gpu_scale(int n, Dtype alpha, const Dtype* x, Dtype* y);
+template <typename Dtype>
+void gpu_add_scalar(int n, Dtype alpha, Dtype* y);
+template <typename Dtype>
+void gpu_add(int n, const Dtype* a, const Dtype* b, Dtype* y);
+template <typename Dtype>
+void gpu_sub(int n, const Dtype* a, const Dtype* b, Dtype* y);
+template <typename Dtype>
+void gpu_mul(int n, const Dtype* a, const Dtype* b, Dtype* y);
+template <typename Dtype>
+void gpu_div(int n, const Dtype* a, const Dtype* b, Dtype* y);
+template <typename Dtype>
+void gpu_sqr(int n, const Dtype* a, Dtype* y);
+template <typename Dtype>
+void gpu_sqrt(int n, const Dtype* a, Dtype* y);
+template <typename Dtype>
+void gpu_powx(int n, const Dtype* a, Dtype b, Dtype* y);
+template <typename Dtype>
+void gpu_exp(int n, const Dtype* a, Dtype* y);
+template <typename Dtype>
+void gpu_log(int n, const Dtype* a, Dtype* y);
+template <typename Dtype>
+void gpu_abs(int n, const Dtype* a, Dtype* y);
+// y[i] += alpha * sign(x[i]) (L1 regularisation)
+template <typename Dtype>
+void gpu_add_sign(int n, Dtype alpha, const Dtype* x, Dtype* y);
+#endif
+
 }  // namespace strata

@@ -55,6 +55,7 @@ class SyncedMemory {
   MemoryCategory category_;
   SyncedHead head_ = UNINITIALIZED;
   bool own_cpu_data_ = false;
+  bool cpu_pinned_ = false;  // cpu_ptr_ came from cudaMallocHost
   bool own_gpu_data_ = false;
   int device_ = -1;
 };

@@ -139,34 +139,74 @@ void Blob<Dtype>::set_cpu_data(Dtype* data) {
   data_->set_cpu_data(data);
 }
 
+#ifdef STRATA_USE_CUDA
+namespace {
+// Whole-blob arithmetic runs where the memory's freshest copy is, so a GPU-resident parameter is never copied to
+// the host just to be scaled or updated (Caffe's rule).
+bool on_gpu(const std::shared_ptr<SyncedMemory>& m) {
+  return m->head() == SyncedMemory::HEAD_AT_GPU || m->head() == SyncedMemory::SYNCED;
+}
+}  // namespace
+#endif
+
 template <typename Dtype>
 void Blob<Dtype>::Update() {
+#ifdef STRATA_USE_CUDA
+  if (count_ && on_gpu(data_) && Strata::mode() == Strata::GPU) {
+    gpu_axpy<Dtype>(count_, Dtype(-1), gpu_diff(), mutable_gpu_data());
+    return;
+  }
+#endif
   cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff(), mutable_cpu_data());
 }
 
 template <typename Dtype>
 Dtype Blob<Dtype>::asum_data() const {
-  return count_ ? cpu_asum(count_, cpu_data()) : Dtype(0);
+  if (!count_) return Dtype(0);
+#ifdef STRATA_USE_CUDA
+  if (data_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_asum(count_, gpu_data());
+#endif
+  return cpu_asum(count_, cpu_data());
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::asum_diff() const {
-  return count_ ? cpu_asum(count_, cpu_diff()) : Dtype(0);
+  if (!count_) return Dtype(0);
+#ifdef STRATA_USE_CUDA
+  if (diff_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_asum(count_, gpu_diff());
+#endif
+  return cpu_asum(count_, cpu_diff());
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_data() const {
-  return count_ ? cpu_dot(count_, cpu_data(), cpu_data()) : Dtype(0);
+  if (!count_) return Dtype(0);
+#ifdef STRATA_USE_CUDA
+  if (data_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_dot(count_, gpu_data(), gpu_data());
+#endif
+  return cpu_dot(count_, cpu_data(), cpu_data());
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_diff() const {
-  return count_ ? cpu_dot(count_, cpu_diff(), cpu_diff()) : Dtype(0);
+  if (!count_) return Dtype(0);
+#ifdef STRATA_USE_CUDA
+  if (diff_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_dot(count_, gpu_diff(), gpu_diff());
+#endif
+  return cpu_dot(count_, cpu_diff(), cpu_diff());
 }
 template <typename Dtype>
 void Blob<Dtype>::scale_data(Dtype factor) {
-  if (count_) cpu_scal(count_, factor, mutable_cpu_data());
+  if (!count_) return;
+#ifdef STRATA_USE_CUDA
+  if (on_gpu(data_) && Strata::mode() == Strata::GPU) return gpu_scal(count_, factor, mutable_gpu_data());
+#endif
+  cpu_scal(count_, factor, mutable_cpu_data());
 }
 template <typename Dtype>
 void Blob<Dtype>::scale_diff(Dtype factor) {
-  if (count_) cpu_scal(count_, factor, mutable_cpu_diff());
+  if (!count_) return;
+#ifdef STRATA_USE_CUDA
+  if (on_gpu(diff_) && Strata::mode() == Strata::GPU) return gpu_scal(count_, factor, mutable_gpu_diff());
+#endif
+  cpu_scal(count_, factor, mutable_cpu_diff());
 }
 
 template <typename Dtype>

@@ -409,7 +409,15 @@ void Net<Dtype>::Reshape() {
 template <typename Dtype>
 void Net<Dtype>::ClearParamDiffs() {
   for (Blob<Dtype>* p : learnable_params_) {
-    if (p->count()) cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+    if (!p->count()) continue;
+#ifdef STRATA_USE_CUDA
+    // In GPU mode the gradients are accumulated on the device: zero them there, not on a host copy.
+    if (Strata::mode() == Strata::GPU) {
+      gpu_set(p->count(), Dtype(0), p->mutable_gpu_diff());
+      continue;
+    }
+#endif
+    cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
   }
 }
 

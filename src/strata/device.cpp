@@ -1,0 +1,204 @@
+#include "strata/device.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "strata/common.hpp"
+#include "strata/cuda.hpp"
+
+namespace strata {
+
+namespace {
+int g_selected_device = -1;
+}  // namespace
+
+GpuOptions& gpu_options() {
+  static GpuOptions options;
+  return options;
+}
+
+int local_rank() {
+  // Open MPI, MPICH/MVAPICH, Slurm, PMIx: whichever launcher started us says where we are on the node.
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                           "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return 0;
+}
+
+int selected_gpu_device() { return g_selected_device; }
+
+#ifdef STRATA_USE_CUDA
+
+bool gpu_build() { return true; }
+
+int gpu_device_count() {
+  int n = 0;
+  // No driver, or no device, is not an error here: the caller decides (tests skip, tools refuse GPU mode).
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int select_gpu_device(int requested) {
+  const int count = gpu_device_count();
+  STRATA_REQUIRE(count > 0) << "GPU mode was requested, but the CUDA runtime finds no GPU on this machine";
+  const int device = requested >= 0 ? requested : local_rank() % count;
+  STRATA_REQUIRE(device < count) << "GPU " << device << " was requested, but this machine has " << count
+                                 << " GPU" << (count == 1 ? "" : "s") << " (0.." << count - 1 << ")";
+  STRATA_CUDA_CHECK(cudaSetDevice(device));
+  g_selected_device = device;
+  return device;
+}
+
+std::string gpu_device_report(int device) {
+  cudaDeviceProp p;
+  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  int clock_khz = 0, mem_clock_khz = 0, bus_width = 0;
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device);
+  cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, device);
+  cudaDeviceGetAttribute(&bus_width, cudaDevAttrGlobalMemoryBusWidth, device);
+  std::ostringstream s;
+  s << "Device id:                     " << device << "\n"
+    << "Name:                          " << p.name << "\n"
+    << "Compute capability:            " << p.major << "." << p.minor << "\n"
+    << "Total global memory:           " << human_bytes(static_cast<double>(p.totalGlobalMem)) << "\n"
+    << "Multiprocessors:               " << p.multiProcessorCount << "\n"
+    << "L2 cache:                      " << human_bytes(p.l2CacheSize) << "\n"
+    << "Shared memory per block (opt-in): " << human_bytes(static_cast<double>(p.sharedMemPerBlockOptin)) << "\n"
+    << "Clock rate:                    " << clock_khz / 1000 << " MHz\n"
+    << "Memory clock / bus width:      " << mem_clock_khz / 1000 << " MHz / " << bus_width << " bit\n"
+    << "Driver / runtime version:      " << driver / 1000 << "." << (driver % 1000) / 10 << " / "
+    << runtime / 1000 << "." << (runtime % 1000) / 10 << "\n";
+#ifdef STRATA_USE_CUDNN
+  const size_t v = cudnnGetVersion();
+  s << "cuDNN version:                 " << v / 10000 << "." << (v % 10000) / 100 << "." << v % 100 << "\n";
+#endif
+  return s.str();
+}
+
+void gpu_synchronize() {
+  if (g_selected_device >= 0) STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void bind_gpu_thread() {
+  if (g_selected_device >= 0) STRATA_CUDA_CHECK(cudaSetDevice(g_selected_device));
+}
+
+namespace cuda {
+
+void fail(const char* what, const char* expr, const std::string& message, const char* file, int line) {
+  std::ostringstream s;
+  s << what << " error at " << file << ":" << line << ": " << expr << ": " << message;
+  throw Error(s.str());
+}
+
+const char* cublas_status_string(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "unknown cuBLAS status";
+  }
+}
+
+namespace {
+
+// One per thread that touches the GPU. Destroyed at thread exit; at process exit the driver may already be
+// gone, so failures there are ignored.
+struct ThreadState {
+  cublasHandle_t cublas = nullptr;
+#ifdef STRATA_USE_CUDNN
+  cudnnHandle_t cudnn = nullptr;
+#endif
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+
+  ThreadState() {
+    // A thread other than the one that selected the device starts on device 0: move it to ours.
+    if (g_selected_device >= 0) STRATA_CUDA_CHECK(cudaSetDevice(g_selected_device));
+  }
+  ~ThreadState() {
+    if (cublas) cublasDestroy(cublas);
+#ifdef STRATA_USE_CUDNN
+    if (cudnn) cudnnDestroy(cudnn);
+#endif
+    if (workspace) cudaFree(workspace);
+  }
+};
+
+ThreadState& state() {
+  thread_local ThreadState s;
+  return s;
+}
+
+}  // namespace
+
+cublasHandle_t cublas() {
+  ThreadState& s = state();
+  if (s.cublas == nullptr) STRATA_CUBLAS_CHECK(cublasCreate(&s.cublas));
+  STRATA_CUBLAS_CHECK(cublasSetMathMode(
+      s.cublas, gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  return s.cublas;
+}
+
+#ifdef STRATA_USE_CUDNN
+cudnnHandle_t cudnn() {
+  ThreadState& s = state();
+  if (s.cudnn == nullptr) STRATA_CUDNN_CHECK(cudnnCreate(&s.cudnn));
+  return s.cudnn;
+}
+#endif
+
+void* workspace(size_t bytes) {
+  ThreadState& s = state();
+  if (bytes > s.workspace_bytes) {
+    if (s.workspace) STRATA_CUDA_CHECK(cudaFree(s.workspace));
+    s.workspace = nullptr;
+    s.workspace_bytes = 0;
+    // Round up so that slowly growing requests do not reallocate every time.
+    const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+    STRATA_CUDA_CHECK(cudaMalloc(&s.workspace, rounded));
+    s.workspace_bytes = rounded;
+  }
+  return s.workspace;
+}
+
+}  // namespace cuda
+
+#else  // !STRATA_USE_CUDA
+
+bool gpu_build() { return false; }
+int gpu_device_count() { return 0; }
+
+int select_gpu_device(int) {
+  STRATA_FAIL() << "GPU mode was requested, but this build of Strata has no GPU support (no CUDA toolkit was "
+                   "found when it was built); rebuild with CUDA or run on the CPU";
+  return -1;
+}
+
+std::string gpu_device_report(int) {
+  STRATA_FAIL() << "this build of Strata has no GPU support";
+  return {};
+}
+
+void gpu_synchronize() {}
+void bind_gpu_thread() {}
+
+#endif  // STRATA_USE_CUDA
+
+}  // namespace strata

@@ -1,0 +1,224 @@
+// The GPU math of math_functions.hpp: cuBLAS for BLAS, one small grid-stride kernel per element-wise operation.
+#include "strata/cuda.hpp"
+#include "strata/math_functions.hpp"
+
+namespace strata {
+
+namespace {
+
+// Strata's matrices are row-major and cuBLAS's column-major: a row-major M x N matrix is the column-major N x M
+// transpose, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T with the operands swapped.
+inline cublasOperation_t op(CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CUBLAS_OP_N : CUBLAS_OP_T; }
+
+template <typename Dtype, typename F>
+__global__ void map1(long long n, const Dtype* a, Dtype* y, F f) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = f(a[i]);
+}
+template <typename Dtype, typename F>
+__global__ void map2(long long n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = f(a[i], b[i]);
+}
+template <typename Dtype>
+__global__ void set_kernel(long long n, Dtype alpha, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = alpha;
+}
+template <typename Dtype>
+__global__ void add_scalar_kernel(long long n, Dtype alpha, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] += alpha;
+}
+template <typename Dtype>
+__global__ void add_sign_kernel(long long n, Dtype alpha, const Dtype* x, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] += alpha * static_cast<Dtype>((x[i] > Dtype(0)) - (x[i] < Dtype(0)));
+}
+
+template <typename Dtype, typename F>
+void launch1(int n, const Dtype* a, Dtype* y, F f) {
+  if (n <= 0) return;
+  map1<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), a, y, f);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+template <typename Dtype, typename F>
+void launch2(int n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
+  if (n <= 0) return;
+  map2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), a, b, y, f);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+}  // namespace
+
+template <>
+void gpu_gemm<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float* A,
+                     const float* B, float beta, float* C) {
+  const int lda = ta == CblasNoTrans ? K : M;
+  const int ldb = tb == CblasNoTrans ? N : K;
+  STRATA_CUBLAS_CHECK(cublasSgemm(cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
+}
+template <>
+void gpu_gemm<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double* A,
+                      const double* B, double beta, double* C) {
+  const int lda = ta == CblasNoTrans ? K : M;
+  const int ldb = tb == CblasNoTrans ? N : K;
+  STRATA_CUBLAS_CHECK(cublasDgemm(cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
+}
+
+// Row-major M x N A is column-major N x M: y = A x is y = (A^T)^T x, so the transposition flips.
+template <>
+void gpu_gemv<float>(CBLAS_TRANSPOSE ta, int M, int N, float alpha, const float* A, const float* x, float beta,
+                     float* y) {
+  const cublasOperation_t t = ta == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  STRATA_CUBLAS_CHECK(cublasSgemv(cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+}
+template <>
+void gpu_gemv<double>(CBLAS_TRANSPOSE ta, int M, int N, double alpha, const double* A, const double* x,
+                      double beta, double* y) {
+  const cublasOperation_t t = ta == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  STRATA_CUBLAS_CHECK(cublasDgemv(cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+}
+
+template <>
+void gpu_axpy<float>(int n, float alpha, const float* x, float* y) {
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasSaxpy(cuda::cublas(), n, &alpha, x, 1, y, 1));
+}
+template <>
+void gpu_axpy<double>(int n, double alpha, const double* x, double* y) {
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasDaxpy(cuda::cublas(), n, &alpha, x, 1, y, 1));
+}
+
+template <>
+void gpu_scal<float>(int n, float alpha, float* x) {
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasSscal(cuda::cublas(), n, &alpha, x, 1));
+}
+template <>
+void gpu_scal<double>(int n, double alpha, double* x) {
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasDscal(cuda::cublas(), n, &alpha, x, 1));
+}
+
+template <typename Dtype>
+void gpu_axpby(int n, Dtype alpha, const Dtype* x, Dtype beta, Dtype* y) {
+  launch2(n, x, static_cast<const Dtype*>(y), y, [alpha, beta] __device__(Dtype a, Dtype b) { return alpha * a + beta * b; });
+}
+
+template <>
+float gpu_dot<float>(int n, const float* x, const float* y) {
+  float r = 0;
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasSdot(cuda::cublas(), n, x, 1, y, 1, &r));
+  return r;
+}
+template <>
+double gpu_dot<double>(int n, const double* x, const double* y) {
+  double r = 0;
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasDdot(cuda::cublas(), n, x, 1, y, 1, &r));
+  return r;
+}
+
+template <>
+float gpu_asum<float>(int n, const float* x) {
+  float r = 0;
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasSasum(cuda::cublas(), n, x, 1, &r));
+  return r;
+}
+template <>
+double gpu_asum<double>(int n, const double* x) {
+  double r = 0;
+  if (n > 0) STRATA_CUBLAS_CHECK(cublasDasum(cuda::cublas(), n, x, 1, &r));
+  return r;
+}
+
+template <typename Dtype>
+void gpu_copy(int n, const Dtype* x, Dtype* y) {
+  if (x != y && n > 0) STRATA_CUDA_CHECK(cudaMemcpy(y, x, sizeof(Dtype) * n, cudaMemcpyDeviceToDevice));
+}
+
+template <typename Dtype>
+void gpu_set(int n, Dtype alpha, Dtype* y) {
+  if (n <= 0) return;
+  if (alpha == Dtype(0)) {
+    STRATA_CUDA_CHECK(cudaMemset(y, 0, sizeof(Dtype) * n));
+    return;
+  }
+  set_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), alpha, y);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+template <typename Dtype>
+void gpu_scale(int n, Dtype alpha, const Dtype* x, Dtype* y) {
+  launch1(n, x, y, [alpha] __device__(Dtype v) { return alpha * v; });
+}
+
+template <typename Dtype>
+void gpu_add_scalar(int n, Dtype alpha, Dtype* y) {
+  if (n <= 0) return;
+  add_scalar_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), alpha, y);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+template <typename Dtype>
+void gpu_add_sign(int n, Dtype alpha, const Dtype* x, Dtype* y) {
+  if (n <= 0) return;
+  add_sign_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), alpha, x, y);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+template <typename Dtype>
+void gpu_add(int n, const Dtype* a, const Dtype* b, Dtype* y) {
+  launch2(n, a, b, y, [] __device__(Dtype u, Dtype v) { return u + v; });
+}
+template <typename Dtype>
+void gpu_sub(int n, const Dtype* a, const Dtype* b, Dtype* y) {
+  launch2(n, a, b, y, [] __device__(Dtype u, Dtype v) { return u - v; });
+}
+template <typename Dtype>
+void gpu_mul(int n, const Dtype* a, const Dtype* b, Dtype* y) {
+  launch2(n, a, b, y, [] __device__(Dtype u, Dtype v) { return u * v; });
+}
+template <typename Dtype>
+void gpu_div(int n, const Dtype* a, const Dtype* b, Dtype* y) {
+  launch2(n, a, b, y, [] __device__(Dtype u, Dtype v) { return u / v; });
+}
+template <typename Dtype>
+void gpu_sqr(int n, const Dtype* a, Dtype* y) {
+  launch1(n, a, y, [] __device__(Dtype v) { return v * v; });
+}
+template <typename Dtype>
+void gpu_sqrt(int n, const Dtype* a, Dtype* y) {
+  launch1(n, a, y, [] __device__(Dtype v) { return sqrt(v); });
+}
+template <typename Dtype>
+void gpu_powx(int n, const Dtype* a, Dtype b, Dtype* y) {
+  launch1(n, a, y, [b] __device__(Dtype v) { return pow(v, b); });
+}
+template <typename Dtype>
+void gpu_exp(int n, const Dtype* a, Dtype* y) {
+  launch1(n, a, y, [] __device__(Dtype v) { return exp(v); });
+}
+template <typename Dtype>
+void gpu_log(int n, const Dtype* a, Dtype* y) {
+  launch1(n, a, y, [] __device__(Dtype v) { return log(v); });
+}
+template <typename Dtype>
+void gpu_abs(int n, const Dtype* a, Dtype* y) {
+  launch1(n, a, y, [] __device__(Dtype v) { return fabs(v); });
+}
+
+#define STRATA_INSTANTIATE_GPU_MATH(Dtype)                                             \
+  template void gpu_axpby<Dtype>(int, Dtype, const Dtype*, Dtype, Dtype*);             \
+  template void gpu_copy<Dtype>(int, const Dtype*, Dtype*);                            \
+  template void gpu_set<Dtype>(int, Dtype, Dtype*);                                    \
+  template void gpu_scale<Dtype>(int, Dtype, const Dtype*, Dtype*);                    \
+  template void gpu_add_scalar<Dtype>(int, Dtype, Dtype*);                             \
+  template void gpu_add_sign<Dtype>(int, Dtype, const Dtype*, Dtype*);                 \
+  template void gpu_add<Dtype>(int, const Dtype*, const Dtype*, Dtype*);               \
+  template void gpu_sub<Dtype>(int, const Dtype*, const Dtype*, Dtype*);               \
+  template void gpu_mul<Dtype>(int, const Dtype*, const Dtype*, Dtype*);               \
+  template void gpu_div<Dtype>(int, const Dtype*, const Dtype*, Dtype*);               \
+  template void gpu_sqr<Dtype>(int, const Dtype*, Dtype*);                             \
+  template void gpu_sqrt<Dtype>(int, const Dtype*, Dtype*);                            \
+  template void gpu_powx<Dtype>(int, const Dtype*, Dtype, Dtype*);                     \
+  template void gpu_exp<Dtype>(int, const Dtype*, Dtype*);                             \
+  template void gpu_log<Dtype>(int, const Dtype*, Dtype*);                             \
+  template void gpu_abs<Dtype>(int, const Dtype*, Dtype*)
+
+STRATA_INSTANTIATE_GPU_MATH(float);
+STRATA_INSTANTIATE_GPU_MATH(double);
+
+}  // namespace strata
