@@ -31,6 +31,10 @@ class BiasLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   BroadcastGeometry geom_;
 };
@@ -59,6 +63,15 @@ void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b
 // keeps in one vector register, returned in double for the caller's totals. For the many short rows of late
 // layers (7 x 7) this is markedly cheaper than an OpenMP simd reduction, whose set-up and horizontal sum are
 // paid per row.
+#ifdef STRATA_USE_CUDA
+// The same two operations on device pointers (bias_layer.cu), for Bias, Scale and BatchNorm on the GPU.
+template <typename Dtype>
+void gpu_broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* scale, const Dtype* shift,
+                          Dtype* y);
+template <typename Dtype>
+void gpu_broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out);
+#endif
+
 template <typename Dtype, typename F>
 inline double row_sum(int begin, int end, const F& f) {
   Dtype s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;

@@ -1,9 +1,16 @@
 #pragma once
 
+#include <memory>
+
 #include "strata/im2col.hpp"
 #include "strata/layer.hpp"
 
 namespace strata {
+
+#ifdef STRATA_USE_CUDNN
+// cuDNN's descriptors and the algorithms chosen for the current shape (defined in convolution_layer.cu).
+struct CudnnConvolution;
+#endif
 
 // 2-D convolution (Caffe's "Convolution"): weights num_output x (C/group) x kernel_h x kernel_w, optional bias
 // of num_output; pad, stride, dilation and groups per Caffe's convolution_param. Each bottom gets its own top,
@@ -32,6 +39,11 @@ class ConvolutionLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDNN
+  // On the GPU through cuDNN, with the fastest algorithm measured once per shape (see convolution_layer.cu).
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   // The column matrix of images [n0, n0 + count) of `x`: the input itself on the direct 1x1 path, else unfolded
@@ -49,6 +61,9 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool bias_term_ = true;
   bool direct_ = false;    // 1x1 stride-1 unpadded and large enough: multiply the input without unfolding
   Blob<Dtype> bias_multiplier_;  // ones, chunk_ * out_count_ of them
+#ifdef STRATA_USE_CUDNN
+  std::shared_ptr<CudnnConvolution> cudnn_;
+#endif
 };
 
 }  // namespace strata

@@ -27,6 +27,10 @@ class DropoutLayer : public NeuronLayer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   Dtype scale_ = 1;          // 1 / (1 - dropout_ratio)
   uint64_t keep_below_ = 0;  // a value is kept when its 32-bit random number is below this (up to 2^32)

@@ -24,6 +24,10 @@ class EltwiseLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<Dtype> coeffs_;

@@ -20,6 +20,10 @@ class InnerProductLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   int M_ = 0;  // rows: the product of the axes before `axis`
   int K_ = 0;  // inputs per row

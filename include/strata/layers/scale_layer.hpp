@@ -24,6 +24,10 @@ class ScaleLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   const Blob<Dtype>& scale(const BlobVec& bottom) const { return bottom.size() > 1 ? *bottom[1] : *this->blobs_[0]; }
 

@@ -34,6 +34,10 @@ class SoftmaxWithLossLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
   // What the summed loss is divided by, for `valid` labelled positions.
   Dtype Normaliser(long long valid) const;

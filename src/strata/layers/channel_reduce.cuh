@@ -1,0 +1,75 @@
+// Per-channel sums on the GPU, shared by Bias, Scale and BatchNorm (private to src/strata/layers).
+//
+// A blob seen as (outer, dim, inner) is summed over outer x inner for every d. One block per channel leaves most
+// of the GPU idle when there are few channels with many values each (ResNet's first BatchNorm: 64 channels of
+// 800,000 values), so each channel is split over several blocks that write partial sums, and a second kernel adds
+// each channel's partials in a fixed order: deterministic, no atomics. Sums are in double, as on the CPU.
+#pragma once
+
+#include <algorithm>
+
+#include "strata/cuda.hpp"
+
+namespace strata {
+namespace channel_reduce_detail {
+
+constexpr int kTarget = 1024;  // blocks to aim for: several per multiprocessor
+constexpr int kMinPerBlock = 2048;
+
+template <typename F>
+__global__ void partials(long long per_d, int dim, int inner, long long chunk, int splits, F f, double2* out) {
+  __shared__ double s0[cuda::kThreads], s1[cuda::kThreads];
+  const int d = blockIdx.x, s = blockIdx.y;  // channels on x: up to 2^31 - 1 of them
+  const long long begin = s * chunk, end = min(per_d, begin + chunk);
+  double a = 0, b = 0;
+  for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const long long k = ((j / inner) * dim + d) * inner + j % inner;
+    const double2 v = f(k, d);
+    a += v.x;
+    b += v.y;
+  }
+  s0[threadIdx.x] = a;
+  s1[threadIdx.x] = b;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) {
+      s0[threadIdx.x] += s0[threadIdx.x + w];
+      s1[threadIdx.x] += s1[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[static_cast<long long>(d) * splits + s] = make_double2(s0[0], s1[0]);
+}
+
+template <typename G>
+__global__ void finish(int dim, int splits, const double2* in, G g) {
+  STRATA_KERNEL_LOOP(d, dim) {
+    double a = 0, b = 0;
+    for (int s = 0; s < splits; ++s) {
+      a += in[d * splits + s].x;
+      b += in[d * splits + s].y;
+    }
+    g(static_cast<int>(d), a, b);
+  }
+}
+
+}  // namespace channel_reduce_detail
+
+// For every channel d: (sum0, sum1) = sum over its values k of f(k, d) (a double2), then finish(d, sum0, sum1)
+// once. f and finish are __device__ lambdas. Uses the calling thread's workspace.
+template <typename F, typename G>
+void channel_reduce(int outer, int dim, int inner, F f, G finish) {
+  using namespace channel_reduce_detail;
+  if (dim == 0) return;
+  const long long per_d = static_cast<long long>(outer) * inner;
+  const long long by_size = std::max(1LL, per_d / kMinPerBlock);
+  const int splits = static_cast<int>(std::max(1LL, std::min(by_size, static_cast<long long>((kTarget + dim - 1) / dim))));
+  const long long chunk = (per_d + splits - 1) / splits;
+  double2* partial = static_cast<double2*>(cuda::workspace(sizeof(double2) * dim * splits));
+  partials<<<dim3(dim, splits), cuda::kThreads>>>(per_d, dim, inner, chunk, splits, f, partial);
+  STRATA_CUDA_KERNEL_CHECK();
+  channel_reduce_detail::finish<<<cuda::blocks(dim), cuda::kThreads>>>(dim, splits, partial, finish);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+}  // namespace strata

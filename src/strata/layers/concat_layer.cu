@@ -1,0 +1,47 @@
+#include "strata/cuda.hpp"
+#include "strata/layers/concat_layer.hpp"
+
+namespace strata {
+
+namespace {
+
+// `rows` runs of `width` values, src rows `src_stride` apart, dst rows `dst_stride` apart: one 2-D copy.
+template <typename Dtype>
+void copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
+  if (rows == 0 || width == 0) return;
+  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(Dtype) * dst_stride, src, sizeof(Dtype) * src_stride,
+                                 sizeof(Dtype) * width, rows, cudaMemcpyDeviceToDevice));
+}
+
+}  // namespace
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom.size() == 1) return;
+  Dtype* y = top[0]->mutable_gpu_data();
+  const int top_width = top[0]->shape(axis_) * inner_;
+  int offset = 0;
+  for (Blob<Dtype>* x : bottom) {
+    const int width = x->shape(axis_) * inner_;
+    copy_rows(outer_, width, x->gpu_data(), width, y + offset, top_width);
+    offset += width;
+  }
+}
+
+template <typename Dtype>
+void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                      const BlobVec& bottom) {
+  if (bottom.size() == 1) return;
+  const Dtype* dy = top[0]->gpu_diff();
+  const int top_width = top[0]->shape(axis_) * inner_;
+  int offset = 0;
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    const int width = bottom[b]->shape(axis_) * inner_;
+    if (propagate_down[b]) copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_gpu_diff(), width);
+    offset += width;
+  }
+}
+
+STRATA_INSTANTIATE_LAYER_GPU_FUNCS(ConcatLayer);
+
+}  // namespace strata

@@ -1,0 +1,117 @@
+#include "strata/cuda.hpp"
+#include "strata/layers/eltwise_layer.hpp"
+
+namespace strata {
+
+namespace {
+
+template <typename Dtype>
+__global__ void sum2(long long n, Dtype c0, const Dtype* x0, Dtype c1, const Dtype* x1, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = c0 * x0[i] + c1 * x1[i];
+}
+
+// The CPU's tie rule: between the first two a tie goes to bottom 1, after that an equal value keeps the earlier.
+template <typename Dtype>
+__global__ void max2(long long n, const Dtype* x0, const Dtype* x1, Dtype* y, Dtype* index) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const bool first = x0[i] > x1[i];
+    y[i] = first ? x0[i] : x1[i];
+    index[i] = first ? Dtype(0) : Dtype(1);
+  }
+}
+
+template <typename Dtype>
+__global__ void max_more(long long n, const Dtype* x, Dtype id, Dtype* y, Dtype* index) {
+  STRATA_KERNEL_LOOP(i, n) {
+    if (x[i] > y[i]) {
+      y[i] = x[i];
+      index[i] = id;
+    }
+  }
+}
+
+template <typename Dtype>
+__global__ void max_backward(long long n, const Dtype* dy, const Dtype* index, Dtype id, Dtype* dx) {
+  STRATA_KERNEL_LOOP(i, n) dx[i] = index[i] == id ? dy[i] : Dtype(0);
+}
+
+}  // namespace
+
+template <typename Dtype>
+void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int n = top[0]->count();
+  if (n == 0) return;
+  const Dtype* x0 = bottom[0]->gpu_data();
+  const Dtype* x1 = bottom[1]->gpu_data();
+  Dtype* y = top[0]->mutable_gpu_data();  // may be x0 (in place): each element is read before it is written
+  switch (op_) {
+    case EltwiseParameter::SUM:
+      sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, y);
+      STRATA_CUDA_KERNEL_CHECK();
+      for (size_t b = 2; b < bottom.size(); ++b) gpu_axpy(n, coeffs_[b], bottom[b]->gpu_data(), y);
+      break;
+    case EltwiseParameter::PROD:
+      gpu_mul(n, x0, x1, y);
+      for (size_t b = 2; b < bottom.size(); ++b) gpu_mul(n, static_cast<const Dtype*>(y), bottom[b]->gpu_data(), y);
+      break;
+    case EltwiseParameter::MAX: {
+      Dtype* index = max_index_.mutable_gpu_data();
+      max2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x0, x1, y, index);
+      STRATA_CUDA_KERNEL_CHECK();
+      for (size_t b = 2; b < bottom.size(); ++b) {
+        max_more<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[b]->gpu_data(),
+                                                      static_cast<Dtype>(b), y, index);
+        STRATA_CUDA_KERNEL_CHECK();
+      }
+      break;
+    }
+    default:
+      STRATA_FAIL() << "unknown eltwise operation " << op_;
+  }
+}
+
+template <typename Dtype>
+void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                       const BlobVec& bottom) {
+  const int n = top[0]->count();
+  if (n == 0) return;
+  const Dtype* dy = top[0]->gpu_diff();
+  // Bottom 0 last: in place, its diff is the top's.
+  for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
+    if (!propagate_down[b]) continue;
+    Dtype* dx = bottom[b]->mutable_gpu_diff();
+    switch (op_) {
+      case EltwiseParameter::SUM:
+        if (coeffs_[b] == Dtype(1)) {
+          gpu_copy(n, dy, dx);
+        } else {
+          gpu_scale(n, coeffs_[b], dy, dx);
+        }
+        break;
+      case EltwiseParameter::PROD:
+        if (stable_prod_grad_) {
+          bool first = true;
+          for (int j = 0; j < static_cast<int>(bottom.size()); ++j) {
+            if (j == b) continue;
+            gpu_mul(n, first ? dy : static_cast<const Dtype*>(dx), bottom[j]->gpu_data(), dx);
+            first = false;
+          }
+        } else {
+          gpu_mul(n, dy, top[0]->gpu_data(), dx);
+          gpu_div(n, static_cast<const Dtype*>(dx), bottom[b]->gpu_data(), dx);
+        }
+        break;
+      case EltwiseParameter::MAX:
+        max_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), dy, max_index_.gpu_data(),
+                                                          static_cast<Dtype>(b), dx);
+        STRATA_CUDA_KERNEL_CHECK();
+        break;
+      default:
+        STRATA_FAIL() << "unknown eltwise operation " << op_;
+    }
+  }
+}
+
+STRATA_INSTANTIATE_LAYER_GPU_FUNCS(EltwiseLayer);
+
+}  // namespace strata

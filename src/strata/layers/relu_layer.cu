@@ -1,0 +1,55 @@
+#include "strata/cuda.hpp"
+#include "strata/layers/relu_layer.hpp"
+
+namespace strata {
+
+namespace {
+
+// The CPU's forms exactly: NaN passes through forward and gets gradient 0 backward.
+template <typename Dtype>
+__global__ void relu_forward(long long n, const Dtype* x, Dtype* y, Dtype slope) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const Dtype v = x[i];
+    y[i] = slope == Dtype(0) ? (v < Dtype(0) ? Dtype(0) : v) : (v > Dtype(0) ? v : slope * v);
+  }
+}
+
+template <typename Dtype>
+__global__ void relu_backward(long long n, const Dtype* s, const Dtype* dy, Dtype* dx, Dtype slope) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const Dtype sv = s[i];
+    dx[i] = dy[i] * (Dtype(sv > Dtype(0)) + slope * Dtype(sv <= Dtype(0)));
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  const int n = bottom[0]->count();
+  if (n == 0) return;
+  relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[0]->gpu_data(),
+                                                    top[0]->mutable_gpu_data(), negative_slope_);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+template <typename Dtype>
+void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                    const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const Dtype slope = negative_slope_;
+  STRATA_REQUIRE(slope >= 0 || bottom[0] != top[0])
+      << "ReLU with negative_slope " << slope
+      << " < 0 cannot run backward in place (its output does not tell which side of 0 the input was); give "
+         "it its own top blob";
+  const int n = bottom[0]->count();
+  if (n == 0) return;
+  const Dtype* s = slope >= 0 ? top[0]->gpu_data() : bottom[0]->gpu_data();
+  relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), s, top[0]->gpu_diff(),
+                                                     bottom[0]->mutable_gpu_diff(), slope);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+STRATA_INSTANTIATE_LAYER_GPU_FUNCS(ReLULayer);
+
+}  // namespace strata

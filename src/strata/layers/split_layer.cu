@@ -1,0 +1,28 @@
+#include "strata/cuda.hpp"
+#include "strata/layers/split_layer.hpp"
+
+namespace strata {
+
+// Forward shares the bottom's memory as on the CPU (no copy, on either side).
+template <typename Dtype>
+void SplitLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  for (Blob<Dtype>* t : top) t->ShareData(*bottom[0]);
+}
+
+template <typename Dtype>
+void SplitLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                     const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int n = bottom[0]->count();
+  Dtype* bottom_diff = bottom[0]->mutable_gpu_diff();
+  if (top.size() == 1) {
+    gpu_copy(n, top[0]->gpu_diff(), bottom_diff);
+    return;
+  }
+  gpu_add(n, top[0]->gpu_diff(), top[1]->gpu_diff(), bottom_diff);
+  for (size_t i = 2; i < top.size(); ++i) gpu_axpy(n, Dtype(1), top[i]->gpu_diff(), bottom_diff);
+}
+
+STRATA_INSTANTIATE_LAYER_GPU_FUNCS(SplitLayer);
+
+}  // namespace strata
