@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "strata/device.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/util/io.hpp"
 
@@ -247,6 +248,12 @@ void GradientSync<Dtype>::Submit(int bucket_id) {
       ++unreduced_params_;
     }
   }
+  // GPU: the workers reduce host memory. Bring the bucket's gradients to the host here, on the main thread,
+  // so that no two workers copy one gradient at once (SyncedMemory is not thread-safe). This copy is not yet
+  // overlapped with backward (a dedicated copy stream per chunk is the next step).
+  if (Strata::mode() == Strata::GPU) {
+    for (int p : b.params) net_->learnable_params()[p]->mutable_cpu_diff();
+  }
   // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
   const size_t chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(Dtype));
   const size_t step = b.params.size() == 1 ? chunk : b.elements;
@@ -317,6 +324,7 @@ SignalAction GradientSync<Dtype>::AgreeOnAction(SignalAction local) {
 template <typename Dtype>
 void GradientSync<Dtype>::WorkerLoop(int k) {
   Worker& w = *workers_[k];
+  bind_gpu_thread();  // the updates it runs may launch GPU work: on this process's device
   for (;;) {
     Task t;
     {

@@ -361,6 +361,16 @@ void Solver<Dtype>::Regularize(int param_id) {
   Blob<Dtype>* p = net_->learnable_params()[param_id];
   const Dtype decay = param_.weight_decay() * net_->params_weight_decay()[param_id];
   if (decay == 0 || p->count() == 0) return;
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) {
+    if (param_.regularization_type() == "L2") {
+      gpu_axpy(p->count(), decay, p->gpu_data(), p->mutable_gpu_diff());
+    } else {
+      gpu_add_sign(p->count(), decay, p->gpu_data(), p->mutable_gpu_diff());
+    }
+    return;
+  }
+#endif
   if (param_.regularization_type() == "L2") {
     cpu_axpy(p->count(), decay, p->cpu_data(), p->mutable_cpu_diff());
   } else {
