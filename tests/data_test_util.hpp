@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs a shell command; its exit status (-1 when it did not exit normally, e.g. killed by a signal).
+inline int Shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 // A raw-byte Datum of shape c x h x w with the given pixels.
 inline Datum MakeDatum(int c, int h, int w, const std::vector<uint8_t>& pixels, int label) {

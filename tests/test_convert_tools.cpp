@@ -26,6 +26,8 @@ using testing_data::ExpectErrorContaining;
 using testing_data::Key;
 using testing_data::MakeDatum;
 using testing_data::TempDir;
+using testing_data::ReadAll;
+using testing_data::Shell;
 using testing_data::WriteFile;
 
 std::string BigEndian(uint32_t v) {
@@ -44,16 +46,6 @@ void WriteTinyMnist(const TempDir& dir) {
   for (int k = 0; k < 18; ++k) pixels += static_cast<char>(k);
   WriteFile(dir / "images", Idx(2051, {3, 2, 3}, pixels));
   WriteFile(dir / "labels", Idx(2049, {3}, std::string("\x07\x00\x09", 3)));
-}
-
-int Shell(const std::string& command) {
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 void ExpectTinyMnistDb(const std::string& db) {

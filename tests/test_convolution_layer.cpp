@@ -3,6 +3,7 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/parallel.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -182,10 +183,8 @@ TEST(ConvolutionLayer, GradientTwoBottomsAndAxis) {
   EXPECT_EQ(ya.shape(), (std::vector<int>{1, 2, 3, 3, 3}));
 }
 
-TEST(ConvolutionLayer, ChunkedBatchMatchesReference) {
-  // Images with small outputs (8x8) go several to a GEMM (with a short last chunk); checked forward and
-  // backward against a direct convolution.
-  const Reference r{4, 8, 8, 8, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1};  // chunks of 3 and 1
+// Forward and backward of `r` (pad 1) against a direct convolution in double.
+void CheckAgainstReference(const Reference& r) {
   LayerParameter p = ConvParam(ConvOptions());
   p.mutable_convolution_param()->set_num_output(r.O);
   p.mutable_convolution_param()->set_group(r.G);
@@ -222,6 +221,21 @@ TEST(ConvolutionLayer, ChunkedBatchMatchesReference) {
   for (size_t i = 0; i < ref_dw.size(); ++i) {
     ASSERT_NEAR(layer.blobs()[0]->cpu_diff()[i], ref_dw[i], 1e-5 * r.N * per_out) << i;
   }
+}
+
+TEST(ConvolutionLayer, ChunkedBatchMatchesReference) {
+  // Images with small outputs (8x8) go several to a GEMM (with a short last chunk).
+  CheckAgainstReference({4, 8, 8, 8, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1});  // chunks of 3 and 1
+}
+
+TEST(ConvolutionLayer, ThreadsShareTheBatch) {
+  // Two compute threads, each with its own range of 9 images (chunks of 3), their parameter gradients added
+  // afterwards; and a batch of one, where the GEMMs themselves are split between the threads.
+  const int saved = compute_threads();
+  set_compute_threads(2);
+  CheckAgainstReference({18, 8, 8, 8, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1});
+  CheckAgainstReference({1, 16, 40, 40, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1});
+  set_compute_threads(saved);
 }
 
 TEST(ConvolutionLayer, BackwardAccumulatesParamsAndHonoursFlags) {

@@ -1,6 +1,5 @@
 #include "strata/im2col.hpp"
 
-#include <strings.h>
 
 #include <algorithm>
 #include <climits>
@@ -8,7 +7,8 @@
 #include <cstring>
 
 #include "strata/blob.hpp"
-#include "strata/math_functions.hpp"  // cblas.h: openblas_get_parallel
+#include "strata/math_functions.hpp"
+#include "strata/parallel.hpp"
 
 namespace strata {
 
@@ -84,25 +84,6 @@ void unfold_one(Dtype* im, const ConvGeometry& g, int out_h, int out_w, Dtype* c
   unfold_channel<Dtype, kFold>(im, g, out_h, out_w, col, col_stride);
 }
 
-// Below this many column entries the OpenMP fork costs more than it saves.
-constexpr long kParallelMin = 1 << 15;
-
-// Whether an OpenMP region may sit between two GEMMs. With the pthreads build of OpenBLAS and libgomp's default
-// wait policy, the OpenMP worker spins for milliseconds after each region on the core the next GEMM's OpenBLAS
-// thread needs, which costs far more than unfolding in parallel saves. It is cheap when OpenBLAS itself runs
-// on OpenMP (one thread pool) or idle OpenMP threads sleep at once (OMP_WAIT_POLICY=passive, or a small
-// GOMP_SPINCOUNT).
-bool ParallelBesideBlas() {
-  static const bool cheap = [] {
-    if (openblas_get_parallel() == 2) return true;  // OpenBLAS built with OpenMP
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    if (policy && strcasecmp(policy, "passive") == 0) return true;
-    const char* spins = std::getenv("GOMP_SPINCOUNT");
-    return spins && std::atol(spins) <= 10000;
-  }();
-  return cheap;
-}
-
 template <typename Dtype, bool kFold>
 void unfold(Dtype* im, const ConvGeometry& g, int num, Dtype* col, int col_stride) {
   const int out_h = g.out_h(), out_w = g.out_w();
@@ -112,7 +93,7 @@ void unfold(Dtype* im, const ConvGeometry& g, int num, Dtype* col, int col_strid
   const long image = static_cast<long>(g.height) * g.width;
   const long rows_per_channel = static_cast<long>(g.kernel_h) * g.kernel_w;
   const long work = static_cast<long>(num) * C * rows_per_channel * out_count;
-#pragma omp parallel for collapse(2) schedule(static) if (work >= kParallelMin && ParallelBesideBlas())
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worthwhile(work))
   for (int n = 0; n < num; ++n) {
     for (int c = 0; c < C; ++c) {
       unfold_one<Dtype, kFold>(im + (static_cast<long>(n) * C + c) * image, g, out_h, out_w,

@@ -1,22 +1,67 @@
 #include "strata/math_functions.hpp"
 
+#include <algorithm>
 #include <random>
 
+#include "strata/parallel.hpp"
+
 namespace strata {
+
+namespace {
+
+// One GEMM with explicit leading dimensions, on the calling thread (OpenBLAS is pinned to one thread).
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double* A,
+                      int lda, const double* B, int ldb, double beta, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// Splits C = alpha op(A) op(B) + beta C into blocks of whole rows or whole columns of C, one per thread; the
+// reduction dimension K is never split, so every element of C is computed exactly as by one call, whatever the
+// thread count. Rows are split when C is taller than wide, else columns; block edges fall on multiples of 16
+// so that every block keeps OpenBLAS's full-width kernels.
+template <typename Dtype>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, Dtype alpha, const Dtype* A, const Dtype* B,
+          Dtype beta, Dtype* C) {
+  const int lda = (ta == CblasNoTrans) ? K : M;
+  const int ldb = (tb == CblasNoTrans) ? N : K;
+  const bool split_rows = M >= N;
+  const int extent = split_rows ? M : N;
+  int blocks = std::min(compute_threads(), extent / 16);
+  if (blocks < 2 || !parallel_worthwhile(static_cast<long long>(M) * N * K / 64)) {
+    blas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(blocks)
+  for (int b = 0; b < blocks; ++b) {
+    const int step = (extent / blocks + 15) / 16 * 16;
+    const int lo = std::min(extent, b * step);
+    const int hi = (b == blocks - 1) ? extent : std::min(extent, lo + step);
+    if (hi <= lo) continue;
+    if (split_rows) {
+      const Dtype* a = (ta == CblasNoTrans) ? A + static_cast<long>(lo) * lda : A + lo;
+      blas_gemm(ta, tb, hi - lo, N, K, alpha, a, lda, B, ldb, beta, C + static_cast<long>(lo) * N, N);
+    } else {
+      const Dtype* bb = (tb == CblasNoTrans) ? B + lo : B + static_cast<long>(lo) * ldb;
+      blas_gemm(ta, tb, M, hi - lo, K, alpha, A, lda, bb, ldb, beta, C + lo, N);
+    }
+  }
+}
+
+}  // namespace
 
 template <>
 void cpu_gemm<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float* A,
                      const float* B, float beta, float* C) {
-  const int lda = (ta == CblasNoTrans) ? K : M;
-  const int ldb = (tb == CblasNoTrans) ? N : K;
-  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+  gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 template <>
 void cpu_gemm<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double* A,
                       const double* B, double beta, double* C) {
-  const int lda = (ta == CblasNoTrans) ? K : M;
-  const int ldb = (tb == CblasNoTrans) ? N : K;
-  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+  gemm(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 template <>

@@ -20,7 +20,9 @@ struct CudnnConvolution;
 // in the shared column workspace, enough for a GEMM of a few hundred columns while the matrix stays cache-sized,
 // and each group is one GEMM over all of them; the result is scattered back to N x C x H x W with the bias
 // added on the way. Larger images take one GEMM each, written straight into the top. A 1x1, stride-1, unpadded
-// convolution over large enough images multiplies the input directly, with no unfolding.
+// convolution over large enough images multiplies the input directly, with no unfolding. With several compute
+// threads the batch is split into one contiguous range of images per thread (each unfolding and multiplying its
+// own images), which scales far better than splitting the small GEMMs of small images.
 template <typename Dtype>
 class ConvolutionLayer : public Layer<Dtype> {
  public:
@@ -49,6 +51,16 @@ class ConvolutionLayer : public Layer<Dtype> {
   // The column matrix of images [n0, n0 + count) of `x`: the input itself on the direct 1x1 path, else unfolded
   // into `col`.
   const Dtype* Columns(const Dtype* x, int n0, int count, Dtype* col) const;
+  // How many threads share the batch (1: the GEMMs themselves may still be split across threads).
+  int Teams() const;
+  void SyncParams();
+  // Runs fn(thread, first image, end image) on `teams` threads over contiguous image ranges.
+  template <typename RangeFn>
+  void ForEachTeam(int teams, RangeFn fn) const;
+  void ForwardImages(const Dtype* x, Dtype* y, int n_begin, int n_end) const;
+  // Accumulates into dw and db (either may be null) and writes dx (may be null) for images [n_begin, n_end).
+  void BackwardImages(const Dtype* dy, const Dtype* x, Dtype* dx, Dtype* dw, Dtype* db, int n_begin,
+                      int n_end) const;
 
   ConvGeometry geom_;      // of one image, all channels
   int channel_axis_ = 1;
@@ -61,6 +73,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool bias_term_ = true;
   bool direct_ = false;    // 1x1 stride-1 unpadded and large enough: multiply the input without unfolding
   Blob<Dtype> bias_multiplier_;  // ones, chunk_ * out_count_ of them
+  Blob<Dtype> partials_;         // parameter gradients of threads 1.. while they share the batch
 #ifdef STRATA_USE_CUDNN
   std::shared_ptr<CudnnConvolution> cudnn_;
 #endif

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cblas.h>
-#include <strings.h>
 
 #include <climits>
 #include <cmath>
@@ -16,30 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "strata/parallel.hpp"
+
 namespace strata {
 namespace act {
 
-// Below this many elements a loop runs on one thread: starting the team would cost more than it saves.
-constexpr long long kParallelMin = 1 << 15;
-
-// Whether an OpenMP region is cheap next to OpenBLAS. With the pthreads build of OpenBLAS and libgomp's default
-// wait policy, the OpenMP worker spins for milliseconds after each region on the core that the next GEMM's
-// OpenBLAS thread needs: a conv-sized GEMM followed by a parallel in-place ReLU ran twice as slow as with a
-// serial one (2 cores). Cheap when OpenBLAS runs on OpenMP itself, or when idle OpenMP threads sleep at once
-// (OMP_WAIT_POLICY=passive or a small GOMP_SPINCOUNT). The same rule as im2col's.
-inline bool omp_beside_blas_is_cheap() {
-  static const bool cheap = [] {
-    if (openblas_get_parallel() == 2) return true;
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    if (policy != nullptr && strcasecmp(policy, "passive") == 0) return true;
-    const char* spin_count = std::getenv("GOMP_SPINCOUNT");
-    return spin_count != nullptr && std::atol(spin_count) <= 10000;
-  }();
-  return cheap;
-}
-
-// Whether a loop over `work` elements should run on several threads.
-inline bool use_threads(long long work) { return work >= kParallelMin && omp_beside_blas_is_cheap(); }
+// Whether a loop over `work` elements should run on several threads (the policy lives in strata/parallel.hpp:
+// one OpenMP pool, OpenBLAS on the calling thread, so a parallel loop between two GEMMs costs no spinning).
+inline bool use_threads(long long work) { return parallel_worthwhile(work); }
 
 inline float mul_add(float a, float b, float c) {
 #ifdef __FMA__

@@ -4,6 +4,7 @@
 
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
+#include "strata/parallel.hpp"
 
 namespace strata {
 
@@ -167,32 +168,106 @@ const Dtype* ConvolutionLayer<Dtype>::Columns(const Dtype* x, int n0, int count,
 }
 
 template <typename Dtype>
-void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+int ConvolutionLayer<Dtype>::Teams() const {
+  // Multiply-adds of the whole batch: below parallel_worthwhile's bar one thread does it all.
+  const long long work = static_cast<long long>(num_) * num_output_ * out_count_ * col_rows_g_;
+  return parallel_worthwhile(work / 16) ? std::min(compute_threads(), num_) : 1;
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::SyncParams() {
+  // Brings the weights to the host on this thread, so that the threads below only read them.
+  for (auto& b : this->blobs_) b->cpu_data();
+  bias_multiplier_.cpu_data();
+}
+
+template <typename Dtype>
+template <typename RangeFn>
+void ConvolutionLayer<Dtype>::ForEachTeam(int teams, RangeFn fn) const {
+  if (teams <= 1) {
+    fn(0, 0, num_);
+    return;
+  }
+  // Each thread takes a contiguous range of images through the whole chunk loop: one parallel region per
+  // layer call, and every GEMM, im2col and scatter inside it runs on the thread that owns its images.
+#pragma omp parallel for schedule(static) num_threads(teams)
+  for (int t = 0; t < teams; ++t) {
+    fn(t, static_cast<int>(static_cast<long>(num_) * t / teams), static_cast<int>(static_cast<long>(num_) * (t + 1) / teams));
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::ForwardImages(const Dtype* x, Dtype* y, int n_begin, int n_end) const {
   const Dtype* w = this->blobs_[0]->cpu_data();
   const Dtype* bias = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
   const int M = num_output_ / group_, K = col_rows_g_;
   const long top_dim = static_cast<long>(num_output_) * out_count_;
   const long col_count = direct_ ? 0 : static_cast<long>(geom_.col_rows()) * chunk_ * out_count_;
   Dtype* ws = thread_workspace<Dtype>(col_count + (chunk_ > 1 ? top_dim * chunk_ : 0));
+  for (int n0 = n_begin; n0 < n_end; n0 += chunk_) {
+    const int count = std::min(chunk_, n_end - n0);
+    const int N = count * out_count_;
+    const Dtype* col = Columns(x, n0, count, ws);
+    // One image writes straight into the top; several go through a buffer in the workspace.
+    Dtype* out = count == 1 ? y + n0 * top_dim : ws + col_count;
+    for (int g = 0; g < group_; ++g) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M, N, K, Dtype(1), w + static_cast<long>(g) * M * K,
+                      col + static_cast<long>(g) * K * N, Dtype(0), out + static_cast<long>(g) * M * N);
+    }
+    if (count > 1) {
+      ScatterImages(out, count, num_output_, out_count_, bias, y + n0 * top_dim);
+    } else if (bias) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, num_output_, N, 1, Dtype(1), bias, bias_multiplier_.cpu_data(),
+                      Dtype(1), out);
+    }
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const int teams = Teams();
+  SyncParams();
   for (size_t i = 0; i < bottom.size(); ++i) {
     const Dtype* x = bottom[i]->cpu_data();
     Dtype* y = top[i]->mutable_cpu_data();
-    for (int n0 = 0; n0 < num_; n0 += chunk_) {
-      const int count = std::min(chunk_, num_ - n0);
-      const int N = count * out_count_;
+    ForEachTeam(teams, [&](int, int n_begin, int n_end) { ForwardImages(x, y, n_begin, n_end); });
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::BackwardImages(const Dtype* dy_all, const Dtype* x, Dtype* dx, Dtype* dw, Dtype* db,
+                                             int n_begin, int n_end) const {
+  const Dtype* w = this->blobs_[0]->cpu_data();
+  const int M = num_output_ / group_, K = col_rows_g_;
+  const long top_dim = static_cast<long>(num_output_) * out_count_;
+  const long bottom_dim = static_cast<long>(geom_.channels) * geom_.height * geom_.width;
+  const long col_count = direct_ ? 0 : static_cast<long>(geom_.col_rows()) * chunk_ * out_count_;
+  Dtype* ws = thread_workspace<Dtype>(col_count + (chunk_ > 1 ? top_dim * chunk_ : 0));
+  for (int n0 = n_begin; n0 < n_end; n0 += chunk_) {
+    const int count = std::min(chunk_, n_end - n0);
+    const int N = count * out_count_;
+    // The top gradient as num_output x N, like the forward GEMM's output.
+    const Dtype* dy = dy_all + n0 * top_dim;
+    if (count > 1) {
+      GatherImages(dy, count, num_output_, out_count_, ws + col_count);
+      dy = ws + col_count;
+    }
+    if (db) cpu_gemv<Dtype>(CblasNoTrans, num_output_, N, Dtype(1), dy, bias_multiplier_.cpu_data(), Dtype(1), db);
+    if (dw) {
       const Dtype* col = Columns(x, n0, count, ws);
-      // One image writes straight into the top; several go through a buffer in the workspace.
-      Dtype* out = count == 1 ? y + n0 * top_dim : ws + col_count;
       for (int g = 0; g < group_; ++g) {
-        cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M, N, K, Dtype(1), w + static_cast<long>(g) * M * K,
-                        col + static_cast<long>(g) * K * N, Dtype(0), out + static_cast<long>(g) * M * N);
+        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, M, K, N, Dtype(1), dy + static_cast<long>(g) * M * N,
+                        col + static_cast<long>(g) * K * N, Dtype(1), dw + static_cast<long>(g) * M * K);
       }
-      if (count > 1) {
-        ScatterImages(out, count, num_output_, out_count_, bias, y + n0 * top_dim);
-      } else if (bias) {
-        cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, num_output_, N, 1, Dtype(1), bias,
-                        bias_multiplier_.cpu_data(), Dtype(1), out);
+    }
+    if (dx) {
+      // Column gradients, then folded back onto the pixels they came from (the direct path needs no fold).
+      Dtype* dcol = direct_ ? dx + n0 * bottom_dim : ws;
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, K, N, M, Dtype(1), w + static_cast<long>(g) * M * K,
+                        dy + static_cast<long>(g) * M * N, Dtype(0), dcol + static_cast<long>(g) * K * N);
       }
+      if (!direct_) col2im_batch_cpu(ws, geom_, count, dx + n0 * bottom_dim);
     }
   }
 }
@@ -202,47 +277,34 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
                                            const BlobVec& bottom) {
   const bool weight_grad = this->param_propagate_down(0);
   const bool bias_grad = bias_term_ && this->param_propagate_down(1);
-  const Dtype* w = this->blobs_[0]->cpu_data();
   Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
-  const int M = num_output_ / group_, K = col_rows_g_;
-  const long top_dim = static_cast<long>(num_output_) * out_count_;
-  const long bottom_dim = static_cast<long>(geom_.channels) * geom_.height * geom_.width;
-  const long col_count = direct_ ? 0 : static_cast<long>(geom_.col_rows()) * chunk_ * out_count_;
-  Dtype* ws = thread_workspace<Dtype>(col_count + (chunk_ > 1 ? top_dim * chunk_ : 0));
+  SyncParams();
+  const int teams = Teams();
+  // Threads other than the first accumulate their images' parameter gradients privately; the sums are added
+  // in thread order afterwards, so a given thread count always gives the same result.
+  const long w_count = this->blobs_[0]->count();
+  const long b_count = bias_grad ? num_output_ : 0;
+  if (teams > 1 && (dw || db)) {
+    partials_.set_memory_category(MemoryCategory::kWorkspace);
+    partials_.Reshape({static_cast<int>((teams - 1) * (w_count + b_count))});
+  }
   for (size_t i = 0; i < top.size(); ++i) {
     if (!weight_grad && !bias_grad && !propagate_down[i]) continue;
-    const Dtype* dy_all = top[i]->cpu_diff();
+    const Dtype* dy = top[i]->cpu_diff();
     const Dtype* x = bottom[i]->cpu_data();
     Dtype* dx = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
-    for (int n0 = 0; n0 < num_; n0 += chunk_) {
-      const int count = std::min(chunk_, num_ - n0);
-      const int N = count * out_count_;
-      // The top gradient as num_output x N, like the forward GEMM's output.
-      const Dtype* dy = dy_all + n0 * top_dim;
-      if (count > 1) {
-        GatherImages(dy, count, num_output_, out_count_, ws + col_count);
-        dy = ws + col_count;
-      }
-      if (db) {
-        cpu_gemv<Dtype>(CblasNoTrans, num_output_, N, Dtype(1), dy, bias_multiplier_.cpu_data(), Dtype(1), db);
-      }
-      if (dw) {
-        const Dtype* col = Columns(x, n0, count, ws);
-        for (int g = 0; g < group_; ++g) {
-          cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, M, K, N, Dtype(1), dy + static_cast<long>(g) * M * N,
-                          col + static_cast<long>(g) * K * N, Dtype(1), dw + static_cast<long>(g) * M * K);
-        }
-      }
-      if (dx) {
-        // Column gradients, then folded back onto the pixels they came from (the direct path needs no fold).
-        Dtype* dcol = direct_ ? dx + n0 * bottom_dim : ws;
-        for (int g = 0; g < group_; ++g) {
-          cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, K, N, M, Dtype(1), w + static_cast<long>(g) * M * K,
-                          dy + static_cast<long>(g) * M * N, Dtype(0), dcol + static_cast<long>(g) * K * N);
-        }
-        if (!direct_) col2im_batch_cpu(ws, geom_, count, dx + n0 * bottom_dim);
-      }
+    Dtype* partial = (teams > 1 && (dw || db)) ? partials_.mutable_cpu_data() : nullptr;
+    if (partial) cpu_set<Dtype>(partials_.count(), Dtype(0), partial);
+    ForEachTeam(teams, [&](int t, int n_begin, int n_end) {
+      Dtype* own = t == 0 ? nullptr : partial + (t - 1) * (w_count + b_count);
+      BackwardImages(dy, x, dx, t == 0 ? dw : (dw ? own : nullptr), t == 0 ? db : (db ? own + w_count : nullptr),
+                     n_begin, n_end);
+    });
+    for (int t = 1; partial && t < teams; ++t) {
+      const Dtype* own = partial + (t - 1) * (w_count + b_count);
+      if (dw) cpu_axpy<Dtype>(static_cast<int>(w_count), Dtype(1), own, dw);
+      if (db) cpu_axpy<Dtype>(static_cast<int>(b_count), Dtype(1), own + w_count, db);
     }
   }
 }

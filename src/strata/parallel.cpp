@@ -1,0 +1,48 @@
+#include "strata/parallel.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+namespace strata {
+namespace {
+
+int positive_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  const int n = std::atoi(v);
+  return n > 0 ? n : 0;
+}
+
+int init_threads() {
+  int threads = positive_env("OMP_NUM_THREADS");
+  if (threads == 0) threads = positive_env("OPENBLAS_NUM_THREADS");
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(threads);
+  // OpenBLAS computes on the caller's thread; the OpenMP team is the only pool.
+  openblas_set_num_threads(1);
+  return threads;
+}
+
+// Decided when the library loads, before any thread of ours exists.
+int g_threads = init_threads();
+
+}  // namespace
+
+int compute_threads() { return g_threads; }
+
+void set_compute_threads(int threads) {
+  g_threads = std::max(1, threads);
+  omp_set_num_threads(g_threads);
+}
+
+bool parallel_worthwhile(long long work) {
+  // Below this much work waking the team costs more than it saves (measured on 2 cores, element-wise loops).
+  constexpr long long kMinWork = 1 << 15;
+  return g_threads > 1 && work >= kMinWork && !omp_in_parallel();
+}
+
+}  // namespace strata

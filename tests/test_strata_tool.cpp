@@ -1,0 +1,133 @@
+// The `strata` program itself on bad input: every case ends with exactly one "error: ..." line that says what
+// is wrong and where, exit status 1, and no crash, abort or glog CHECK. Skipped when the tool was not built
+// (the test target does not depend on it).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data_test_util.hpp"
+
+namespace strata {
+namespace {
+
+using testing_data::ReadAll;
+using testing_data::Shell;
+using testing_data::TempDir;
+using testing_data::WriteFile;
+
+const std::string kStrata = std::string(STRATA_BINARY_DIR) + "/bin/strata";
+
+// A tiny valid net; the cases below break one thing in it at a time.
+const char* kNet = R"(name: "tiny"
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "z" inner_product_param { num_output: 4 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
+)";
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+class StrataTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kStrata)) GTEST_SKIP() << "strata not built";
+  }
+
+  // Runs `strata ARGS` and expects exit status 1 with exactly one "error:" line containing every part.
+  void ExpectError(const std::string& args, const std::vector<std::string>& parts) {
+    const std::string log = dir_ / "stderr";
+    const int status = Shell("cd " + dir_.path() + " && " + kStrata + " " + args + " > /dev/null 2> " + log);
+    const std::string err = ReadAll(log);
+    EXPECT_EQ(status, 1) << args << "\n" << err;
+    std::istringstream lines(err);
+    std::string line, error_line;
+    int errors = 0;
+    for (std::string l; std::getline(lines, l);) {
+      if (l.rfind("error: ", 0) == 0) {
+        ++errors;
+        error_line = l;
+      }
+      EXPECT_EQ(l.find("Check failed"), std::string::npos) << l;
+      EXPECT_EQ(l.find("terminate called"), std::string::npos) << l;
+    }
+    EXPECT_EQ(errors, 1) << args << "\n" << err;
+    for (const auto& p : parts) EXPECT_NE(error_line.find(p), std::string::npos) << "'" << p << "' not in: " << error_line;
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    WriteFile(dir_ / name, text);
+    return dir_ / name;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(StrataTool, ValidNetTimes) {
+  const std::string net = Write("net.prototxt", kNet);
+  EXPECT_EQ(Shell(kStrata + " time --model=" + net + " --iterations=2 > " + dir_ / "out" + " 2>&1"), 0)
+      << ReadAll(dir_ / "out");
+  EXPECT_NE(ReadAll(dir_ / "out").find("Total learnable parameters: 16"), std::string::npos);
+}
+
+TEST_F(StrataTool, UnknownLayerTypeListsKnownTypes) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "\"InnerProduct\"", "\"InnerProdukt\""));
+  ExpectError("time --model=" + net, {"InnerProdukt", "'ip'", "InnerProduct", "Convolution"});
+}
+
+TEST_F(StrataTool, MalformedPrototxtGivesFileLineAndColumn) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "top: \"z\"", "top: \"z\" }"));
+  ExpectError("time --model=" + net, {net, ":3:"});
+}
+
+TEST_F(StrataTool, UnknownFieldIsNamed) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "num_output: 4", "num_outputs: 4"));
+  ExpectError("time --model=" + net, {net, "num_outputs"});
+}
+
+TEST_F(StrataTool, MissingBottomIsNamed) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "bottom: \"x\"", "bottom: \"w\""));
+  ExpectError("time --model=" + net, {"'ip'", "'w'"});
+}
+
+TEST_F(StrataTool, ShapeMismatchNamesTheLayer) {
+  // 2 scores against 3 labels.
+  const std::string net = Write("net.prototxt", Replace(kNet, "shape { dim: 2 } }", "shape { dim: 3 } }"));
+  ExpectError("time --model=" + net, {"'loss'"});
+}
+
+TEST_F(StrataTool, MissingModelFile) { ExpectError("time --model=" + dir_ / "nope.prototxt", {"nope.prototxt"}); }
+
+TEST_F(StrataTool, BadCommandAndFlags) {
+  ExpectError("frobnicate", {"unknown command", "frobnicate"});
+  ExpectError("time", {"--model"});
+  const std::string net = Write("net.prototxt", kNet);
+  ExpectError("time --model=" + net + " --phase=TRAINING", {"--phase", "TRAINING"});
+}
+
+TEST_F(StrataTool, TrainWithoutNetOrData) {
+  ExpectError("train --solver=" + Write("no_net.prototxt", "base_lr: 0.01\nmax_iter: 10\n"), {"net"});
+  // A Data layer whose LMDB does not exist: the path is named.
+  const std::string net = Write("data_net.prototxt", Replace(kNet,
+      R"(layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } })",
+      R"(layer { name: "d" type: "Data" top: "x" top: "y" data_param { source: "missing_lmdb" batch_size: 2 } })"));
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 10\n");
+  ExpectError("train --solver=" + solver, {"missing_lmdb"});
+}
+
+TEST_F(StrataTool, TestWithCorruptWeights) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string weights = Write("w.caffemodel", "\x0a\x04tiny\x3a\xff\xff");  // truncated NetParameter
+  ExpectError("test --model=" + net + " --weights=" + weights + " --iterations=1", {"w.caffemodel"});
+  ExpectError("test --model=" + net + " --weights=" + dir_ / "missing.caffemodel" + " --iterations=1",
+              {"missing.caffemodel"});
+}
+
+}  // namespace
+}  // namespace strata
