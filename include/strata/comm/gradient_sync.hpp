@@ -71,10 +71,13 @@ class GradientSync {
   // Writes the timeline (rank 0 gathers every rank's events). Collective.
   void WriteTimeline();
 
-  // Accumulated over the iterations since the last display.
+  // Accumulated over the iterations since the last display (main thread). wait_ms is the exposed
+  // communication: the time the compute thread waited for reductions and updates, after backward (overlap
+  // off, clipping) or in forward (waiting for a layer's update); forward_wait_ms is the forward part of it.
+  // tail_ms sums, over `tails` iterations, the time from the end of backward to that iteration's last update.
   struct Stats {
-    double forward_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
-    int iterations = 0;
+    double forward_ms = 0, forward_wait_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
+    int iterations = 0, tails = 0;
   };
 
  private:
@@ -168,6 +171,7 @@ class GradientSync {
   Stats stats_;
   double backward_end_us_ = 0;
   double last_update_us_ = 0;  // under state_mutex_
+  double busy_us_ = 0;         // under state_mutex_: time the workers spent in allreduces since the last display
   double layer_t0_us_ = 0;
   bool timeline_ = false;
   std::mutex events_mutex_;

@@ -190,6 +190,12 @@ Dtype GradientSync<Dtype>::Iterate() {
     loss += l;
     const double b0 = now_us();
     stats_.forward_ms += (b0 - f0) / 1000;
+    if (pass == 0 && backward_end_us_ > 0) {
+      // Forward waited for every update of the previous iteration: its last one is known now.
+      std::lock_guard<std::mutex> lock(state_mutex_);
+      stats_.tail_ms += std::max(0.0, last_update_us_ - backward_end_us_) / 1000;
+      ++stats_.tails;
+    }
     // Submissions in OnBackward need this iteration's rate and number.
     pending_rate_ = rate;
     pending_iter_ = iter;
@@ -215,6 +221,7 @@ Dtype GradientSync<Dtype>::Iterate() {
     solver_->ApplyUpdate();
     net_->ClearParamDiffs();
     std::lock_guard<std::mutex> lock(state_mutex_);
+    last_update_us_ = now_us();
     std::fill(param_pending_.begin(), param_pending_.end(), 0);
     pending_params_ = 0;
     unit_remaining_ = unit_total_;
@@ -377,6 +384,10 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
     Record(net_->param_display_names()[b.params[0]] + (b.params.size() > 1 ? " (fused)" : ""), "allreduce",
            1 + w.index, t0);
   }
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    busy_us_ += now_us() - t0;
+  }
   ParamsReduced(t);
 }
 
@@ -438,6 +449,7 @@ void GradientSync<Dtype>::WaitForLayer(int layer_id) {
   const double t0 = now_us();
   state_cv_.wait(lock, ready);
   stats_.wait_ms += (now_us() - t0) / 1000;
+  stats_.forward_wait_ms += (now_us() - t0) / 1000;
   if (timeline_) {
     lock.unlock();
     Record("wait " + net_->layer_names()[layer_id], "wait", 0, t0);
@@ -508,24 +520,26 @@ template <typename Dtype>
 void GradientSync<Dtype>::LogStats(int iter) {
   Stats s = stats_;
   stats_ = Stats();
-  double tail = 0;
+  double busy_us = 0;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    tail = std::max(0.0, last_update_us_ - backward_end_us_) / 1000;
+    busy_us = busy_us_;
+    busy_us_ = 0;
   }
   if (comm_.rank() != 0 || s.iterations == 0) return;
   const double n = s.iterations;
   const double exposed = s.wait_ms / n;
   const double iteration = s.iteration_ms / n;
-  // Overlap ratio: the share of the communication after backward that compute hid.
-  const double comm_after_backward = std::max(tail, exposed);
-  const double ratio = comm_after_backward > 0 ? 1 - exposed / comm_after_backward : 1;
-  char line[256];
+  const double busy = busy_us / 1000 / n;
+  const double tail = s.tails > 0 ? s.tail_ms / s.tails : 0;
+  // Overlap ratio: the share of the time spent in allreduces that the computation hid.
+  const double ratio = busy > 0 ? std::min(1.0, std::max(0.0, 1 - exposed / busy)) : 1;
+  char line[320];
   std::snprintf(line, sizeof(line),
                 "Iteration %d, per iteration: forward %.2f ms, backward %.2f ms, exposed communication %.2f ms "
-                "(%.1f%% of %.2f ms), comm tail after backward %.2f ms, overlap ratio %.2f",
-                iter, s.forward_ms / n, s.backward_ms / n, exposed, iteration > 0 ? 100 * exposed / iteration : 0,
-                iteration, tail, ratio);
+                "(%.1f%% of %.2f ms), allreduce busy %.2f ms, comm tail after backward %.2f ms, overlap ratio %.2f",
+                iter, (s.forward_ms - s.forward_wait_ms) / n, s.backward_ms / n, exposed,
+                iteration > 0 ? 100 * exposed / iteration : 0, iteration, busy, tail, ratio);
   LOG(INFO) << line;
 }
 
