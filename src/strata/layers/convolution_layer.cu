@@ -42,14 +42,18 @@ cudnnDataType_t data_type<double>() {
   return CUDNN_DATA_DOUBLE;
 }
 
-// The first (fastest: cuDNN sorts by time) usable result of a Find call.
+// The first (fastest: cuDNN sorts by time) usable result of a Find call. Without TF32, a result measured with
+// FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
 template <typename Perf>
 const Perf* pick(const Perf* perf, int returned, const char* direction, const std::string& key) {
   const GpuOptions& o = gpu_options();
-  for (int i = 0; i < returned; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > o.workspace_limit) continue;
-    if (o.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-    return &perf[i];
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < returned; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > o.workspace_limit) continue;
+      if (o.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+      if (pass == 0 && !o.allow_tf32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      return &perf[i];
+    }
   }
   STRATA_FAIL() << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << direction
                 << " convolution algorithm within the workspace limit of " << human_bytes(o.workspace_limit)
