@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
+# .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
+# $OUT/summary.txt) when $OUT is set; the summary is printed last.
+#   bash scripts/gpu_checks.sh [tests] [time] [pytorch] [train] [mpi2] [units]      (default: all six)
+set -uo pipefail
+out=/tmp/gpu-logs
+mkdir -p "$out"
+steps=${*:-tests time pytorch train mpi2 units}
+source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
+# The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
+# build/): point those at this checkout and the unpacked bundle.
+[ -e build ] || ln -s /tmp/strata build
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+mkdir -p /tmp/nets
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+# After every step, so that a run cut off by a time limit still leaves its logs.
+pack() { [ -n "${OUT:-}" ] && tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs && cp "$summary" "$OUT/"; }
+
+nvidia-smi -L | tee -a "$summary"
+missing=$(ldd /tmp/strata/bin/strata /tmp/strata/bin/strata_tests | grep "not found" | sort -u)
+[ -n "$missing" ] && say "MISSING LIBRARIES: $missing"
+strata device_query 2>&1 | tee "$out/device_query.txt"
+
+for step in $steps; do
+  case $step in
+    tests)
+      # The GPU tests first (their per-blob errors are printed), then every unit test on this machine.
+      timeout 200 strata_tests --gtest_filter='GpuTest*' >"$out/gpu_tests.txt" 2>&1
+      say "GPU tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.txt" | tr '\n' ' '))"
+      grep -E "FAILED|Failure|error" "$out/gpu_tests.txt" | head -20 | tee -a "$summary"
+      grep "normalised error" "$out/gpu_tests.txt" | awk '{print $NF}' | sort -g | tail -1 |
+        xargs -I{} echo "largest normalised error, GPU vs CPU: {}" | tee -a "$summary"
+      ;;
+    units)
+      # Every other unit test, on this machine (CPU code; catches a broken bundle).
+      (cd "$out" && timeout "${UNIT_TIMEOUT:-300}" strata_tests --gtest_filter='-GpuTest*' >"$out/unit_tests.txt" 2>&1)
+      say "other unit tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/unit_tests.txt" | tr '\n' ' '))"
+      grep -E "^\[  FAILED" "$out/unit_tests.txt" | head -20 | tee -a "$summary"
+      ;;
+    time)
+      sed '0,/dim: 32 dim: 3/s//dim: 256 dim: 3/; 0,/shape { dim: 32 }/s//shape { dim: 256 }/' \
+        models/alexnet/deploy.prototxt >/tmp/nets/alexnet256.prototxt
+      sed '0,/dim: 8 dim: 3/s//dim: 64 dim: 3/; 0,/shape { dim: 8 }/s//shape { dim: 64 }/' \
+        models/resnet50/deploy.prototxt >/tmp/nets/resnet50_64.prototxt
+      for net in models/lenet/deploy.prototxt /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
+        for tf in false true; do
+          log=$out/time_$(basename "$net" .prototxt)_tf32_$tf.txt
+          timeout 120 strata time --model="$net" --gpu=0 --tf32=$tf --iterations=20 --warmup=3 >"$log" 2>&1
+          say "strata time $(basename "$net") tf32=$tf: exit $? $(grep -E 'Average Forward-Backward' "$log")"
+        done
+      done
+      ;;
+    pytorch)
+      # Without our LD_LIBRARY_PATH: PyTorch brings its own CUDA libraries.
+      for args in "--net alexnet --batch 256" "--net resnet50 --batch 64"; do
+        env -u LD_LIBRARY_PATH timeout 150 python3 benchmarks/gpu_pytorch.py $args 2>&1 | tee -a "$summary"
+      done
+      ;;
+    train | mpi2)
+      if [ ! -d .gpudata ]; then
+        say "no .gpudata (Fashion-MNIST): $step skipped"
+        continue
+      fi
+      mkdir -p data
+      for s in train t10k; do
+        [ -d "data/fashion_mnist_${s/t10k/test}_lmdb" ] ||
+          convert_mnist_data .gpudata/$s-images-idx3-ubyte.gz .gpudata/$s-labels-idx1-ubyte.gz \
+            "data/fashion_mnist_${s/t10k/test}_lmdb" >/dev/null 2>&1
+      done
+      sed 's/solver_mode: CPU/solver_mode: GPU/' models/lenet_fashion/lenet_solver.prototxt >/tmp/nets/lenet_gpu_solver.prototxt
+      SECONDS=0
+      if [ "$step" = train ]; then
+        timeout 240 strata train --solver=/tmp/nets/lenet_gpu_solver.prototxt >"$out/train_lenet_gpu.txt" 2>&1
+        say "LeNet GPU training: exit $?, ${SECONDS} s wall"
+        grep -E "Test net output #0|Iteration 10000" "$out/train_lenet_gpu.txt" | tail -3 | tee -a "$summary"
+      else
+        # 2 ranks sharing the one GPU; train ends non-zero if the ranks' weights differ at the end.
+        timeout 240 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np 2 \
+          strata train --solver=/tmp/nets/lenet_gpu_solver.prototxt --iterations=1000 >"$out/train_lenet_gpu_np2.txt" 2>&1
+        say "LeNet GPU training, 2 ranks on one GPU, 1000 iterations: exit $?, ${SECONDS} s wall"
+        grep -E "Test net output #0|error" "$out/train_lenet_gpu_np2.txt" | tail -3 | tee -a "$summary"
+      fi
+      ;;
+  esac
+  pack
+done
+echo "==== summary"
+cat "$summary"
