@@ -53,7 +53,8 @@ class Communicator {
   // Sets Open MPI defaults that suit Strata's tools unless the user chose otherwise (an mpirun --mca
   // flag or an OMPI_MCA_* variable always wins). Must run before MPI is initialised. Today: waiting
   // threads yield the core (mpi_yield_when_idle=1), because on a machine where ranks or compute threads
-  // share cores a spinning MPI wait takes half the core from the work (docs/allreduce.md).
+  // share cores a spinning MPI wait takes half the core from the work (docs/allreduce.md); and Open MPI's
+  // dynamic rules are on, so its algorithms can be forced by name (coll_tuned_use_dynamic_rules=1).
   static void set_default_mpi_tuning();
 
  private:

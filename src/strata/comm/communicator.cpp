@@ -40,6 +40,9 @@ std::string thread_level_name(int level) {
 void Communicator::set_default_mpi_tuning() {
   // setenv(..., 0) keeps a value mpirun or the user already put there.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  // The forced Open MPI algorithms (mpi_ring, ...; comm_param.algorithm in a solver) are only honoured with
+  // dynamic rules on. Without a forced algorithm or a rules file Open MPI makes its fixed choices as before.
+  setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
 }
 
 Communicator::Communicator(int* argc, char*** argv, int comm_threads) {
