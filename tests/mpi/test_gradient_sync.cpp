@@ -122,12 +122,13 @@ struct Config {
   size_t fusion_bytes = 0;
   int threads = 1;  // see FusionThreadsAndChunkSizes for more
   int checksum_interval = 0;
+  int poll_sleep_us = 0;
   SolverSetting solver;
   std::string describe() const {
     std::ostringstream s;
     s << algorithm << ", overlap " << (overlap ? "on" : "off") << ", chunks " << chunk_bytes << " B, fusion "
-      << fusion_bytes << " B, " << threads << " thread(s), iter_size " << solver.iter_size << ", clip "
-      << solver.clip;
+      << fusion_bytes << " B, " << threads << " thread(s), poll sleep " << poll_sleep_us << " us, iter_size "
+      << solver.iter_size << ", clip " << solver.clip;
     return s.str();
   }
 };
@@ -213,6 +214,7 @@ class GradientSyncTest : public ::testing::Test {
     o.fusion_bytes = c.fusion_bytes;
     o.threads = c.threads;
     o.checksum_interval = c.checksum_interval;
+    o.poll_sleep_us = c.poll_sleep_us;
     uint64_t digest = 0;
     Weights w;
     {
@@ -298,6 +300,14 @@ TEST_F(GradientSyncTest, FusionThreadsAndChunkSizes) {
   c.chunk_bytes = 302;  // not a multiple of the element size
   c.checksum_interval = 1;  // the per-iteration consistency check must pass (and drains every iteration)
   Check(c);
+  // Sleeping between polls instead of blocking in MPI: every exchange pattern (linear's, the segmented
+  // pipelines, the fold of non-power-of-two rank counts) through the polling wait.
+  for (const auto& name : {"linear", "vhd_seg", "ring_seg", "brb"}) {
+    c = Config();
+    c.algorithm = name;
+    c.poll_sleep_us = 20;
+    Check(c);
+  }
 }
 
 TEST_F(GradientSyncTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {

@@ -29,6 +29,17 @@ class ScratchBuffer {
   size_t bytes_ = 0;
 };
 
+// How the calling thread waits for its messages. By default (0) it blocks in MPI, which polls: fastest
+// when the thread has a core to itself. With a positive value it polls with MPI_Testall and, once a short
+// spin has not finished the wait, sleeps that many microseconds between polls: a communication thread
+// that shares its core with computation (GradientSync's workers) then gives the core back while it waits
+// for the other ranks, instead of taking turns with the computation in sched_yield. A per-thread setting,
+// so the benchmark and other callers keep blocking waits.
+void set_thread_poll_sleep_us(int us);
+int thread_poll_sleep_us();
+// MPI_Waitall under the calling thread's wait setting.
+void wait_all(int n, MPI_Request* reqs);
+
 // dst[i] += src[i] for i < n. Written so the compiler vectorises it (AVX2 in the release build).
 void sum_into(void* dst, const void* src, size_t n, DataType t);
 

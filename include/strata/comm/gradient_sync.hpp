@@ -42,6 +42,7 @@ struct GradientSyncOptions {
   int threads = 2;                   // communication threads, each with its own communicator
   size_t fusion_bytes = 0;           // gradients smaller than this are packed into buckets of this size
   int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
+  int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
   std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
   static GradientSyncOptions FromProto(const CommParameter& p);
 };

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include <time.h>
+
 #include "strata/comm/communicator.hpp"
 
 namespace strata {
@@ -20,6 +22,31 @@ void sum_into_typed(T* __restrict dst, const T* __restrict src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 }  // namespace
+
+namespace {
+thread_local int t_poll_sleep_us = 0;
+// Polls before the first sleep: a message already on its way lands within microseconds, and a sleep
+// costs at least the timer's granularity (tens of microseconds).
+constexpr int kSpinPolls = 64;
+}  // namespace
+
+void set_thread_poll_sleep_us(int us) { t_poll_sleep_us = us > 0 ? us : 0; }
+int thread_poll_sleep_us() { return t_poll_sleep_us; }
+
+void wait_all(int n, MPI_Request* reqs) {
+  if (n <= 0) return;
+  if (t_poll_sleep_us == 0) {
+    STRATA_MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+    return;
+  }
+  const timespec pause{0, 1000L * t_poll_sleep_us};
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    STRATA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (polls >= kSpinPolls) nanosleep(&pause, nullptr);
+  }
+}
 
 ScratchBuffer::~ScratchBuffer() { free(data_); }
 
@@ -81,13 +108,12 @@ void Exchange::send_recv_sum(const void* send, size_t send_count, int to, void* 
   if (nrecv > 1) post_recv(1);
   post_sends(send, send_count, to, t, seg);
   for (size_t k = 0; k < nrecv; ++k) {
-    STRATA_MPI_CHECK(MPI_Wait(&recv_req[k % 2], MPI_STATUS_IGNORE));
+    wait_all(1, &recv_req[k % 2]);
     size_t b = k * seg, e = std::min(recv_count, b + seg);
     sum_into(at(acc, b, t), slots[k % 2], e - b, t);
     if (k + 2 < nrecv) post_recv(k + 2);
   }
-  if (!send_reqs_.empty())
-    STRATA_MPI_CHECK(MPI_Waitall(static_cast<int>(send_reqs_.size()), send_reqs_.data(), MPI_STATUSES_IGNORE));
+  wait_all(static_cast<int>(send_reqs_.size()), send_reqs_.data());
 }
 
 void Exchange::swap_sum(void* buf, size_t count, int peer, DataType t) {
@@ -110,7 +136,7 @@ void Exchange::swap_sum(void* buf, size_t count, int peer, DataType t) {
   post(0);
   if (n > 1) post(1);
   for (size_t k = 0; k < n; ++k) {
-    STRATA_MPI_CHECK(MPI_Waitall(2, &reqs[2 * (k % 2)], MPI_STATUSES_IGNORE));
+    wait_all(2, &reqs[2 * (k % 2)]);
     size_t b = k * seg, e = std::min(count, b + seg);
     sum_into(at(buf, b, t), slots[k % 2], e - b, t);
     if (k + 2 < n) post(k + 2);
@@ -121,27 +147,27 @@ void Exchange::send_recv(const void* send, size_t send_count, int to, void* recv
                          DataType t) {
   // Copies gain nothing from small segments (there is no sum to keep in cache), so whole messages.
   if (send_count <= kMaxMessageElems && recv_count <= kMaxMessageElems) {
-    if (send_count > 0 && recv_count > 0) {
-      STRATA_MPI_CHECK(MPI_Sendrecv(send, static_cast<int>(send_count), mpi_type_of(t), to, kTag, recv,
-                                    static_cast<int>(recv_count), mpi_type_of(t), from, kTag, comm_,
-                                    MPI_STATUS_IGNORE));
-    } else if (send_count > 0) {
-      STRATA_MPI_CHECK(MPI_Send(send, static_cast<int>(send_count), mpi_type_of(t), to, kTag, comm_));
-    } else if (recv_count > 0) {
+    // Non-blocking pairs rather than MPI_Sendrecv, so the wait follows the thread's wait setting.
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (recv_count > 0) {
       STRATA_MPI_CHECK(
-          MPI_Recv(recv, static_cast<int>(recv_count), mpi_type_of(t), from, kTag, comm_, MPI_STATUS_IGNORE));
+          MPI_Irecv(recv, static_cast<int>(recv_count), mpi_type_of(t), from, kTag, comm_, &reqs[0]));
     }
+    if (send_count > 0) {
+      STRATA_MPI_CHECK(MPI_Isend(send, static_cast<int>(send_count), mpi_type_of(t), to, kTag, comm_, &reqs[1]));
+    }
+    wait_all(2, reqs);
     return;
   }
   const size_t seg = kMaxMessageElems;
   post_sends(send, send_count, to, t, seg);
   for (size_t b = 0; b < recv_count; b += seg) {
     size_t e = std::min(recv_count, b + seg);
-    STRATA_MPI_CHECK(MPI_Recv(at(recv, b, t), static_cast<int>(e - b), mpi_type_of(t), from, kTag, comm_,
-                              MPI_STATUS_IGNORE));
+    MPI_Request req;
+    STRATA_MPI_CHECK(MPI_Irecv(at(recv, b, t), static_cast<int>(e - b), mpi_type_of(t), from, kTag, comm_, &req));
+    wait_all(1, &req);
   }
-  if (!send_reqs_.empty())
-    STRATA_MPI_CHECK(MPI_Waitall(static_cast<int>(send_reqs_.size()), send_reqs_.data(), MPI_STATUSES_IGNORE));
+  wait_all(static_cast<int>(send_reqs_.size()), send_reqs_.data());
 }
 
 PowerOfTwoFold::PowerOfTwoFold(int rank, int size) {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "strata/device.hpp"
+#include "strata/comm/allreduce_kernels.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/util/io.hpp"
 
@@ -18,9 +18,12 @@ GradientSyncOptions GradientSyncOptions::FromProto(const CommParameter& p) {
   o.threads = static_cast<int>(p.threads());
   o.fusion_bytes = p.fusion_bytes();
   o.checksum_interval = p.checksum_interval();
+  o.poll_sleep_us = static_cast<int>(p.poll_sleep_us());
   STRATA_REQUIRE(o.chunk_bytes >= 64) << "comm_param.chunk_bytes must be at least 64, got " << o.chunk_bytes;
   STRATA_REQUIRE(o.threads >= 1 && o.threads <= 16) << "comm_param.threads must be in [1, 16], got " << o.threads;
   STRATA_REQUIRE(o.checksum_interval >= 0) << "comm_param.checksum_interval must not be negative";
+  STRATA_REQUIRE(p.poll_sleep_us() <= 100000) << "comm_param.poll_sleep_us must be at most 100000, got "
+                                              << p.poll_sleep_us();
   return o;
 }
 
@@ -255,12 +258,6 @@ void GradientSync<Dtype>::Submit(int bucket_id) {
       ++unreduced_params_;
     }
   }
-  // GPU: the workers reduce host memory. Bring the bucket's gradients to the host here, on the main thread,
-  // so that no two workers copy one gradient at once (SyncedMemory is not thread-safe). This copy is not yet
-  // overlapped with backward (a dedicated copy stream per chunk is the next step).
-  if (Strata::mode() == Strata::GPU) {
-    for (int p : b.params) net_->learnable_params()[p]->mutable_cpu_diff();
-  }
   // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
   const size_t chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(Dtype));
   const size_t step = b.params.size() == 1 ? chunk : b.elements;
@@ -331,7 +328,9 @@ SignalAction GradientSync<Dtype>::AgreeOnAction(SignalAction local) {
 template <typename Dtype>
 void GradientSync<Dtype>::WorkerLoop(int k) {
   Worker& w = *workers_[k];
-  bind_gpu_thread();  // the updates it runs may launch GPU work: on this process's device
+  // Waiting for the other ranks, this thread sleeps between polls instead of taking turns with the
+  // computation on its core (comm_param.poll_sleep_us; 0: MPI's own polling waits).
+  comm_detail::set_thread_poll_sleep_us(options_.poll_sleep_us);
   for (;;) {
     Task t;
     {

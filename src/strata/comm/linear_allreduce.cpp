@@ -25,8 +25,10 @@ void LinearAllreduce::run_piece(void* buf, size_t count, DataType t) {
   const int n = static_cast<int>(count);
   const MPI_Datatype mt = mpi_type_of(t);
   if (rank_ != 0) {
-    STRATA_MPI_CHECK(MPI_Send(buf, n, mt, 0, kTag, comm_));
-    STRATA_MPI_CHECK(MPI_Recv(buf, n, mt, 0, kTag, comm_, MPI_STATUS_IGNORE));
+    STRATA_MPI_CHECK(MPI_Isend(buf, n, mt, 0, kTag, comm_, &reqs_[0]));
+    comm_detail::wait_all(1, &reqs_[0]);
+    STRATA_MPI_CHECK(MPI_Irecv(buf, n, mt, 0, kTag, comm_, &reqs_[0]));
+    comm_detail::wait_all(1, &reqs_[0]);
     return;
   }
   // Two slots, as in Exchange: rank r+1's buffer arrives while rank r's is summed, and the scratch stays
@@ -39,12 +41,12 @@ void LinearAllreduce::run_piece(void* buf, size_t count, DataType t) {
   post(1);
   if (size_ > 2) post(2);
   for (int r = 1; r < size_; ++r) {
-    STRATA_MPI_CHECK(MPI_Wait(&reqs_[r - 1], MPI_STATUS_IGNORE));
+    comm_detail::wait_all(1, &reqs_[r - 1]);
     comm_detail::sum_into(buf, slots + ((r - 1) % 2) * bytes, count, t);
     if (r + 2 < size_) post(r + 2);
   }
   for (int r = 1; r < size_; ++r) STRATA_MPI_CHECK(MPI_Isend(buf, n, mt, r, kTag, comm_, &reqs_[r - 1]));
-  STRATA_MPI_CHECK(MPI_Waitall(size_ - 1, reqs_.data(), MPI_STATUSES_IGNORE));
+  comm_detail::wait_all(size_ - 1, reqs_.data());
 }
 
 }  // namespace strata
