@@ -420,6 +420,14 @@ void GradientSync<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
   for (int p : net_->learnable_params_final_after(layer_id)) {
     if (bucket_of_param_[p] < 0) continue;
     Blob<Dtype>* blob = net_->learnable_params()[p];
+#ifdef STRATA_USE_CUDA
+    // In GPU mode the update left the gradient on the device: zero it there rather than copy it back to do so.
+    if (Strata::mode() == Strata::GPU) {
+      gpu_set(blob->count(), Dtype(0), blob->mutable_gpu_diff());
+      params.push_back(p);
+      continue;
+    }
+#endif
     cpu_set(blob->count(), Dtype(0), blob->mutable_cpu_diff());
     params.push_back(p);
   }
