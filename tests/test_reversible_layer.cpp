@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -205,6 +206,39 @@ void ExpectStackMatchesKept(int blocks, const std::string& tail, double toleranc
   ASSERT_NE(last, nullptr);
   EXPECT_LT(last->reconstruction_error(), 1e-4);
   EXPECT_FALSE(rebuilt.blob_by_name("x1")->has_data());  // dropped after rebuilt's backward, too
+}
+
+// Relative difference of all learned gradients between a stack that rebuilds its inputs and the same stack that keeps
+// them; prints it, since how it grows with depth is a reported figure (docs/benchmarks.md).
+// F and G normalise (conv, BatchNorm, ReLU), as in RevNet: without it the activations grow geometrically with
+// depth and y - G(y) cancels catastrophically.
+double RebuiltVsKept(int blocks) {
+  const std::string tail = "type: \"BatchNorm\" batch_norm_param { use_global_stats: false };type: \"ReLU\"";
+  Strata::set_random_seed(21);
+  Net<float> rebuilt(Parse(StackNet(blocks, 8, 6, tail)));
+  Strata::set_random_seed(21);
+  Net<float> kept(Parse(StackNet(blocks, 8, 6, tail, true)));
+  FillInputs(&rebuilt);
+  FillInputs(&kept);
+  rebuilt.ClearParamDiffs();
+  kept.ClearParamDiffs();
+  rebuilt.ForwardBackward();
+  kept.ForwardBackward();
+  const std::vector<float> a = Gradients(rebuilt), b = Gradients(kept);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+TEST(ReversibleLayer, ErrorGrowthWithDepth) {
+  const double e8 = RebuiltVsKept(8), e32 = RebuiltVsKept(32), e128 = RebuiltVsKept(128);
+  std::printf("reversible stack, relative gradient difference rebuilt vs kept inputs (float): "
+              "8 blocks %.2e, 32 blocks %.2e, 128 blocks %.2e\n", e8, e32, e128);
+  EXPECT_LT(e8, 1e-5);
+  EXPECT_LT(e128, 1e-2);
 }
 
 TEST(ReversibleLayer, StackOf8MatchesKeptInputs) {
