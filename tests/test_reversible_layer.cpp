@@ -299,6 +299,38 @@ TEST(ReversibleLayer, ActivationMemoryFlatInDepth) {
   EXPECT_GE(k16, k4 + 12 * one_block) << k4 << " -> " << k16;
 }
 
+TEST(ReversibleLayer, RevNetModelBuildsAndRuns) {
+  // models/revnet with its Data layers swapped for an Input of two images: it builds, runs, and its six blocks
+  // drop their inputs.
+  NetParameter file;
+  ReadNetParamsFromTextFile(std::string(STRATA_SOURCE_DIR) + "/models/revnet/revnet_train_test.prototxt", &file);
+  NetParameter param;
+  param.set_name(file.name());
+  param.mutable_state()->set_phase(TRAIN);
+  LayerParameter* input = param.add_layer();
+  input->set_name("in");
+  input->set_type("Input");
+  input->add_top("data");
+  input->add_top("label");
+  BlobShape* image = input->mutable_input_param()->add_shape();
+  for (int d : {2, 1, 28, 28}) image->add_dim(d);
+  input->mutable_input_param()->add_shape()->add_dim(2);
+  int reversible = 0;
+  for (const LayerParameter& l : file.layer()) {
+    if (l.type() == "Data") continue;
+    *param.add_layer() = l;
+    reversible += l.type() == "Reversible";
+  }
+  EXPECT_EQ(reversible, 6);
+  Net<float> net(param);
+  FillInputs(&net);
+  float loss = 0;
+  net.Forward(&loss);
+  net.Backward();
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_FALSE(net.blob_by_name("s1_1")->has_data());  // between two blocks: rebuilt, then dropped again
+}
+
 TEST(ReversibleLayer, ConstructionErrors) {
   auto error_of = [](const std::string& text) {
     try {
