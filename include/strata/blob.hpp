@@ -91,6 +91,8 @@ class Blob {
   MemoryCategory memory_category() const { return category_; }
   // Drops the memory (both data and diff); it comes back zeroed on the next access.
   void release_memory();
+  // Whether the data currently has memory behind it (false after release_memory, until the next access).
+  bool has_data() const;
   // Bytes currently held on the host by data and diff.
   size_t resident_bytes() const;
 

@@ -66,6 +66,14 @@ class Layer {
   // nor its top data lets both be freed early.
   virtual bool BackwardNeedsBottomData() const { return true; }
   virtual bool BackwardNeedsTopData() const { return false; }
+  // True for layers whose backward rebuilds their bottoms' data from their tops (reversible blocks): the Net
+  // may drop such a bottom after forward when this layer is its only reader, and drops it again once the
+  // layer that produced it is done with backward.
+  virtual bool RebuildsBottomsInBackward() const { return false; }
+  // Frees the activation-sized buffers the layer keeps from forward for its backward (BatchNorm's normalised
+  // input, pooling's argmax, dropout's mask...). For callers that run forward again before the backward
+  // (reversible blocks, recomputation); the next forward allocates them again.
+  virtual void ReleaseActivations() {}
   // True for layers whose forward consumes random numbers (Dropout) or updates state (BatchNorm in TRAIN):
   // the recompute executor replays them.
   virtual bool IsStochastic() const { return false; }

@@ -37,6 +37,10 @@ template <typename Dtype>
 inline void cpu_copy(int n, const Dtype* x, Dtype* y) {
   if (x != y && n > 0) std::memcpy(y, x, sizeof(Dtype) * n);
 }
+// Copies `rows` runs of `width` values from src (rows `src_stride` apart) to dst (rows `dst_stride` apart), on
+// several threads when there is enough to copy (Concat and Slice along an axis).
+template <typename Dtype>
+void cpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride);
 template <typename Dtype>
 inline void cpu_set(int n, Dtype alpha, Dtype* y) {
   if (alpha == Dtype(0)) {

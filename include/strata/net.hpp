@@ -153,6 +153,9 @@ class Net {
   std::vector<std::vector<int>> final_after_;
   std::vector<std::vector<int>> layer_learnable_ids_;
   std::vector<LayerHook> before_forward_, after_forward_, before_backward_, after_backward_;
+  // Blobs a layer that rebuilds its bottoms (RebuildsBottomsInBackward) lets go of: dropped after that layer's
+  // forward, and dropped again after the backward of the layer that produced them (their last reader).
+  std::vector<std::vector<int>> drop_after_forward_, drop_after_backward_;
 };
 
 }  // namespace strata

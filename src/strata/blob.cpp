@@ -336,6 +336,11 @@ void Blob<Dtype>::release_memory() {
 }
 
 template <typename Dtype>
+bool Blob<Dtype>::has_data() const {
+  return data_ && data_->head() != SyncedMemory::UNINITIALIZED;
+}
+
+template <typename Dtype>
 size_t Blob<Dtype>::resident_bytes() const {
   size_t b = 0;
   if (data_) b += data_->resident_bytes();

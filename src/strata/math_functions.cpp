@@ -155,4 +155,28 @@ void rng_bernoulli(int n, Dtype p, unsigned int* r) {
 template void rng_bernoulli<float>(int, float, unsigned int*);
 template void rng_bernoulli<double>(int, double, unsigned int*);
 
+
+template <typename Dtype>
+void cpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
+  // Long rows are split into pieces of this many values so that even one row spreads over the threads.
+  constexpr int kPiece = 1 << 15;
+  if (!parallel_worthwhile(static_cast<long long>(rows) * width / 2)) {
+    for (int r = 0; r < rows; ++r) {
+      cpu_copy(width, src + static_cast<size_t>(r) * src_stride, dst + static_cast<size_t>(r) * dst_stride);
+    }
+    return;
+  }
+  const int pieces = (width + kPiece - 1) / kPiece;
+  const long long tasks = static_cast<long long>(rows) * pieces;
+#pragma omp parallel for schedule(static)
+  for (long long t = 0; t < tasks; ++t) {
+    const int r = static_cast<int>(t / pieces);
+    const int begin = static_cast<int>(t % pieces) * kPiece;
+    cpu_copy(std::min(kPiece, width - begin), src + static_cast<size_t>(r) * src_stride + begin,
+             dst + static_cast<size_t>(r) * dst_stride + begin);
+  }
+}
+template void cpu_copy_rows<float>(int, int, const float*, int, float*, int);
+template void cpu_copy_rows<double>(int, int, const double*, int, double*, int);
+
 }  // namespace strata

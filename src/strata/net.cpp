@@ -242,6 +242,33 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     }
   }
 
+  // Inputs that a layer rebuilds in its backward need not be kept: a blob read only by such a layer (splits
+  // make sure a blob has one reader), produced by an earlier layer and not written in place, is dropped after
+  // its reader's forward; the reader's backward writes it back; it is dropped again once its producer's
+  // backward, the last to read it, is done. A stack of reversible blocks then keeps no input of any block.
+  drop_after_forward_.assign(num_layers, {});
+  drop_after_backward_.assign(num_layers, {});
+  {
+    std::vector<int> readers(blobs_.size(), 0), producer(blobs_.size(), -1);
+    for (int l = 0; l < num_layers; ++l) {
+      for (int b : bottom_id_vecs_[l]) ++readers[b];
+      for (int t : top_id_vecs_[l]) {
+        if (producer[t] < 0) producer[t] = l;
+      }
+    }
+    for (int l = 0; l < num_layers; ++l) {
+      if (!layers_[l]->RebuildsBottomsInBackward() || !layer_need_backward_[l]) continue;
+      for (int b : bottom_id_vecs_[l]) {
+        const bool in_place =
+            std::find(top_id_vecs_[l].begin(), top_id_vecs_[l].end(), b) != top_id_vecs_[l].end();
+        const int p = producer[b];
+        if (readers[b] != 1 || in_place || p < 0 || p >= l || std::string(layers_[p]->type()) == "Input") continue;
+        drop_after_forward_[l].push_back(b);
+        drop_after_backward_[p].push_back(b);
+      }
+    }
+  }
+
   // Gradient readiness: a learnable parameter is final after the backward of the lowest layer using it.
   final_after_.assign(num_layers, {});
   layer_learnable_ids_.assign(num_layers, {});
@@ -374,6 +401,7 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
     for (auto& h : before_forward_) h(i);
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     for (auto& h : after_forward_) h(i);
+    for (int b : drop_after_forward_[i]) blobs_[b]->release_memory();
   }
   return loss;
 }
@@ -393,6 +421,7 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
     for (auto& h : before_backward_) h(i);
     if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
     for (auto& h : after_backward_) h(i);
+    for (int b : drop_after_backward_[i]) blobs_[b]->release_memory();
   }
 }
 

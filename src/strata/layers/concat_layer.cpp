@@ -6,33 +6,6 @@
 
 namespace strata {
 
-namespace {
-// Below this many elements a copy runs on one thread: starting the team would cost more than it saves.
-constexpr long long kParallelMin = 1 << 16;
-// Long rows are split into pieces of this many elements so that even one row spreads over the threads.
-constexpr int kPiece = 1 << 15;
-
-// Copies `rows` runs of `width` values from src (rows `src_stride` apart) to dst (rows `dst_stride` apart).
-template <typename Dtype>
-void copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
-  if (static_cast<long long>(rows) * width < kParallelMin) {
-    for (int r = 0; r < rows; ++r) {
-      cpu_copy(width, src + static_cast<size_t>(r) * src_stride, dst + static_cast<size_t>(r) * dst_stride);
-    }
-    return;
-  }
-  const int pieces = (width + kPiece - 1) / kPiece;
-  const long long tasks = static_cast<long long>(rows) * pieces;
-#pragma omp parallel for schedule(static)
-  for (long long t = 0; t < tasks; ++t) {
-    const int r = static_cast<int>(t / pieces);
-    const int begin = static_cast<int>(t % pieces) * kPiece;
-    cpu_copy(std::min(kPiece, width - begin), src + static_cast<size_t>(r) * src_stride + begin,
-             dst + static_cast<size_t>(r) * dst_stride + begin);
-  }
-}
-}  // namespace
-
 template <typename Dtype>
 void ConcatLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const ConcatParameter& p = this->layer_param_.concat_param();
@@ -77,7 +50,7 @@ void ConcatLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) 
   int offset = 0;
   for (Blob<Dtype>* x : bottom) {
     const int width = x->shape(axis_) * inner_;
-    copy_rows(outer_, width, x->cpu_data(), width, y + offset, top_width);
+    cpu_copy_rows(outer_, width, x->cpu_data(), width, y + offset, top_width);
     offset += width;
   }
 }
@@ -91,7 +64,7 @@ void ConcatLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool
   int offset = 0;
   for (size_t b = 0; b < bottom.size(); ++b) {
     const int width = bottom[b]->shape(axis_) * inner_;
-    if (propagate_down[b]) copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_cpu_diff(), width);
+    if (propagate_down[b]) cpu_copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_cpu_diff(), width);
     offset += width;
   }
 }
