@@ -1,0 +1,230 @@
+// Recomputation planners: graph extraction from a Net (in-place and aliasing layers fused, sources pinned),
+// the DP against brute force over every chain of lower sets on small random DAGs, Chen's sqrt(n) on a
+// chain, budgets, and the error for a budget no plan meets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/net.hpp"
+#include "strata/recompute/graph.hpp"
+#include "strata/recompute/planner.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+// A DAG on n nodes in topological order with integer sizes and costs (so sums compare exactly).
+RecomputeGraph RandomDag(std::mt19937* rng, int n, double edge_p) {
+  std::uniform_int_distribution<int> val(1, 50);
+  std::bernoulli_distribution edge(edge_p), needed(0.7);
+  std::vector<size_t> bytes;
+  std::vector<double> flops;
+  std::vector<bool> need;
+  std::vector<std::pair<int, int>> edges;
+  for (int v = 0; v < n; ++v) {
+    bytes.push_back(val(*rng));
+    flops.push_back(val(*rng));
+    need.push_back(needed(*rng));
+    for (int u = 0; u < v; ++u)
+      if (edge(*rng)) edges.push_back({u, v});
+  }
+  return RecomputeGraph::FromEdges(bytes, flops, edges, need);
+}
+
+RecomputeGraph Chain(int n, size_t bytes = 100, double flops = 10) {
+  std::vector<std::pair<int, int>> edges;
+  for (int v = 1; v < n; ++v) edges.push_back({v - 1, v});
+  return RecomputeGraph::FromEdges(std::vector<size_t>(n, bytes), std::vector<double>(n, flops), edges);
+}
+
+// Peak and cost of every chain of lower sets from the empty set to all nodes, by plain recursion over
+// bitmasks (independent of the planner's enumeration and DP).
+std::vector<RecomputePlan> AllChains(const RecomputeGraph& g) {
+  const int n = g.size();
+  std::vector<unsigned> lower;
+  for (unsigned m = 0; m < (1u << n); ++m) {
+    bool closed = true;
+    for (int v = 0; v < n && closed; ++v)
+      if (m >> v & 1)
+        for (int p : g.nodes[v].preds) closed &= (m >> p & 1) != 0;
+    if (closed) lower.push_back(m);
+  }
+  std::vector<RecomputePlan> plans;
+  std::vector<std::vector<int>> segs;
+  std::function<void(unsigned)> rec = [&](unsigned cur) {
+    if (cur == (1u << n) - 1) {
+      plans.push_back(EvaluateSegments(g, segs, "brute"));
+      return;
+    }
+    for (unsigned next : lower) {
+      if ((next & cur) != cur || next == cur) continue;
+      std::vector<int> seg;
+      for (int v = 0; v < n; ++v)
+        if ((next & ~cur) >> v & 1) seg.push_back(v);
+      segs.push_back(seg);
+      rec(next);
+      segs.pop_back();
+    }
+  };
+  rec(0);
+  return plans;
+}
+
+TEST(Recompute, ExactDpMatchesBruteForceOnRandomDags) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = 2 + trial % 6;  // up to 7 nodes: at most 47293 chains
+    const RecomputeGraph g = RandomDag(&rng, n, 0.2 + 0.1 * (trial % 5));
+    const std::vector<RecomputePlan> chains = AllChains(g);
+    LowerSetPlanner dp(g);
+    ASSERT_TRUE(dp.exact());
+
+    size_t brute_min_peak = std::numeric_limits<size_t>::max();
+    for (const auto& c : chains) brute_min_peak = std::min(brute_min_peak, c.peak_bytes);
+    ASSERT_EQ(dp.MinFeasibleBytes(), brute_min_peak) << "trial " << trial;
+
+    const size_t total = g.total_bytes();
+    for (int k = 0; k <= 6; ++k) {
+      const size_t budget = brute_min_peak + (total - brute_min_peak) * k / 6;
+      double brute_cost = std::numeric_limits<double>::infinity();
+      for (const auto& c : chains)
+        if (c.peak_bytes <= budget) brute_cost = std::min(brute_cost, c.recompute_flops);
+      const RecomputePlan p = dp.Plan(budget);
+      EXPECT_EQ(p.recompute_flops, brute_cost) << "trial " << trial << " budget " << budget;
+      EXPECT_LE(p.peak_bytes, budget);
+      // The approximate family never beats the exact optimum, and still meets the budget.
+      LowerSetPlanner approx(g, 1);
+      ASSERT_FALSE(approx.exact());
+      const RecomputePlan a = approx.Plan(std::max(budget, approx.MinFeasibleBytes()));
+      EXPECT_LE(a.peak_bytes, std::max(budget, approx.MinFeasibleBytes()));
+      if (a.peak_bytes <= budget) {
+        EXPECT_GE(a.recompute_flops, p.recompute_flops);
+      }
+    }
+  }
+}
+
+TEST(Recompute, SqrtOnChainGivesSqrtSegments) {
+  for (int n : {16, 50, 100}) {
+    const RecomputeGraph g = Chain(n);
+    const RecomputePlan p = SqrtPlan(g);
+    const int s = static_cast<int>(std::ceil(std::sqrt(n)));
+    EXPECT_EQ(static_cast<int>(p.segments.size()), s);
+    for (const auto& seg : p.segments) EXPECT_LE(std::abs(static_cast<int>(seg.size()) - n / s), 1);
+    // Kept: one boundary per segment but the last, plus the last segment whole; every node but those of the
+    // last segment and the boundaries recomputed once.
+    const int last = static_cast<int>(p.segments.back().size());
+    EXPECT_EQ(static_cast<int>(p.kept.size()), s - 1 + last);
+    EXPECT_DOUBLE_EQ(p.recompute_flops, 10.0 * (n - last - (s - 1)));
+    // O(sqrt n) memory: about 2 sqrt(n) values at the peak instead of n.
+    EXPECT_LE(p.peak_bytes, 100u * (2 * s + 1));
+    EXPECT_EQ(StoreAllPlan(g).peak_bytes, 100u * n);
+  }
+}
+
+TEST(Recompute, BudgetsRespectedAndDpNoWorseThanSqrt) {
+  const RecomputeGraph g = Chain(40, 100, 10);
+  LowerSetPlanner dp(g);
+  EXPECT_TRUE(dp.exact());  // a chain of n has n + 1 lower sets
+  const RecomputePlan sq = SqrtPlan(g);
+  double previous = std::numeric_limits<double>::infinity();
+  for (size_t budget = dp.MinFeasibleBytes(); budget <= g.total_bytes(); budget += 100) {
+    const RecomputePlan p = dp.Plan(budget);
+    EXPECT_LE(p.peak_bytes, budget);
+    EXPECT_LE(p.recompute_flops, previous);  // more memory never costs more time
+    previous = p.recompute_flops;
+    if (sq.peak_bytes <= budget) {
+      EXPECT_LE(p.recompute_flops, sq.recompute_flops);
+    }
+  }
+  EXPECT_EQ(previous, 0.0);  // at the store-all budget nothing is recomputed
+  EXPECT_EQ(dp.Plan(g.total_bytes()).segments.size(), 1u);
+
+  // A wide graph with more lower sets than the cap: the approximate family still holds sqrt(n)'s chain.
+  std::mt19937 rng(3);
+  const RecomputeGraph wide = RandomDag(&rng, 60, 0.05);
+  LowerSetPlanner approx(wide, 500);
+  EXPECT_FALSE(approx.exact());
+  const RecomputePlan wsq = SqrtPlan(wide);
+  const RecomputePlan wp = approx.Plan(wsq.peak_bytes);
+  EXPECT_LE(wp.peak_bytes, wsq.peak_bytes);
+  EXPECT_LE(wp.recompute_flops, wsq.recompute_flops);
+  EXPECT_LE(approx.MinFeasibleBytes(), wsq.peak_bytes);
+}
+
+TEST(Recompute, InfeasibleBudgetNamesTheSmallestFeasible) {
+  const RecomputeGraph g = Chain(9);
+  LowerSetPlanner dp(g);
+  const size_t min_bytes = dp.MinFeasibleBytes();
+  EXPECT_LT(min_bytes, g.total_bytes());
+  EXPECT_NO_THROW(dp.Plan(min_bytes));
+  try {
+    dp.Plan(min_bytes - 1);
+    FAIL() << "a budget below the smallest feasible one must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest feasible budget is " + std::to_string(min_bytes) + " bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // The memory-centric plan reaches exactly that peak.
+  EXPECT_EQ(dp.MinMemoryPlan().peak_bytes, min_bytes);
+}
+
+const char* kSmallNet = R"(
+name: "small"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 2 dim: 1 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 2 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" } } }
+layer { name: "sum" type: "Eltwise" bottom: "c1" bottom: "c2" top: "s" }
+layer { name: "pool" type: "Pooling" bottom: "s" top: "p" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "p" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+TEST(Recompute, ExtractGraphFusesInPlaceAndAliasingLayers) {
+  NetParameter param;
+  ReadProtoFromTextString(kSmallNet, &param, "small.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  Net<float> net(param);
+  const RecomputeGraph g = ExtractGraph(net);
+  // Sources: both Input layers, pinned.
+  EXPECT_EQ(g.source_layers.size(), 2u);
+  EXPECT_EQ(g.source_bytes, (2 * 64 + 2) * sizeof(float));
+  // conv1 + relu1 (in place) + the Split that feeds c1 to conv2 and sum are one node.
+  ASSERT_GE(g.size(), 1);
+  EXPECT_EQ(g.nodes[0].name.substr(0, 5), "conv1");
+  bool has_relu = false;
+  for (int l : g.nodes[0].layers) has_relu |= net.layer_names()[l] == "relu1";
+  EXPECT_TRUE(has_relu);
+  EXPECT_EQ(g.nodes[0].bytes, 2u * 4 * 64 * sizeof(float));  // the split's tops alias c1: not counted again
+  // Every layer is in exactly one node or a source; store-all needs every blob's distinct memory.
+  size_t layers = g.source_layers.size();
+  for (const auto& n : g.nodes) layers += n.layers.size();
+  EXPECT_EQ(static_cast<int>(layers), net.num_layers());
+  EXPECT_EQ(StoreAllPlan(g).peak_bytes, g.total_bytes());
+  // Edges go forward; conv1's node feeds conv2 and sum.
+  for (int v = 0; v < g.size(); ++v)
+    for (int s : g.nodes[v].succs) EXPECT_GT(s, v);
+  EXPECT_GE(g.nodes[0].succs.size(), 2u);
+  // The convolutions dominate the FLOP estimate: 2 x 2*4*64 outputs x (1*9 or 4*9) terms.
+  EXPECT_GT(g.nodes[0].flops, 2.0 * 2 * 4 * 64 * 9);
+  // Every planner gives a valid plan on it.
+  LowerSetPlanner dp(g);
+  EXPECT_TRUE(dp.exact());
+  EXPECT_LE(dp.Plan(g.total_bytes()).peak_bytes, g.total_bytes());
+  EXPECT_LE(dp.MinFeasibleBytes(), SqrtPlan(g).peak_bytes);
+}
+
+}  // namespace
+}  // namespace strata
