@@ -6,7 +6,7 @@
 // a one-input Concat) are fused with the producer of that memory: once the in-place layer has run, the
 // producer's value no longer exists, so the two can only be kept or recomputed together. Layers without
 // bottoms (Data, Input) are sources: recomputing them would read the next batch, so their values are pinned
-// for the whole iteration and counted apart (source_bytes) rather than planned.
+// for the whole iteration and counted apart (source_bytes, with the net's outputs) rather than planned.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +54,9 @@ struct RecomputeGraph {
     std::vector<int> preds, succs;  // node ids, ascending
   };
   std::vector<Node> nodes;  // in a topological order that follows the net's layer order
-  size_t source_bytes = 0;  // pinned bytes of Data/Input layers' values, added to every plan's peak
+  // Bytes held for the whole iteration whatever the plan, added to every plan's peak: the values of
+  // Data/Input layers and the net's outputs (read after backward).
+  size_t source_bytes = 0;
   std::vector<int> source_layers;
 
   int size() const { return static_cast<int>(nodes.size()); }

@@ -31,6 +31,7 @@ struct RecomputePlan {
   std::vector<std::vector<int>> segments;  // node ids, each segment in topological order
   std::vector<int> kept;                   // nodes whose values forward keeps for backward (boundaries and
                                            // the whole last segment), ascending
+  std::vector<std::vector<int>> recompute;  // per segment, the nodes its backward re-runs first (R_i)
   size_t peak_bytes = 0;                   // predicted peak activation data, sources included
   double recompute_flops = 0;              // predicted extra forward work per iteration
   bool exact = true;                       // false when the DP ran over the approximate family

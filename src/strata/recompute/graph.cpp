@@ -217,6 +217,9 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
   }
 
   // Bytes: each block of memory once, charged to the group of its writer; blobs that alias it are listed too.
+  std::vector<bool> is_output(blobs.size(), false);
+  for (const Blob<Dtype>* out : net.output_blobs())
+    for (size_t b = 0; b < blobs.size(); ++b) is_output[b] = is_output[b] || blobs[b].get() == out;
   std::map<const SyncedMemory*, bool> counted;
   for (int b = 0; b < static_cast<int>(blobs.size()); ++b) {
     const SyncedMemory* mem = block(b);
@@ -230,7 +233,12 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     }
     RecomputeGraph::Node& n = g.nodes[node_of_root[uf.find(w)]];
     n.blobs.push_back(b);
-    if (first) n.bytes += bytes;
+    // The net's outputs (losses, accuracies) are read after backward, so the executor never frees them.
+    if (first && is_output[b]) {
+      g.source_bytes += bytes;
+    } else if (first) {
+      n.bytes += bytes;
+    }
   }
 
   for (auto& kv : pred_roots) {

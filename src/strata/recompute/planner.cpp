@@ -19,6 +19,7 @@ struct Step {
   size_t boundary_bytes = 0;  // M(B): the part of V that nodes outside L' read, kept until V's backward
   double recompute = 0;       // T(R): what V's backward needs recomputed
   std::vector<int> boundary;
+  std::vector<int> recomputed;  // R, ascending
 };
 
 Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& upper, bool last) {
@@ -48,7 +49,8 @@ Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& uppe
     for (int p : g.nodes[v].preds)
       if (upper.has(p) && !lower.has(p) && !in_b.has(p)) in_r.add(p);
   }
-  for (int v : in_r.members()) s.recompute += g.nodes[v].flops;
+  s.recomputed = in_r.members();
+  for (int v : s.recomputed) s.recompute += g.nodes[v].flops;
   return s;
 }
 
@@ -82,6 +84,7 @@ RecomputePlan EvaluateSegments(const RecomputeGraph& g, const std::vector<std::v
     const bool last = i + 1 == segments.size();
     const Step s = MakeStep(g, lower, upper, last);
     peak = std::max(peak, kept_bytes + s.segment_bytes);
+    plan.recompute.push_back(s.recomputed);
     if (last) {
       for (int v : segments[i]) plan.kept.push_back(v);
     } else {
