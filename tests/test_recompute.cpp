@@ -267,9 +267,9 @@ struct ExecResult {
 };
 
 // Three SGD-like iterations (gradients, then data -= diff) under `planner` ("" = no plan).
-ExecResult RunExec(const std::string& planner) {
+ExecResult RunExec(const char* net_text, const std::string& planner) {
   NetParameter param;
-  ReadProtoFromTextString(kExecNet, &param, "exec.prototxt");
+  ReadProtoFromTextString(net_text, &param, "exec.prototxt");
   param.mutable_state()->set_phase(TRAIN);
   Strata::set_random_seed(1234);
   Net<float> net(param);
@@ -309,11 +309,11 @@ ExecResult RunExec(const std::string& planner) {
   return r;
 }
 
-TEST(RecomputeExecutor, GradientsBitIdenticalWithAndWithoutRecomputation) {
-  const ExecResult base = RunExec("");
+void ExpectBitIdentical(const char* net_text) {
+  const ExecResult base = RunExec(net_text, "");
   EXPECT_GE(base.peak, base.plan.peak_bytes + base.diff_bytes);  // store-all: every blob's data and gradient
   for (const std::string planner : {"sqrt", "dp_memory", "dp_mid"}) {
-    const ExecResult r = RunExec(planner);
+    const ExecResult r = RunExec(net_text, planner);
     ASSERT_GT(r.plan.segments.size(), 1u) << planner;
     EXPECT_GT(r.plan.recompute_flops, 0) << planner;
     ASSERT_EQ(r.values.size(), base.values.size());
@@ -334,6 +334,43 @@ TEST(RecomputeExecutor, GradientsBitIdenticalWithAndWithoutRecomputation) {
     EXPECT_LE(r.peak, r.plan.peak_bytes + held) << planner;
   }
 }
+
+TEST(RecomputeExecutor, GradientsBitIdenticalWithAndWithoutRecomputation) { ExpectBitIdentical(kExecNet); }
+
+// GoogLeNet-style branches joined by Concat, and a U-Net-style long skip: the first pooled map is
+// concatenated with the deepest one, so it is live across the whole net.
+const char* kBranchNet = R"(
+name: "branches"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "pool1" type: "Pooling" bottom: "c1" top: "p1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "p1" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "tanh2" type: "TanH" bottom: "c2" top: "c2" }
+layer { name: "b1" type: "Convolution" bottom: "c2" top: "b1"
+        convolution_param { num_output: 2 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "b3" type: "Convolution" bottom: "c2" top: "b3"
+        convolution_param { num_output: 3 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "b3_relu" type: "ReLU" bottom: "b3" top: "b3" }
+layer { name: "b3_drop" type: "Dropout" bottom: "b3" top: "b3" dropout_param { dropout_ratio: 0.3 } }
+layer { name: "bp" type: "Pooling" bottom: "c2" top: "bp" pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+layer { name: "cat" type: "Concat" bottom: "b1" bottom: "b3" bottom: "bp" top: "cat" }
+layer { name: "conv3" type: "Convolution" bottom: "cat" top: "c3"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "bn3" type: "BatchNorm" bottom: "c3" top: "c3" }
+layer { name: "skip" type: "Concat" bottom: "p1" bottom: "c3" top: "u" }
+layer { name: "conv4" type: "Convolution" bottom: "u" top: "c4"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "sig4" type: "Sigmoid" bottom: "c4" top: "c4" }
+layer { name: "fc" type: "InnerProduct" bottom: "c4" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+TEST(RecomputeExecutor, BitIdenticalWithConcatBranchesAndLongSkip) { ExpectBitIdentical(kBranchNet); }
 
 }  // namespace
 }  // namespace strata
