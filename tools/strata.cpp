@@ -1,5 +1,6 @@
 // strata: the command-line front end.
 //   strata time  --model=NET [--iterations=N] [--phase=TRAIN|TEST]   per-layer forward/backward timing
+//                [--budget=B --planner=P]                              ... under a recomputation plan
 //   strata train --solver=S [--weights=W | --snapshot=S]             (training issue)
 //   strata test  --model=NET --weights=W --iterations=N               (training issue)
 //   strata device_query [--gpu=N]                                     what the GPUs are
@@ -35,6 +36,7 @@
 #include "strata/net.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
+#include "strata/recompute/schedule.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -58,7 +60,7 @@ DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for fl
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
-DEFINE_string(budget, "", "plan: activation memory budget, in bytes (\"200000000\") or as a fraction of "
+DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\") or as a fraction of "
                           "store-all with a decimal point (\"0.5\").");
 DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation within the budget), dp_memory "
                               "(least memory) or all.");
@@ -167,6 +169,29 @@ void fill_inputs(Net<float>& net) {
   }
 }
 
+size_t parse_budget(const std::string& s, size_t store_all);
+
+// The plan --planner names (dp for "all") within --budget, installed as the net's recompute schedule.
+RecomputePlan install_plan(Net<float>* net) {
+  const RecomputeGraph g = ExtractGraph(*net);
+  const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
+  LowerSetPlanner dp(g, FLAGS_max_lower_sets);
+  RecomputePlan plan;
+  if (FLAGS_planner == "store_all") {
+    plan = StoreAllPlan(g);
+  } else if (FLAGS_planner == "sqrt") {
+    plan = SqrtPlan(g);
+  } else if (FLAGS_planner == "dp_memory") {
+    plan = dp.MinMemoryPlan();
+  } else {
+    STRATA_REQUIRE(FLAGS_planner == "dp" || FLAGS_planner == "all")
+        << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
+    plan = dp.Plan(budget);
+  }
+  net->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net, g, plan)));
+  return plan;
+}
+
 int time_command() {
   STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
   STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
@@ -176,6 +201,8 @@ int time_command() {
   const bool gpu = setup_gpu(false);
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
   fill_inputs(net);
+  RecomputePlan plan;
+  if (!FLAGS_budget.empty()) plan = install_plan(&net);
   // GPU work is asynchronous: each timed span ends when the device has finished it.
   auto sync = [gpu] {
     if (gpu) gpu_synchronize();
@@ -223,6 +250,12 @@ int time_command() {
   std::printf("Peak activation memory: %zu bytes (%s)\n", MemoryTracker::peak(MemoryCategory::kActivation),
               human_bytes(static_cast<double>(MemoryTracker::peak(MemoryCategory::kActivation))).c_str());
   std::printf("Peak workspace memory: %zu bytes\n", MemoryTracker::peak(MemoryCategory::kWorkspace));
+  if (!FLAGS_budget.empty()) {
+    std::printf("Recompute plan: %s, %zu segments, predicted peak activation data %zu bytes (%s; gradients and "
+                "layers' saved state come on top), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
+                plan.segments.size(), plan.peak_bytes, human_bytes(static_cast<double>(plan.peak_bytes)).c_str(),
+                plan.recompute_flops / 1e9);
+  }
   return 0;
 }
 
@@ -517,7 +550,8 @@ const std::vector<Command>& commands() {
                 "[--iterations=N] [--timeline=F]", train},
       {"test", "score a trained net: --model=NET --weights=W [--iterations=N]",
        [](int*, char***) { return test_command(); }},
-      {"time", "time a net's forward and backward, layer by layer: --model=NET",
+      {"time", "time a net's forward and backward, layer by layer: --model=NET [--budget=B --planner=P: under a "
+               "recomputation plan]",
        [](int*, char***) { return time_command(); }},
       {"plan", "recomputation plans within a memory budget, each planner side by side: --model=NET "
                "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",
