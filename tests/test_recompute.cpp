@@ -17,6 +17,7 @@
 #include "strata/math_functions.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/solver.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
 #include "strata/recompute/schedule.hpp"
@@ -371,6 +372,40 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
 )";
 
 TEST(RecomputeExecutor, BitIdenticalWithConcatBranchesAndLongSkip) { ExpectBitIdentical(kBranchNet); }
+
+// The solver's recompute_param installs the plan on the train net; SGD with momentum then ends with the same
+// bits as without it.
+std::vector<float> TrainExec(const std::string& recompute) {
+  SolverParameter p;
+  ReadProtoFromTextString("base_lr: 0.05 momentum: 0.9 lr_policy: 'fixed' max_iter: 3 " + recompute, &p,
+                          "solver.prototxt");
+  ReadProtoFromTextString(kExecNet, p.mutable_net_param(), "exec.prototxt");
+  p.set_snapshot_after_train(false);
+  Strata::set_random_seed(99);
+  auto solver = SolverRegistry<float>::Create(p);
+  EXPECT_EQ(solver->net()->recompute_schedule() != nullptr, !recompute.empty());
+  Net<float>* net = solver->net();
+  Blob<float>* x = net->blob_by_name("x").get();
+  Blob<float>* y = net->blob_by_name("y").get();
+  rng_uniform<float>(x->count(), -1.f, 1.f, x->mutable_cpu_data());
+  for (int i = 0; i < y->count(); ++i) y->mutable_cpu_data()[i] = static_cast<float>(i % 3);
+  solver->Step(3);
+  std::vector<float> w;
+  for (const auto& b : net->params()) w.insert(w.end(), b->cpu_data(), b->cpu_data() + b->count());
+  return w;
+}
+
+TEST(RecomputeExecutor, SolverRecomputeParamTrainsBitIdentically) {
+  const std::vector<float> base = TrainExec("");
+  for (const char* rp : {"recompute_param { planner: 'sqrt' }", "recompute_param { planner: 'dp_memory' }",
+                         "recompute_param { planner: 'dp' budget_fraction: 0.8 }"}) {
+    const std::vector<float> w = TrainExec(rp);
+    ASSERT_EQ(w.size(), base.size());
+    EXPECT_EQ(std::memcmp(w.data(), base.data(), w.size() * sizeof(float)), 0) << rp;
+  }
+  EXPECT_THROW(TrainExec("recompute_param { planner: 'dp' budget_bytes: 1 }"), Error);
+  EXPECT_THROW(TrainExec("recompute_param { planner: 'magic' }"), Error);
+}
 
 }  // namespace
 }  // namespace strata

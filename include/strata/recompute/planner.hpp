@@ -72,6 +72,11 @@ class LowerSetPlanner {
   std::vector<NodeSet> sets_;  // sorted by size; sets_[0] is empty, the last is every node
 };
 
+// The plan `planner` names ("store_all", "sqrt", "dp" within the budget, "dp_memory"): what the solver's
+// recompute_param and the tools ask for. An unknown name or an infeasible budget is an Error.
+RecomputePlan MakePlan(const RecomputeGraph& g, const std::string& planner, size_t budget_bytes,
+                       int max_lower_sets = 2000);
+
 // Every lower set of `g`, or an empty vector when there are more than `cap` (exact enumeration refused).
 std::vector<NodeSet> EnumerateLowerSets(const RecomputeGraph& g, int cap);
 

@@ -289,4 +289,14 @@ RecomputePlan LowerSetPlanner::Plan(size_t budget_bytes) const {
   return p;
 }
 
+RecomputePlan MakePlan(const RecomputeGraph& g, const std::string& planner, size_t budget_bytes,
+                       int max_lower_sets) {
+  if (planner == "store_all") return StoreAllPlan(g);
+  if (planner == "sqrt") return SqrtPlan(g);
+  STRATA_REQUIRE(planner == "dp" || planner == "dp_memory")
+      << "unknown recomputation planner '" << planner << "' (store_all, sqrt, dp or dp_memory)";
+  LowerSetPlanner dp(g, max_lower_sets);
+  return planner == "dp" ? dp.Plan(budget_bytes) : dp.MinMemoryPlan();
+}
+
 }  // namespace strata
