@@ -129,5 +129,18 @@ TEST_F(StrataTool, TestWithCorruptWeights) {
               {"missing.caffemodel"});
 }
 
+TEST_F(StrataTool, PlanPrintsEveryPlannerAndRefusesInfeasibleBudgets) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string out = dir_ / "stdout";
+  EXPECT_EQ(Shell(kStrata + " plan --model=" + net + " --budget=1.0 > " + out + " 2> /dev/null"), 0);
+  const std::string table = ReadAll(out);
+  for (const char* p : {"store_all", "sqrt", "dp_memory", "peak activation", "recompute"})
+    EXPECT_NE(table.find(p), std::string::npos) << p << " not in:\n" << table;
+  ExpectError("plan --model=" + net + " --budget=1", {"memory budget 1 bytes", "smallest feasible budget is"});
+  ExpectError("plan --model=" + net, {"--budget"});
+  ExpectError("plan --model=" + net + " --budget=lots", {"--budget", "lots"});
+  ExpectError("plan --model=" + net + " --budget=0.5 --planner=magic", {"--planner", "magic"});
+}
+
 }  // namespace
 }  // namespace strata

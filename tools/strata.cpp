@@ -1,8 +1,10 @@
 // strata: the command-line front end.
 //   strata time  --model=NET [--iterations=N] [--phase=TRAIN|TEST]   per-layer forward/backward timing
+//                [--budget=B --planner=P]                              ... under a recomputation plan
 //   strata train --solver=S [--weights=W | --snapshot=S]             (training issue)
 //   strata test  --model=NET --weights=W --iterations=N               (training issue)
 //   strata device_query [--gpu=N]                                     what the GPUs are
+//   strata plan  --model=NET --budget=B [--planner=P]                 recomputation plans within a budget
 // --gpu=N (or solver_mode: GPU for train) runs on GPU N; under mpirun without --gpu each rank takes the GPU of
 // its local rank on the node.
 // Every bad input ends in one "error: ..." line and exit status 1.
@@ -32,6 +34,9 @@
 #include "strata/device.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/recompute/graph.hpp"
+#include "strata/recompute/planner.hpp"
+#include "strata/recompute/schedule.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -55,6 +60,12 @@ DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for fl
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
+DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\") or as a fraction of "
+                          "store-all with a decimal point (\"0.5\").");
+DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation within the budget), dp_memory "
+                              "(least memory) or all.");
+DEFINE_int32(max_lower_sets, 2000, "plan: enumerate lower sets exactly up to this many; beyond, the DP runs "
+                                   "over each node's ancestor closure and each topological prefix.");
 DECLARE_string(allreduce);
 DECLARE_string(allreduce_table);
 
@@ -158,6 +169,29 @@ void fill_inputs(Net<float>& net) {
   }
 }
 
+size_t parse_budget(const std::string& s, size_t store_all);
+
+// The plan --planner names (dp for "all") within --budget, installed as the net's recompute schedule.
+RecomputePlan install_plan(Net<float>* net) {
+  const RecomputeGraph g = ExtractGraph(*net);
+  const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
+  LowerSetPlanner dp(g, FLAGS_max_lower_sets);
+  RecomputePlan plan;
+  if (FLAGS_planner == "store_all") {
+    plan = StoreAllPlan(g);
+  } else if (FLAGS_planner == "sqrt") {
+    plan = SqrtPlan(g);
+  } else if (FLAGS_planner == "dp_memory") {
+    plan = dp.MinMemoryPlan();
+  } else {
+    STRATA_REQUIRE(FLAGS_planner == "dp" || FLAGS_planner == "all")
+        << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
+    plan = dp.Plan(budget);
+  }
+  net->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net, g, plan)));
+  return plan;
+}
+
 int time_command() {
   STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
   STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
@@ -167,6 +201,8 @@ int time_command() {
   const bool gpu = setup_gpu(false);
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
   fill_inputs(net);
+  RecomputePlan plan;
+  if (!FLAGS_budget.empty()) plan = install_plan(&net);
   // GPU work is asynchronous: each timed span ends when the device has finished it.
   auto sync = [gpu] {
     if (gpu) gpu_synchronize();
@@ -214,6 +250,12 @@ int time_command() {
   std::printf("Peak activation memory: %zu bytes (%s)\n", MemoryTracker::peak(MemoryCategory::kActivation),
               human_bytes(static_cast<double>(MemoryTracker::peak(MemoryCategory::kActivation))).c_str());
   std::printf("Peak workspace memory: %zu bytes\n", MemoryTracker::peak(MemoryCategory::kWorkspace));
+  if (!FLAGS_budget.empty()) {
+    std::printf("Recompute plan: %s, %zu segments, predicted peak activation data %zu bytes (%s; gradients and "
+                "layers' saved state come on top), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
+                plan.segments.size(), plan.peak_bytes, human_bytes(static_cast<double>(plan.peak_bytes)).c_str(),
+                plan.recompute_flops / 1e9);
+  }
   return 0;
 }
 
@@ -399,6 +441,103 @@ int device_query() {
   return 0;
 }
 
+// "123456" -> bytes; "0.5" -> that fraction of store-all.
+size_t parse_budget(const std::string& s, size_t store_all) {
+  STRATA_REQUIRE(!s.empty()) << "strata plan needs --budget=BYTES or --budget=FRACTION (e.g. 0.5 of store-all)";
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  STRATA_REQUIRE(used == s.size() && v > 0)
+      << "--budget must be a positive number of bytes or a fraction such as 0.5, got '" << s << "'";
+  if (s.find_first_of(".eE") != std::string::npos) return static_cast<size_t>(v * static_cast<double>(store_all));
+  return static_cast<size_t>(v);
+}
+
+int plan_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata plan needs --model=NET.prototxt";
+  const std::vector<std::string> names = {"store_all", "sqrt", "dp", "dp_memory"};
+  STRATA_REQUIRE(FLAGS_planner == "all" || std::find(names.begin(), names.end(), FLAGS_planner) != names.end())
+      << "--planner must be store_all, sqrt, dp, dp_memory or all, got '" << FLAGS_planner << "'";
+  STRATA_REQUIRE(FLAGS_max_lower_sets > 0) << "--max_lower_sets must be positive";
+  const Phase phase = parse_phase(FLAGS_phase);
+  const std::vector<std::string> stages = parse_stages();
+  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  const RecomputeGraph g = ExtractGraph(net);
+  const size_t store_all = g.total_bytes();
+  const size_t budget = parse_budget(FLAGS_budget, store_all);
+  LowerSetPlanner dp(g, FLAGS_max_lower_sets);
+
+  std::vector<RecomputePlan> plans;
+  auto wanted = [](const char* p) { return FLAGS_planner == "all" || FLAGS_planner == p; };
+  if (wanted("store_all")) plans.push_back(StoreAllPlan(g));
+  if (wanted("sqrt")) plans.push_back(SqrtPlan(g));
+  // A budget no plan meets is an error naming the smallest feasible one, whichever planner was asked for.
+  RecomputePlan best = dp.Plan(budget);
+  if (wanted("dp")) plans.push_back(best);
+  if (wanted("dp_memory")) plans.push_back(dp.MinMemoryPlan());
+
+  const double fwd = g.forward_flops();
+  std::printf("Model: %s (%s), %d layers -> %d planned nodes (in-place and aliasing layers fused), "
+              "%zu source layer(s) pinned\n", FLAGS_model.c_str(), phase == TRAIN ? "TRAIN" : "TEST",
+              net.num_layers(), g.size(), g.source_layers.size());
+  std::printf("Store-all activation data: %zu bytes (%s), of which sources %zu bytes; forward %.4g GFLOP\n",
+              store_all, human_bytes(static_cast<double>(store_all)).c_str(), g.source_bytes, fwd / 1e9);
+  std::printf("Budget: %zu bytes (%s, %.1f%% of store-all)\n", budget, human_bytes(static_cast<double>(budget)).c_str(),
+              100.0 * budget / std::max<size_t>(store_all, 1));
+  std::printf("Lower sets: %s, %zu in the DP's family (--max_lower_sets=%d)\n",
+              dp.exact() ? "all enumerated (exact DP)" : "too many to enumerate (approximate DP)",
+              dp.lower_sets().size(), FLAGS_max_lower_sets);
+  std::printf("Kept = values forward keeps for backward; time x = (3F + R) / 3F taking backward as 2 forwards.\n\n");
+
+  auto row = [&](const char* label, const std::function<std::string(const RecomputePlan&)>& cell) {
+    std::printf("%-24s", label);
+    for (const auto& p : plans) std::printf("%18s", cell(p).c_str());
+    std::printf("\n");
+  };
+  auto fmt = [](const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), f, v);
+    return std::string(buf);
+  };
+  row("planner", [](const RecomputePlan& p) { return p.planner; });
+  row("segments", [](const RecomputePlan& p) { return std::to_string(p.segments.size()); });
+  row("kept nodes", [](const RecomputePlan& p) { return std::to_string(p.kept.size()); });
+  row("peak activation (B)", [](const RecomputePlan& p) { return std::to_string(p.peak_bytes); });
+  row("peak activation", [](const RecomputePlan& p) { return human_bytes(static_cast<double>(p.peak_bytes)); });
+  row("peak / store-all", [&](const RecomputePlan& p) {
+    return fmt("%.1f%%", 100.0 * p.peak_bytes / std::max<size_t>(store_all, 1));
+  });
+  row("within budget", [&](const RecomputePlan& p) { return std::string(p.peak_bytes <= budget ? "yes" : "NO"); });
+  row("recompute (GFLOP)", [&](const RecomputePlan& p) { return fmt("%.4g", p.recompute_flops / 1e9); });
+  row("recompute / forward", [&](const RecomputePlan& p) {
+    return fmt("%.1f%%", fwd > 0 ? 100.0 * p.recompute_flops / fwd : 0.0);
+  });
+  row("est. time x", [&](const RecomputePlan& p) { return fmt("%.3f", fwd > 0 ? 1 + p.recompute_flops / (3 * fwd) : 1.0); });
+
+  for (const auto& p : plans) {
+    std::printf("\n%s: %zu segment(s)\n", p.planner.c_str(), p.segments.size());
+    for (size_t i = 0; i < p.segments.size(); ++i) {
+      const auto& seg = p.segments[i];
+      std::string kept;
+      for (int v : seg) {
+        if (!std::binary_search(p.kept.begin(), p.kept.end(), v)) continue;
+        if (i + 1 == p.segments.size()) {
+          kept = "(all: last segment)";
+          break;
+        }
+        for (int b : g.nodes[v].blobs) kept += (kept.empty() ? "" : " ") + net.blob_names()[b];
+      }
+      std::printf("  %3zu  %s .. %s (%zu node%s)  keeps: %s\n", i + 1, g.nodes[seg.front()].name.c_str(),
+                  g.nodes[seg.back()].name.c_str(), seg.size(), seg.size() == 1 ? "" : "s", kept.c_str());
+    }
+  }
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* help;
@@ -411,8 +550,12 @@ const std::vector<Command>& commands() {
                 "[--iterations=N] [--timeline=F]", train},
       {"test", "score a trained net: --model=NET --weights=W [--iterations=N]",
        [](int*, char***) { return test_command(); }},
-      {"time", "time a net's forward and backward, layer by layer: --model=NET",
+      {"time", "time a net's forward and backward, layer by layer: --model=NET [--budget=B --planner=P: under a "
+               "recomputation plan]",
        [](int*, char***) { return time_command(); }},
+      {"plan", "recomputation plans within a memory budget, each planner side by side: --model=NET "
+               "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",
+       [](int*, char***) { return plan_command(); }},
       {"device_query", "describe the GPUs: [--gpu=N]", [](int*, char***) { return device_query(); }},
   };
   return cmds;

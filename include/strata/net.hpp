@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "strata/common.hpp"
 #include "strata/layer.hpp"
 #include "strata/proto/strata.pb.h"
+#include "strata/recompute/schedule.hpp"
 
 namespace strata {
 
@@ -59,6 +61,13 @@ class Net {
   void CopyTrainedLayersFrom(const NetParameter& param);
   void CopyTrainedLayersFrom(const std::string& caffemodel_file);
   void ToProto(NetParameter* param, bool write_diff = false) const;
+
+  // Runs Forward and Backward by a recomputation plan (MakeSchedule; nullptr, the default, keeps every
+  // activation): forward frees what a segment keeps no more, backward re-runs each segment's part before its
+  // backward. Random layers replay their draws, layers that update statistics in forward (BatchNorm) get
+  // them back after a re-run, and hooks fire once per layer, from the real forward and backward only.
+  void set_recompute_schedule(std::shared_ptr<const RecomputeSchedule> s) { schedule_ = std::move(s); }
+  const RecomputeSchedule* recompute_schedule() const { return schedule_.get(); }
 
   // Hooks; each returns nothing and fires in registration order.
   void add_before_forward_hook(LayerHook h) { before_forward_.push_back(std::move(h)); }
@@ -118,6 +127,12 @@ class Net {
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);
+  Dtype ForwardPlanned();
+  void BackwardPlanned();
+  void RunLayerForward(int i, Dtype* loss);
+  void RunLayerBackward(int i);
+  void Recompute(int i);
+  void FreeData(const std::vector<int>& blob_ids);
 
   std::string name_;
   Phase phase_ = TEST;
@@ -156,6 +171,8 @@ class Net {
   // Blobs a layer that rebuilds its bottoms (RebuildsBottomsInBackward) lets go of: dropped after that layer's
   // forward, and dropped again after the backward of the layer that produced them (their last reader).
   std::vector<std::vector<int>> drop_after_forward_, drop_after_backward_;
+  std::shared_ptr<const RecomputeSchedule> schedule_;
+  std::map<int, std::mt19937> replay_rng_;  // random layer -> the engine as its forward found it
 };
 
 }  // namespace strata

@@ -408,6 +408,11 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
 
 template <typename Dtype>
 const std::vector<Blob<Dtype>*>& Net<Dtype>::Forward(Dtype* loss) {
+  if (schedule_) {
+    const Dtype l = ForwardPlanned();
+    if (loss) *loss = l;
+    return net_output_blobs_;
+  }
   const Dtype l = num_layers() ? ForwardFromTo(0, num_layers() - 1) : Dtype(0);
   if (loss) *loss = l;
   return net_output_blobs_;
@@ -427,7 +432,78 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
 
 template <typename Dtype>
 void Net<Dtype>::Backward() {
+  if (schedule_) {
+    BackwardPlanned();
+    return;
+  }
   if (num_layers()) BackwardFromTo(num_layers() - 1, 0);
+}
+
+// ---- the recompute executor (docs/recompute.md) ----
+
+template <typename Dtype>
+void Net<Dtype>::RunLayerForward(int i, Dtype* loss) {
+  for (auto& h : before_forward_) h(i);
+  if (layers_[i]->IsStochastic()) replay_rng_[i] = Strata::rng();
+  *loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+  for (auto& h : after_forward_) h(i);
+}
+
+template <typename Dtype>
+void Net<Dtype>::RunLayerBackward(int i) {
+  for (auto& h : before_backward_) h(i);
+  if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  for (auto& h : after_backward_) h(i);
+}
+
+// A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random layer draws what
+// its forward drew, from a copy of the engine as it was then; a layer whose forward updates state (BatchNorm's
+// running statistics) gets its blobs back, so the statistics move once per iteration.
+template <typename Dtype>
+void Net<Dtype>::Recompute(int i) {
+  Layer<Dtype>& layer = *layers_[i];
+  if (!layer.IsStochastic()) {
+    layer.Forward(bottom_vecs_[i], top_vecs_[i]);
+    return;
+  }
+  std::vector<std::vector<Dtype>> state;
+  for (const auto& b : layer.blobs()) state.emplace_back(b->cpu_data(), b->cpu_data() + b->count());
+  const std::mt19937 now = Strata::rng();
+  auto it = replay_rng_.find(i);
+  CHECK(it != replay_rng_.end()) << "recompute of " << layer_names_[i] << " before its forward";
+  Strata::rng() = it->second;
+  layer.Forward(bottom_vecs_[i], top_vecs_[i]);
+  Strata::rng() = now;
+  for (size_t k = 0; k < state.size(); ++k)
+    std::copy(state[k].begin(), state[k].end(), layer.blobs()[k]->mutable_cpu_data());
+}
+
+template <typename Dtype>
+void Net<Dtype>::FreeData(const std::vector<int>& blob_ids) {
+  for (int b : blob_ids) blobs_[b]->data()->release();
+}
+
+template <typename Dtype>
+Dtype Net<Dtype>::ForwardPlanned() {
+  Dtype loss = 0;
+  for (int i : schedule_->source_layers) RunLayerForward(i, &loss);
+  for (size_t s = 0; s < schedule_->layers.size(); ++s) {
+    for (int i : schedule_->layers[s]) RunLayerForward(i, &loss);
+    FreeData(schedule_->free_after_forward[s]);
+  }
+  return loss;
+}
+
+template <typename Dtype>
+void Net<Dtype>::BackwardPlanned() {
+  for (size_t s = schedule_->layers.size(); s-- > 0;) {
+    for (int i : schedule_->recompute_layers[s]) Recompute(i);
+    const auto& layers = schedule_->layers[s];
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) RunLayerBackward(*it);
+    FreeData(schedule_->free_after_backward[s]);
+  }
+  const auto& src = schedule_->source_layers;
+  for (auto it = src.rbegin(); it != src.rend(); ++it) RunLayerBackward(*it);
 }
 
 template <typename Dtype>

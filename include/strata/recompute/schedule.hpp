@@ -1,0 +1,25 @@
+// A recomputation plan in the Net's own terms (layer and blob ids), what Net's executor runs
+// (Net::set_recompute_schedule; docs/recompute.md). Built from a RecomputePlan by MakeSchedule.
+#pragma once
+
+#include <vector>
+
+namespace strata {
+
+struct RecomputeGraph;
+struct RecomputePlan;
+template <typename Dtype>
+class Net;
+
+struct RecomputeSchedule {
+  std::vector<int> source_layers;                  // run first, never freed or recomputed
+  std::vector<std::vector<int>> layers;            // per segment, in forward order
+  std::vector<std::vector<int>> free_after_forward;   // per segment: blobs whose data forward frees
+  std::vector<std::vector<int>> recompute_layers;     // per segment: re-run just before its backward
+  std::vector<std::vector<int>> free_after_backward;  // per segment: blobs no later backward reads
+};
+
+template <typename Dtype>
+RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, const RecomputePlan& plan);
+
+}  // namespace strata

@@ -1,0 +1,411 @@
+// Recomputation planners: graph extraction from a Net (in-place and aliasing layers fused, sources pinned),
+// the DP against brute force over every chain of lower sets on small random DAGs, Chen's sqrt(n) on a
+// chain, budgets, and the error for a budget no plan meets.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "strata/math_functions.hpp"
+#include "strata/memory_tracker.hpp"
+#include "strata/net.hpp"
+#include "strata/solver.hpp"
+#include "strata/recompute/graph.hpp"
+#include "strata/recompute/planner.hpp"
+#include "strata/recompute/schedule.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+// A DAG on n nodes in topological order with integer sizes and costs (so sums compare exactly).
+RecomputeGraph RandomDag(std::mt19937* rng, int n, double edge_p) {
+  std::uniform_int_distribution<int> val(1, 50);
+  std::bernoulli_distribution edge(edge_p), needed(0.7);
+  std::vector<size_t> bytes;
+  std::vector<double> flops;
+  std::vector<bool> need;
+  std::vector<std::pair<int, int>> edges;
+  for (int v = 0; v < n; ++v) {
+    bytes.push_back(val(*rng));
+    flops.push_back(val(*rng));
+    need.push_back(needed(*rng));
+    for (int u = 0; u < v; ++u)
+      if (edge(*rng)) edges.push_back({u, v});
+  }
+  return RecomputeGraph::FromEdges(bytes, flops, edges, need);
+}
+
+RecomputeGraph Chain(int n, size_t bytes = 100, double flops = 10) {
+  std::vector<std::pair<int, int>> edges;
+  for (int v = 1; v < n; ++v) edges.push_back({v - 1, v});
+  return RecomputeGraph::FromEdges(std::vector<size_t>(n, bytes), std::vector<double>(n, flops), edges);
+}
+
+// Peak and cost of every chain of lower sets from the empty set to all nodes, by plain recursion over
+// bitmasks (independent of the planner's enumeration and DP).
+std::vector<RecomputePlan> AllChains(const RecomputeGraph& g) {
+  const int n = g.size();
+  std::vector<unsigned> lower;
+  for (unsigned m = 0; m < (1u << n); ++m) {
+    bool closed = true;
+    for (int v = 0; v < n && closed; ++v)
+      if (m >> v & 1)
+        for (int p : g.nodes[v].preds) closed &= (m >> p & 1) != 0;
+    if (closed) lower.push_back(m);
+  }
+  std::vector<RecomputePlan> plans;
+  std::vector<std::vector<int>> segs;
+  std::function<void(unsigned)> rec = [&](unsigned cur) {
+    if (cur == (1u << n) - 1) {
+      plans.push_back(EvaluateSegments(g, segs, "brute"));
+      return;
+    }
+    for (unsigned next : lower) {
+      if ((next & cur) != cur || next == cur) continue;
+      std::vector<int> seg;
+      for (int v = 0; v < n; ++v)
+        if ((next & ~cur) >> v & 1) seg.push_back(v);
+      segs.push_back(seg);
+      rec(next);
+      segs.pop_back();
+    }
+  };
+  rec(0);
+  return plans;
+}
+
+TEST(Recompute, ExactDpMatchesBruteForceOnRandomDags) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = 2 + trial % 6;  // up to 7 nodes: at most 47293 chains
+    const RecomputeGraph g = RandomDag(&rng, n, 0.2 + 0.1 * (trial % 5));
+    const std::vector<RecomputePlan> chains = AllChains(g);
+    LowerSetPlanner dp(g);
+    ASSERT_TRUE(dp.exact());
+
+    size_t brute_min_peak = std::numeric_limits<size_t>::max();
+    for (const auto& c : chains) brute_min_peak = std::min(brute_min_peak, c.peak_bytes);
+    ASSERT_EQ(dp.MinFeasibleBytes(), brute_min_peak) << "trial " << trial;
+
+    const size_t total = g.total_bytes();
+    for (int k = 0; k <= 6; ++k) {
+      const size_t budget = brute_min_peak + (total - brute_min_peak) * k / 6;
+      double brute_cost = std::numeric_limits<double>::infinity();
+      for (const auto& c : chains)
+        if (c.peak_bytes <= budget) brute_cost = std::min(brute_cost, c.recompute_flops);
+      const RecomputePlan p = dp.Plan(budget);
+      EXPECT_EQ(p.recompute_flops, brute_cost) << "trial " << trial << " budget " << budget;
+      EXPECT_LE(p.peak_bytes, budget);
+      // The approximate family never beats the exact optimum, and still meets the budget.
+      LowerSetPlanner approx(g, 1);
+      ASSERT_FALSE(approx.exact());
+      const RecomputePlan a = approx.Plan(std::max(budget, approx.MinFeasibleBytes()));
+      EXPECT_LE(a.peak_bytes, std::max(budget, approx.MinFeasibleBytes()));
+      if (a.peak_bytes <= budget) {
+        EXPECT_GE(a.recompute_flops, p.recompute_flops);
+      }
+    }
+  }
+}
+
+TEST(Recompute, SqrtOnChainGivesSqrtSegments) {
+  for (int n : {16, 50, 100}) {
+    const RecomputeGraph g = Chain(n);
+    const RecomputePlan p = SqrtPlan(g);
+    const int s = static_cast<int>(std::ceil(std::sqrt(n)));
+    EXPECT_EQ(static_cast<int>(p.segments.size()), s);
+    for (const auto& seg : p.segments) EXPECT_LE(std::abs(static_cast<int>(seg.size()) - n / s), 1);
+    // Kept: one boundary per segment but the last, plus the last segment whole; every node but those of the
+    // last segment and the boundaries recomputed once.
+    const int last = static_cast<int>(p.segments.back().size());
+    EXPECT_EQ(static_cast<int>(p.kept.size()), s - 1 + last);
+    EXPECT_DOUBLE_EQ(p.recompute_flops, 10.0 * (n - last - (s - 1)));
+    // O(sqrt n) memory: about 2 sqrt(n) values at the peak instead of n.
+    EXPECT_LE(p.peak_bytes, 100u * (2 * s + 1));
+    EXPECT_EQ(StoreAllPlan(g).peak_bytes, 100u * n);
+  }
+}
+
+TEST(Recompute, BudgetsRespectedAndDpNoWorseThanSqrt) {
+  const RecomputeGraph g = Chain(40, 100, 10);
+  LowerSetPlanner dp(g);
+  EXPECT_TRUE(dp.exact());  // a chain of n has n + 1 lower sets
+  const RecomputePlan sq = SqrtPlan(g);
+  double previous = std::numeric_limits<double>::infinity();
+  for (size_t budget = dp.MinFeasibleBytes(); budget <= g.total_bytes(); budget += 100) {
+    const RecomputePlan p = dp.Plan(budget);
+    EXPECT_LE(p.peak_bytes, budget);
+    EXPECT_LE(p.recompute_flops, previous);  // more memory never costs more time
+    previous = p.recompute_flops;
+    if (sq.peak_bytes <= budget) {
+      EXPECT_LE(p.recompute_flops, sq.recompute_flops);
+    }
+  }
+  EXPECT_EQ(previous, 0.0);  // at the store-all budget nothing is recomputed
+  EXPECT_EQ(dp.Plan(g.total_bytes()).segments.size(), 1u);
+
+  // A wide graph with more lower sets than the cap: the approximate family still holds sqrt(n)'s chain.
+  std::mt19937 rng(3);
+  const RecomputeGraph wide = RandomDag(&rng, 60, 0.05);
+  LowerSetPlanner approx(wide, 500);
+  EXPECT_FALSE(approx.exact());
+  const RecomputePlan wsq = SqrtPlan(wide);
+  const RecomputePlan wp = approx.Plan(wsq.peak_bytes);
+  EXPECT_LE(wp.peak_bytes, wsq.peak_bytes);
+  EXPECT_LE(wp.recompute_flops, wsq.recompute_flops);
+  EXPECT_LE(approx.MinFeasibleBytes(), wsq.peak_bytes);
+}
+
+TEST(Recompute, InfeasibleBudgetNamesTheSmallestFeasible) {
+  const RecomputeGraph g = Chain(9);
+  LowerSetPlanner dp(g);
+  const size_t min_bytes = dp.MinFeasibleBytes();
+  EXPECT_LT(min_bytes, g.total_bytes());
+  EXPECT_NO_THROW(dp.Plan(min_bytes));
+  try {
+    dp.Plan(min_bytes - 1);
+    FAIL() << "a budget below the smallest feasible one must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest feasible budget is " + std::to_string(min_bytes) + " bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // The memory-centric plan reaches exactly that peak.
+  EXPECT_EQ(dp.MinMemoryPlan().peak_bytes, min_bytes);
+}
+
+const char* kSmallNet = R"(
+name: "small"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 2 dim: 1 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 2 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" } } }
+layer { name: "sum" type: "Eltwise" bottom: "c1" bottom: "c2" top: "s" }
+layer { name: "pool" type: "Pooling" bottom: "s" top: "p" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "p" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+TEST(Recompute, ExtractGraphFusesInPlaceAndAliasingLayers) {
+  NetParameter param;
+  ReadProtoFromTextString(kSmallNet, &param, "small.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  Net<float> net(param);
+  const RecomputeGraph g = ExtractGraph(net);
+  // Sources: both Input layers, pinned.
+  EXPECT_EQ(g.source_layers.size(), 2u);
+  EXPECT_EQ(g.source_bytes, (2 * 64 + 2 + 1) * sizeof(float));  // x, y and the loss output
+  // conv1 + relu1 (in place) + the Split that feeds c1 to conv2 and sum are one node.
+  ASSERT_GE(g.size(), 1);
+  EXPECT_EQ(g.nodes[0].name.substr(0, 5), "conv1");
+  bool has_relu = false;
+  for (int l : g.nodes[0].layers) has_relu |= net.layer_names()[l] == "relu1";
+  EXPECT_TRUE(has_relu);
+  EXPECT_EQ(g.nodes[0].bytes, 2u * 4 * 64 * sizeof(float));  // the split's tops alias c1: not counted again
+  // Every layer is in exactly one node or a source; store-all needs every blob's distinct memory.
+  size_t layers = g.source_layers.size();
+  for (const auto& n : g.nodes) layers += n.layers.size();
+  EXPECT_EQ(static_cast<int>(layers), net.num_layers());
+  EXPECT_EQ(StoreAllPlan(g).peak_bytes, g.total_bytes());
+  // Edges go forward; conv1's node feeds conv2 and sum.
+  for (int v = 0; v < g.size(); ++v)
+    for (int s : g.nodes[v].succs) EXPECT_GT(s, v);
+  EXPECT_GE(g.nodes[0].succs.size(), 2u);
+  // The convolutions dominate the FLOP estimate: 2 x 2*4*64 outputs x (1*9 or 4*9) terms.
+  EXPECT_GT(g.nodes[0].flops, 2.0 * 2 * 4 * 64 * 9);
+  // Every planner gives a valid plan on it.
+  LowerSetPlanner dp(g);
+  EXPECT_TRUE(dp.exact());
+  EXPECT_LE(dp.Plan(g.total_bytes()).peak_bytes, g.total_bytes());
+  EXPECT_LE(dp.MinFeasibleBytes(), SqrtPlan(g).peak_bytes);
+}
+
+// conv -> BatchNorm -> ReLU (in place) feeding a branch with Dropout (in place) and a sum: fusing, random
+// replay, statistics and a skip connection in one small net.
+const char* kExecNet = R"(
+name: "exec"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "bn1" type: "BatchNorm" bottom: "c1" top: "c1" }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "drop" type: "Dropout" bottom: "c2" top: "c2" dropout_param { dropout_ratio: 0.5 } }
+layer { name: "conv3" type: "Convolution" bottom: "c2" top: "c3"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "relu3" type: "ReLU" bottom: "c3" top: "c3" }
+layer { name: "sum" type: "Eltwise" bottom: "c1" bottom: "c3" top: "s" }
+layer { name: "pool" type: "Pooling" bottom: "s" top: "p" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv4" type: "Convolution" bottom: "p" top: "c4"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "sig4" type: "Sigmoid" bottom: "c4" top: "c4" }
+layer { name: "fc" type: "InnerProduct" bottom: "c4" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+struct ExecResult {
+  std::vector<std::vector<float>> values;  // per iteration: loss, every param's diff; then every param's data
+  std::vector<int> backward_hooks;         // per layer, over all iterations
+  size_t peak = 0;                         // measured activation peak of the last iteration
+  size_t diff_bytes = 0;                   // gradient buffers held (the plan's peak counts data only)
+  RecomputePlan plan;
+};
+
+// Three SGD-like iterations (gradients, then data -= diff) under `planner` ("" = no plan).
+ExecResult RunExec(const char* net_text, const std::string& planner) {
+  NetParameter param;
+  ReadProtoFromTextString(net_text, &param, "exec.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  Strata::set_random_seed(1234);
+  Net<float> net(param);
+  ExecResult r;
+  const RecomputeGraph g = ExtractGraph(net);
+  if (!planner.empty()) {
+    LowerSetPlanner dp(g);
+    if (planner == "sqrt") r.plan = SqrtPlan(g);
+    if (planner == "dp_memory") r.plan = dp.MinMemoryPlan();
+    if (planner == "dp_mid") r.plan = dp.Plan((dp.MinFeasibleBytes() + g.total_bytes()) / 2);
+    net.set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(net, g, r.plan)));
+  }
+  r.backward_hooks.assign(net.num_layers(), 0);
+  net.add_after_backward_hook([&](int i) { ++r.backward_hooks[i]; });
+  for (int it = 0; it < 3; ++it) {
+    Blob<float>* x = net.blob_by_name("x").get();
+    Blob<float>* y = net.blob_by_name("y").get();
+    rng_uniform<float>(x->count(), -1.f, 1.f, x->mutable_cpu_data());
+    for (int i = 0; i < y->count(); ++i) y->mutable_cpu_data()[i] = static_cast<float>((i + it) % 3);
+    net.ClearParamDiffs();
+    if (it == 2) MemoryTracker::reset_peak(MemoryCategory::kActivation);
+    const float loss = net.ForwardBackward();
+    if (it == 2) r.peak = MemoryTracker::peak(MemoryCategory::kActivation);
+    std::vector<float> v = {loss};
+    for (const auto& p : net.params()) v.insert(v.end(), p->cpu_diff(), p->cpu_diff() + p->count());
+    r.values.push_back(v);
+    for (Blob<float>* p : net.learnable_params())
+      cpu_axpy(p->count(), -0.1f, p->cpu_diff(), p->mutable_cpu_data());
+  }
+  std::set<const SyncedMemory*> diffs;
+  for (const auto& b : net.blobs())
+    if (diffs.insert(b->diff().get()).second) r.diff_bytes += b->diff()->resident_bytes();
+  if (planner.empty()) r.plan = StoreAllPlan(g);
+  std::vector<float> data;
+  for (const auto& p : net.params()) data.insert(data.end(), p->cpu_data(), p->cpu_data() + p->count());
+  r.values.push_back(data);
+  return r;
+}
+
+void ExpectBitIdentical(const char* net_text) {
+  const ExecResult base = RunExec(net_text, "");
+  EXPECT_GE(base.peak, base.plan.peak_bytes + base.diff_bytes);  // store-all: every blob's data and gradient
+  for (const std::string planner : {"sqrt", "dp_memory", "dp_mid"}) {
+    const ExecResult r = RunExec(net_text, planner);
+    ASSERT_GT(r.plan.segments.size(), 1u) << planner;
+    EXPECT_GT(r.plan.recompute_flops, 0) << planner;
+    ASSERT_EQ(r.values.size(), base.values.size());
+    for (size_t k = 0; k < base.values.size(); ++k) {
+      ASSERT_EQ(r.values[k].size(), base.values[k].size());
+      EXPECT_EQ(std::memcmp(r.values[k].data(), base.values[k].data(), base.values[k].size() * sizeof(float)), 0)
+          << planner << ": " << (k + 1 < base.values.size() ? "iteration " + std::to_string(k) : "final weights")
+          << " differs";
+    }
+    // Hooks fire once per layer per iteration, from the real backward only.
+    for (int n : r.backward_hooks) EXPECT_EQ(n, 3) << planner;
+    // Freed activations show in the measured peak.
+    EXPECT_LT(r.peak, base.peak) << planner << " plan peak " << r.plan.peak_bytes;
+    // And the measured peak stays within the predicted one. The prediction counts the blobs' data; gradient
+    // buffers and layers' saved state (masks, x_hat, probabilities) are held whatever the plan, so they add
+    // the same to both runs.
+    const size_t held = base.peak - base.plan.peak_bytes;
+    EXPECT_LE(r.peak, r.plan.peak_bytes + held) << planner;
+  }
+}
+
+TEST(RecomputeExecutor, GradientsBitIdenticalWithAndWithoutRecomputation) { ExpectBitIdentical(kExecNet); }
+
+// GoogLeNet-style branches joined by Concat, and a U-Net-style long skip: the first pooled map is
+// concatenated with the deepest one, so it is live across the whole net.
+const char* kBranchNet = R"(
+name: "branches"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "pool1" type: "Pooling" bottom: "c1" top: "p1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv2" type: "Convolution" bottom: "p1" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "tanh2" type: "TanH" bottom: "c2" top: "c2" }
+layer { name: "b1" type: "Convolution" bottom: "c2" top: "b1"
+        convolution_param { num_output: 2 kernel_size: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "b3" type: "Convolution" bottom: "c2" top: "b3"
+        convolution_param { num_output: 3 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "b3_relu" type: "ReLU" bottom: "b3" top: "b3" }
+layer { name: "b3_drop" type: "Dropout" bottom: "b3" top: "b3" dropout_param { dropout_ratio: 0.3 } }
+layer { name: "bp" type: "Pooling" bottom: "c2" top: "bp" pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+layer { name: "cat" type: "Concat" bottom: "b1" bottom: "b3" bottom: "bp" top: "cat" }
+layer { name: "conv3" type: "Convolution" bottom: "cat" top: "c3"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "bn3" type: "BatchNorm" bottom: "c3" top: "c3" }
+layer { name: "skip" type: "Concat" bottom: "p1" bottom: "c3" top: "u" }
+layer { name: "conv4" type: "Convolution" bottom: "u" top: "c4"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "sig4" type: "Sigmoid" bottom: "c4" top: "c4" }
+layer { name: "fc" type: "InnerProduct" bottom: "c4" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+TEST(RecomputeExecutor, BitIdenticalWithConcatBranchesAndLongSkip) { ExpectBitIdentical(kBranchNet); }
+
+// The solver's recompute_param installs the plan on the train net; SGD with momentum then ends with the same
+// bits as without it.
+std::vector<float> TrainExec(const std::string& recompute) {
+  SolverParameter p;
+  ReadProtoFromTextString("base_lr: 0.05 momentum: 0.9 lr_policy: 'fixed' max_iter: 3 " + recompute, &p,
+                          "solver.prototxt");
+  ReadProtoFromTextString(kExecNet, p.mutable_net_param(), "exec.prototxt");
+  p.set_snapshot_after_train(false);
+  Strata::set_random_seed(99);
+  auto solver = SolverRegistry<float>::Create(p);
+  EXPECT_EQ(solver->net()->recompute_schedule() != nullptr, !recompute.empty());
+  Net<float>* net = solver->net();
+  Blob<float>* x = net->blob_by_name("x").get();
+  Blob<float>* y = net->blob_by_name("y").get();
+  rng_uniform<float>(x->count(), -1.f, 1.f, x->mutable_cpu_data());
+  for (int i = 0; i < y->count(); ++i) y->mutable_cpu_data()[i] = static_cast<float>(i % 3);
+  solver->Step(3);
+  std::vector<float> w;
+  for (const auto& b : net->params()) w.insert(w.end(), b->cpu_data(), b->cpu_data() + b->count());
+  return w;
+}
+
+TEST(RecomputeExecutor, SolverRecomputeParamTrainsBitIdentically) {
+  const std::vector<float> base = TrainExec("");
+  for (const char* rp : {"recompute_param { planner: 'sqrt' }", "recompute_param { planner: 'dp_memory' }",
+                         "recompute_param { planner: 'dp' budget_fraction: 0.8 }"}) {
+    const std::vector<float> w = TrainExec(rp);
+    ASSERT_EQ(w.size(), base.size());
+    EXPECT_EQ(std::memcmp(w.data(), base.data(), w.size() * sizeof(float)), 0) << rp;
+  }
+  EXPECT_THROW(TrainExec("recompute_param { planner: 'dp' budget_bytes: 1 }"), Error);
+  EXPECT_THROW(TrainExec("recompute_param { planner: 'magic' }"), Error);
+}
+
+}  // namespace
+}  // namespace strata
