@@ -11,8 +11,12 @@
 #   CONFIGS="1 2:on:1 2:off:1" ...                (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us]]])
 #   LENET_ITERS=300 ALEXNET_ITERS=12 ...                        (iterations per run; the first display
 #                                                                window of each run is warm-up, not timed)
-#   PRIO="chrt -r 10" ...                                       (real-time priority on a shared machine)
+#   PRIO="chrt -r 10" ...                                       (a prefix for mpirun, e.g. a priority)
 #   SMOKE=1 ...                                                 (a few iterations, to check the script)
+#
+# On a machine shared with other sessions: the kernel groups processes by session (sched_autogroup), so `nice`
+# alone does not raise the benchmark against them; `echo -15 > /proc/self/autogroup` in the shell that runs it
+# does (and `echo 0` after). That is how docs/benchmarks.md ran it.
 #
 # Speed-up s = t(1, b) / t(N, b) x N (time per iteration on 1 rank and on N ranks, batch b per rank).
 # Exposed communication is GradientSync's own measure, logged by rank 0 every display interval: the
@@ -187,7 +191,9 @@ for net in nets:
         logs = sorted(glob.glob(os.path.join(out, "logs", (name % net) + "_rep*.log")))
         if not logs:
             continue
-        results = [parse(p) for p in logs]
+        results = [r for r in map(parse, logs) if r[0] == r[0]]  # a run without a timed window is NaN
+        if not results:
+            continue
         t = statistics.median(r[0] for r in results)
         syncs = [r[1] for r in results if r[1]]
         if ranks == 1 and base is None:

@@ -39,7 +39,7 @@ namespace strata {
 struct GradientSyncOptions {
   bool overlap = true;               // false: reduce everything after backward (the baseline)
   size_t chunk_bytes = 4 << 20;      // gradients larger than this are cut into chunks of this size
-  int threads = 2;                   // communication threads, each with its own communicator
+  int threads = 1;                   // communication threads, each with its own communicator
   size_t fusion_bytes = 0;           // gradients smaller than this are packed into buckets of this size
   int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
   int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
