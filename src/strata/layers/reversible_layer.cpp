@@ -131,6 +131,18 @@ Dtype* half_of(Dtype* base, int n, int h, long half) {
   return base + (2L * n + h) * half;
 }
 
+// For every image n: out half `h` = a half `h` + sign * branch (the branch's values packed image after image).
+// The four coupling steps are all this: y1 = x1 + F, y2 = x2 + G, x2 = y2 - G, x1 = y1 - F.
+template <typename Dtype>
+void couple(int images, long half, int h, const Dtype* a, Dtype sign, const Dtype* branch, Dtype* out) {
+  for (int n = 0; n < images; ++n) {
+    const Dtype* an = half_of(a, n, h, half);
+    const Dtype* bn = branch + n * half;
+    Dtype* on = half_of(out, n, h, half);
+    for (long i = 0; i < half; ++i) on[i] = an[i] + sign * bn[i];
+  }
+}
+
 }  // namespace
 
 template <typename Dtype>
@@ -180,22 +192,10 @@ void ReversibleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& t
   Dtype* y = top[0]->mutable_cpu_data();
   // y1 = x1 + F(x2).
   RunForward(f_, x + half_, false);
-  const Dtype* fx = f_.output->cpu_data();
-  for (int n = 0; n < outer_; ++n) {
-    const Dtype* x1 = half_of(x, n, 0, half_);
-    const Dtype* f = fx + n * half_;
-    Dtype* y1 = half_of(y, n, 0, half_);
-    for (long i = 0; i < half_; ++i) y1[i] = x1[i] + f[i];
-  }
+  couple(outer_, half_, 0, x, Dtype(1), f_.output->cpu_data(), y);
   // y2 = x2 + G(y1).
   RunForward(g_, y, false);
-  const Dtype* gy = g_.output->cpu_data();
-  for (int n = 0; n < outer_; ++n) {
-    const Dtype* x2 = half_of(x, n, 1, half_);
-    const Dtype* g = gy + n * half_;
-    Dtype* y2 = half_of(y, n, 1, half_);
-    for (long i = 0; i < half_; ++i) y2[i] = x2[i] + g[i];
-  }
+  couple(outer_, half_, 1, x, Dtype(1), g_.output->cpu_data(), y);
   if (verify_) kept_input_.CopyFrom(*bottom[0], false, true);
   DropActivations(f_);
   DropActivations(g_);
@@ -220,15 +220,7 @@ void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<
 
   // G on y1, then x2 = y2 - G(y1).
   RunForward(g_, y, true);
-  if (rebuild) {
-    const Dtype* gy = g_.output->cpu_data();
-    for (int n = 0; n < outer_; ++n) {
-      const Dtype* y2 = half_of(y, n, 1, half_);
-      const Dtype* g = gy + n * half_;
-      Dtype* x2 = half_of(x, n, 1, half_);
-      for (long i = 0; i < half_; ++i) x2[i] = y2[i] - g[i];
-    }
-  }
+  if (rebuild) couple(outer_, half_, 1, y, Dtype(-1), g_.output->cpu_data(), x);
   // Back through G with dy2: G's parameter gradients, and dy1 + G'(y1)^T dy2 into G's input diff.
   Dtype* g_out_diff = g_.output->mutable_cpu_diff();
   for (int n = 0; n < outer_; ++n) std::copy_n(half_of(dy, n, 1, half_), half_, g_out_diff + n * half_);
@@ -244,15 +236,7 @@ void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<
   // x1 = y1 - F(x2).
   const Dtype* x_for_f = verify_ ? kept_input_.cpu_data() : x;
   RunForward(f_, x_for_f + half_, true);
-  if (rebuild) {
-    const Dtype* fx = f_.output->cpu_data();
-    for (int n = 0; n < outer_; ++n) {
-      const Dtype* y1 = half_of(y, n, 0, half_);
-      const Dtype* f = fx + n * half_;
-      Dtype* x1 = half_of(x, n, 0, half_);
-      for (long i = 0; i < half_; ++i) x1[i] = y1[i] - f[i];
-    }
-  }
+  if (rebuild) couple(outer_, half_, 0, y, Dtype(-1), f_.output->cpu_data(), x);
   std::copy(dy1.begin(), dy1.end(), f_.output->mutable_cpu_diff());
   f_.net->Backward();
 
