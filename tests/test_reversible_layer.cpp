@@ -354,6 +354,14 @@ TEST(ReversibleLayer, ConstructionErrors) {
   const size_t g_at = no_g.find("g { ");
   no_g = no_g.substr(0, g_at) + "} }\n" + no_g.substr(no_g.find("layer { name: \"ip\""));
   EXPECT_NE(error_of(no_g).find("no layers"), std::string::npos) << error_of(no_g);
+  // In place.
+  std::string in_place = StackNet(1, 4, 4, "type: \"ReLU\"");
+  for (const std::string from : {"top: \"x1\"", "bottom: \"x1\""}) {
+    std::string to = from;
+    to[to.size() - 2] = '0';
+    in_place.replace(in_place.find(from), from.size(), to);
+  }
+  EXPECT_NE(error_of(in_place).find("in place"), std::string::npos) << error_of(in_place);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // CPU and GPU variants sit side by side; a layer without a GPU variant runs its CPU code.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -119,5 +121,32 @@ class Layer {
  private:
   void SetLossWeights(const BlobVec& top);
 };
+
+// Runs `forward` (the layers' Forward, or a net's over them) once more as it ran before: the random engine
+// starts where it stood then (`engine_then`) and is put back afterwards, and the statistics the layers update in
+// forward (ParamIsStatistic blobs: BatchNorm's running mean and variance) are restored, so a re-run changes
+// nothing but the outputs: Dropout draws the same mask, BatchNorm's statistics move once per iteration. The
+// recompute executor and reversible blocks both re-run forward this way.
+template <typename Dtype, typename ForwardFn>
+void ReplayForward(const std::vector<std::shared_ptr<Layer<Dtype>>>& layers, const std::mt19937& engine_then,
+                   ForwardFn forward) {
+  std::vector<Blob<Dtype>*> statistics;
+  std::vector<std::vector<Dtype>> saved;
+  for (const auto& l : layers) {
+    for (size_t i = 0; i < l->blobs().size(); ++i) {
+      if (!l->ParamIsStatistic(static_cast<int>(i))) continue;
+      Blob<Dtype>* s = l->blobs()[i].get();
+      statistics.push_back(s);
+      saved.emplace_back(s->cpu_data(), s->cpu_data() + s->count());
+    }
+  }
+  const std::mt19937 engine_now = Strata::rng();
+  Strata::rng() = engine_then;
+  forward();
+  Strata::rng() = engine_now;
+  for (size_t k = 0; k < statistics.size(); ++k) {
+    std::copy(saved[k].begin(), saved[k].end(), statistics[k]->mutable_cpu_data());
+  }
+}
 
 }  // namespace strata

@@ -456,9 +456,9 @@ void Net<Dtype>::RunLayerBackward(int i) {
   for (auto& h : after_backward_) h(i);
 }
 
-// A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random layer draws what
-// its forward drew, from a copy of the engine as it was then; a layer whose forward updates state (BatchNorm's
-// running statistics) gets its blobs back, so the statistics move once per iteration.
+// A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random or stateful layer
+// (Dropout, BatchNorm in training) is replayed: it draws what its forward drew and leaves its statistics as they
+// were (ReplayForward).
 template <typename Dtype>
 void Net<Dtype>::Recompute(int i) {
   Layer<Dtype>& layer = *layers_[i];
@@ -466,16 +466,9 @@ void Net<Dtype>::Recompute(int i) {
     layer.Forward(bottom_vecs_[i], top_vecs_[i]);
     return;
   }
-  std::vector<std::vector<Dtype>> state;
-  for (const auto& b : layer.blobs()) state.emplace_back(b->cpu_data(), b->cpu_data() + b->count());
-  const std::mt19937 now = Strata::rng();
   auto it = replay_rng_.find(i);
   CHECK(it != replay_rng_.end()) << "recompute of " << layer_names_[i] << " before its forward";
-  Strata::rng() = it->second;
-  layer.Forward(bottom_vecs_[i], top_vecs_[i]);
-  Strata::rng() = now;
-  for (size_t k = 0; k < state.size(); ++k)
-    std::copy(state[k].begin(), state[k].end(), layer.blobs()[k]->mutable_cpu_data());
+  ReplayForward<Dtype>({layers_[i]}, it->second, [&] { layer.Forward(bottom_vecs_[i], top_vecs_[i]); });
 }
 
 template <typename Dtype>

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "strata/common.hpp"
+#include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
@@ -22,22 +23,9 @@
 namespace strata {
 namespace {
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-// True on every rank iff `ok` on every rank.
-bool all_ranks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
+using mpi_test::all_ranks;
+using mpi_test::world_rank;
+using mpi_test::world_size;
 
 // Element i on rank r: a small integer, varied enough to catch misplaced blocks.
 double input_value(size_t i, int r) { return static_cast<double>(static_cast<long>((i * 7 + r * 13) % 23) - 11); }

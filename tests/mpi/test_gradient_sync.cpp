@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "data_test_util.hpp"
+#include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/gradient_sync.hpp"
@@ -45,22 +46,9 @@ constexpr int kBatchPerRank = 3;
 constexpr int kIterations = 20;
 constexpr int kRecords = 1000;  // more than 8 ranks x 3 x 20 iterations x iter_size 2: no wrap-around
 
-int world_rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-// True on every rank iff `ok` on every rank.
-bool all_ranks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
+using mpi_test::all_ranks;
+using mpi_test::world_rank;
+using mpi_test::world_size;
 bool same_on_all_ranks(uint64_t v) {
   uint64_t lo = 0, hi = 0;
   MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);

@@ -26,6 +26,14 @@ class ReLULayer : public NeuronLayer<Dtype> {
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
 
+  // A negative slope's backward reads the bottom, which running in place has overwritten: an Error then.
+  void RequireBackwardNotInPlace(const BlobVec& top, const BlobVec& bottom) const {
+    STRATA_REQUIRE(negative_slope_ >= 0 || bottom[0] != top[0])
+        << "ReLU with negative_slope " << negative_slope_
+        << " < 0 cannot run backward in place (its output does not tell which side of 0 the input was); give "
+           "it its own top blob";
+  }
+
   Dtype negative_slope_;
 };
 

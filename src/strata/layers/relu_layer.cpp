@@ -24,10 +24,7 @@ void ReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>&
                                     const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const Dtype slope = negative_slope_;
-  STRATA_REQUIRE(slope >= 0 || bottom[0] != top[0])
-      << "ReLU with negative_slope " << slope
-      << " < 0 cannot run backward in place (its output does not tell which side of 0 the input was); give "
-         "it its own top blob";
+  RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();
   // The sign test reads the top for slope >= 0 (y > 0 iff x > 0), so in-place use is exact; else the bottom.
   const Dtype* s = slope >= 0 ? top[0]->cpu_data() : bottom[0]->cpu_data();

@@ -38,10 +38,7 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
                                     const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const Dtype slope = negative_slope_;
-  STRATA_REQUIRE(slope >= 0 || bottom[0] != top[0])
-      << "ReLU with negative_slope " << slope
-      << " < 0 cannot run backward in place (its output does not tell which side of 0 the input was); give "
-         "it its own top blob";
+  RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();
   if (n == 0) return;
   const Dtype* s = slope >= 0 ? top[0]->gpu_data() : bottom[0]->gpu_data();

@@ -95,6 +95,8 @@ void ReversibleLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& to
 template <typename Dtype>
 void ReversibleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   const Blob<Dtype>& x = *bottom[0];
+  STRATA_REQUIRE(top[0] != bottom[0]) << this->describe()
+                                      << " cannot run in place: backward rebuilds its input beside its output";
   STRATA_REQUIRE(x.num_axes() >= 2 && x.shape(1) % 2 == 0)
       << this->describe() << ": the input of shape " << x.shape_string() << " cannot be split into two halves";
   std::vector<int> half_shape = x.shape();
@@ -150,33 +152,12 @@ void ReversibleLayer<Dtype>::RunForward(Branch& b, const Dtype* in, bool replay)
   Dtype* dst = b.input->mutable_cpu_data();
   // `in` points at the wanted half of image 0; images are 2 * half_ apart.
   for (int n = 0; n < outer_; ++n) std::copy_n(in + 2L * n * half_, half_, dst + n * half_);
-  std::vector<std::vector<Dtype>> statistics;
-  std::mt19937 rng_now;
   if (replay) {
     // The recomputation must see the forward's random numbers and must not move running statistics again.
-    rng_now = Strata::rng();
-    Strata::rng() = b.rng_at_forward;
-    for (const auto& l : b.net->layers()) {
-      for (size_t i = 0; i < l->blobs().size(); ++i) {
-        if (!l->ParamIsStatistic(static_cast<int>(i))) continue;
-        const Blob<Dtype>& s = *l->blobs()[i];
-        statistics.emplace_back(s.cpu_data(), s.cpu_data() + s.count());
-      }
-    }
+    ReplayForward(b.net->layers(), b.rng_at_forward, [&] { b.net->Forward(); });
   } else {
     b.rng_at_forward = Strata::rng();
-  }
-  b.net->Forward();
-  if (replay) {
-    Strata::rng() = rng_now;
-    size_t k = 0;
-    for (const auto& l : b.net->layers()) {
-      for (size_t i = 0; i < l->blobs().size(); ++i) {
-        if (!l->ParamIsStatistic(static_cast<int>(i))) continue;
-        std::copy(statistics[k].begin(), statistics[k].end(), l->blobs()[i]->mutable_cpu_data());
-        ++k;
-      }
-    }
+    b.net->Forward();
   }
 }
 
@@ -207,7 +188,6 @@ void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<
   const Dtype* y = top[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();
   // The input is rebuilt into the bottom when the Net dropped it (or in verify mode, beside the kept one).
-  Blob<Dtype>& x_blob = verify_ ? kept_input_ : *bottom[0];
   const bool rebuild = verify_ || !bottom[0]->has_data();
   std::vector<Dtype> rebuilt_storage;
   Dtype* x;
@@ -225,36 +205,30 @@ void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<
   Dtype* g_out_diff = g_.output->mutable_cpu_diff();
   for (int n = 0; n < outer_; ++n) std::copy_n(half_of(dy, n, 1, half_), half_, g_out_diff + n * half_);
   g_.net->Backward();
-  std::vector<Dtype> dy1(static_cast<size_t>(outer_) * half_);
-  const Dtype* g_in_diff = g_.input->cpu_diff();
-  for (int n = 0; n < outer_; ++n) {
-    const Dtype* d = half_of(dy, n, 0, half_);
-    for (long i = 0; i < half_; ++i) dy1[n * half_ + i] = d[i] + g_in_diff[n * half_ + i];
-  }
 
   // F on x2 (the stored one in verify mode, which is what back-propagating "from kept values" means), then
   // x1 = y1 - F(x2).
   const Dtype* x_for_f = verify_ ? kept_input_.cpu_data() : x;
   RunForward(f_, x_for_f + half_, true);
   if (rebuild) couple(outer_, half_, 0, y, Dtype(-1), f_.output->cpu_data(), x);
-  std::copy(dy1.begin(), dy1.end(), f_.output->mutable_cpu_diff());
-  f_.net->Backward();
-
-  if (propagate_down[0]) {
-    // dx1 = dy1 + G'^T dy2 (already in dy1); dx2 = dy2 + F'(x2)^T dy1.
-    Dtype* dx = bottom[0]->mutable_cpu_diff();
-    const Dtype* f_in_diff = f_.input->cpu_diff();
-    for (int n = 0; n < outer_; ++n) {
-      std::copy_n(dy1.data() + n * half_, half_, half_of(dx, n, 0, half_));
-      const Dtype* d2 = half_of(dy, n, 1, half_);
-      Dtype* dx2 = half_of(dx, n, 1, half_);
-      for (long i = 0; i < half_; ++i) dx2[i] = d2[i] + f_in_diff[n * half_ + i];
-    }
+  // y1's gradient, dy1 + G'(y1)^T dy2 (its direct path plus its path through G), is F's output gradient and dx1.
+  Dtype* f_out_diff = f_.output->mutable_cpu_diff();
+  const Dtype* g_in_diff = g_.input->cpu_diff();
+  for (int n = 0; n < outer_; ++n) {
+    const Dtype* d = half_of(dy, n, 0, half_);
+    for (long i = 0; i < half_; ++i) f_out_diff[n * half_ + i] = d[i] + g_in_diff[n * half_ + i];
   }
+  Dtype* dx = propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr;
+  if (dx) {
+    for (int n = 0; n < outer_; ++n) std::copy_n(f_out_diff + n * half_, half_, half_of(dx, n, 0, half_));
+  }
+  f_.net->Backward();
+  // dx2 = dy2 + F'(x2)^T dy1.
+  if (dx) couple(outer_, half_, 1, dy, Dtype(1), f_.input->cpu_diff(), dx);
   if (verify_) {
-    const Dtype* kept = x_blob.cpu_data();
+    const Dtype* kept = kept_input_.cpu_data();
     Dtype worst = 0;
-    for (int i = 0; i < x_blob.count(); ++i) worst = std::max(worst, std::abs(kept[i] - x[i]));
+    for (int i = 0; i < kept_input_.count(); ++i) worst = std::max(worst, std::abs(kept[i] - x[i]));
     reconstruction_error_ = worst;
     LOG(INFO) << this->describe() << ": largest reconstruction error " << worst;
   }
