@@ -34,8 +34,8 @@
 
 DECLARE_string(allreduce_table);  // libstrata's: the hybrid's table file
 
-DEFINE_string(algorithms, "hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,mpi",
-              "Comma-separated algorithms to time: hybrid, linear, brb, brd, vhd, vhd_seg, ring, ring_seg, mpi "
+DEFINE_string(algorithms, "hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,shm,mpi",
+              "Comma-separated algorithms to time: hybrid, linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi "
               "(MPI_Allreduce), and Open MPI's own forced algorithms mpi_linear, mpi_nonoverlapping, "
               "mpi_recursive_doubling, mpi_ring, mpi_segmented_ring, mpi_rabenseifner (or mpi_all for "
               "all six)");
@@ -53,7 +53,7 @@ DEFINE_bool(check, true, "Check every result against the expected sum");
 DEFINE_bool(csv, false, "Print CSV instead of the table");
 DEFINE_bool(memcpy, true, "Also time a memcpy of each size on every rank at once (the bandwidth reference)");
 DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (linear, brb, brd, vhd, vhd_seg, ring, "
-                         "ring_seg) on powers of two from --min_bytes to --max_bytes and write them to "
+                         "ring_seg, shm) on powers of two from --min_bytes to --max_bytes and write them to "
                          "--tune_out as the rows for this rank count");
 DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
 DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
@@ -338,7 +338,7 @@ int run(MPI_Comm comm) {
     STRATA_REQUIRE(FLAGS_reps >= 1 && FLAGS_min_reps >= 1 && FLAGS_warmup >= 0)
         << "--reps and --min_reps must be >= 1 and --warmup >= 0";
     if (FLAGS_tune) {
-      names = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg"};
+      names = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm"};
       STRATA_REQUIRE(FLAGS_sizes.empty()) << "--tune measures powers of two from --min_bytes to --max_bytes; "
                                              "drop --sizes";
     } else {

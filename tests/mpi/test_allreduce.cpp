@@ -19,6 +19,7 @@
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/shm_allreduce.hpp"
 
 namespace strata {
 namespace {
@@ -36,7 +37,7 @@ double expected_sum(size_t i, int n) {
 }
 
 // The algorithms every test runs; the forced Open MPI ones are covered once, separately.
-const std::vector<std::string> kAlgorithms = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "mpi", "hybrid"};
+const std::vector<std::string> kAlgorithms = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "mpi", "hybrid"};
 
 std::unique_ptr<Allreduce> make(const std::string& name, MPI_Comm comm) {
   return AllreducePolicy::from_name(name).create(comm);
@@ -116,7 +117,7 @@ TEST_F(AllreduceTest, EveryAlgorithmIsBitIdenticalAcrossRanks) {
 
 TEST_F(AllreduceTest, RepeatedCallsReuseScratchAndStayCorrect) {
   // Shrinking and growing sizes on one instance: stale scratch or request state would show here.
-  for (const auto& name : {"vhd_seg", "ring_seg", "brd", "brb", "linear"}) {
+  for (const auto& name : {"vhd_seg", "ring_seg", "brd", "brb", "linear", "shm"}) {
     auto alg = make(name, comm_);
     const int r = world_rank(), n = world_size();
     bool ok = true;
@@ -128,6 +129,26 @@ TEST_F(AllreduceTest, RepeatedCallsReuseScratchAndStayCorrect) {
     }
     EXPECT_TRUE(all_ranks(ok)) << name;
   }
+}
+
+TEST_F(AllreduceTest, ShmInManyChunksAlternatesItsSlotHalvesCorrectly) {
+  // 256-byte chunks: the default chunk would take every test count in one round, so the flag
+  // handshake between rounds, the reuse of each slot half two rounds later and the carrying of the round
+  // count across calls would go untested. Unless the environment overrides the chunk size.
+  ShmAllreduce alg(comm_, 256);
+  const int r = world_rank(), n = world_size();
+  bool ok = true;
+  for (size_t count : {size_t(1), size_t(63), size_t(64), size_t(65), size_t(1021), size_t(4099), size_t(0),
+                       size_t(20011)}) {
+    std::vector<float> f(count);
+    std::vector<double> d(count);
+    for (size_t i = 0; i < count; ++i) f[i] = static_cast<float>(input_value(i, r)), d[i] = input_value(i, r);
+    alg.run(f.data(), count);
+    alg.run(d.data(), count);
+    for (size_t i = 0; i < count; ++i)
+      ok = ok && f[i] == static_cast<float>(expected_sum(i, n)) && d[i] == expected_sum(i, n);
+  }
+  EXPECT_TRUE(all_ranks(ok));
 }
 
 TEST_F(AllreduceTest, OpenMpiForcedAlgorithmsWhenAvailable) {

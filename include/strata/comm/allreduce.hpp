@@ -58,7 +58,7 @@ class Allreduce {
   int size_ = 1;
 };
 
-// The algorithms by name: linear, brb, brd, vhd, vhd_seg, ring, ring_seg, mpi (MPI_Allreduce itself).
+// The algorithms by name: linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (MPI_Allreduce itself).
 // "hybrid" is not among them: it is a policy over these (strata/comm/hybrid_allreduce.hpp).
 const std::vector<std::string>& allreduce_algorithm_names();
 bool is_allreduce_algorithm(const std::string& name);

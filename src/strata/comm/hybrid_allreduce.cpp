@@ -11,7 +11,7 @@
 
 DEFINE_string(allreduce, "hybrid",
               "Allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one of "
-              "linear, brb, brd, vhd, vhd_seg, ring, ring_seg, mpi (docs/allreduce.md)");
+              "linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (docs/allreduce.md)");
 DEFINE_string(allreduce_table, "",
               "Crossover table file for the hybrid allreduce (written by allreduce_bench --tune); empty: "
               "the built-in table");
