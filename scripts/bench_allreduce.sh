@@ -39,7 +39,7 @@ fi
 for np in $ranks; do
   echo "== $np ranks" | tee "$out/np$np.txt"
   "${mpirun[@]}" -np "$np" "$bench" "${table_args[@]}" --min_bytes=4 --max_bytes="$max_bytes" --factor=4 \
-    --reps=20 --min_reps=5 --seconds=2 --algorithms=hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,mpi,mpi_all --csv >"$out/np$np.csv"
+    --reps=20 --min_reps=5 --seconds=2 --algorithms=hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,shm,mpi,mpi_all --csv >"$out/np$np.csv"
   # The summary: per size, the hybrid, Open MPI's default and the best of Open MPI's forced algorithms.
   python3 - "$out/np$np.csv" <<'PY' | tee -a "$out/np$np.txt"
 import csv, sys
@@ -50,7 +50,7 @@ def st(b):
     for u, s in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= s and b % s == 0: return f"{b // s} {u}"
     return f"{b} B"
-ours = ("linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg")
+ours = ("linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm")
 print("| size | hybrid us | best of ours | MPI default us | best forced MPI us (which) | best MPI / hybrid | hybrid busbw % memcpy |")
 print("|---|---|---|---|---|---|---|")
 for b in sorted(by):
