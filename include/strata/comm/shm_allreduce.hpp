@@ -53,6 +53,7 @@ class ShmAllreduce : public Allreduce {
   void wait_all(std::atomic<uint64_t> Flags::*flag, uint64_t round) const;
 
   size_t chunk_bytes_;
+  int spin_polls_;  // polls before each yield
   void* segment_ = nullptr;
   size_t segment_bytes_ = 0;
   std::vector<Flags*> flags_;     // by rank

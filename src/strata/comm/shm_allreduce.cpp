@@ -29,9 +29,16 @@ struct ShmAllreduce::Flags {
 
 namespace {
 // Polls before giving the core away: a rank already on its way arrives within a microsecond or two, and
-// a rank that is not running (more ranks than cores) only gets the core if this one yields it.
+// a rank that is not running only gets the core if this one yields it.
 constexpr int kSpinPolls = 64;
 constexpr size_t kNameBytes = 64;
+
+// Up to this many bytes a chunk is summed whole by every rank after one flag wait: the redundant sums
+// cost less than the second wait, which needs every rank to have been scheduled once more.
+const size_t kWholeSumBytes = [] {
+  const char* env = getenv("STRATA_ALLREDUCE_SHM_WHOLE_SUM_BYTES");
+  return env ? static_cast<size_t>(atoll(env)) : size_t(16384);
+}();
 
 size_t chunk_bytes_setting(size_t requested) {
   const char* env = getenv("STRATA_ALLREDUCE_SHM_CHUNK_BYTES");
@@ -76,7 +83,10 @@ bool map_segment(MPI_Comm comm, int rank, size_t bytes, void** mapped) {
 }  // namespace
 
 ShmAllreduce::ShmAllreduce(MPI_Comm comm, size_t chunk_bytes)
-    : Allreduce(comm), chunk_bytes_(chunk_bytes_setting(chunk_bytes)) {
+    : Allreduce(comm),
+      chunk_bytes_(chunk_bytes_setting(chunk_bytes)),
+      // With more ranks than cores the rank being waited for may need this very core: yield at once.
+      spin_polls_(size_ <= sysconf(_SC_NPROCESSORS_ONLN) ? kSpinPolls : 0) {
   if (size_ == 1) return;
   MPI_Comm node;
   int node_size = 0;
@@ -114,7 +124,7 @@ void ShmAllreduce::wait_all(std::atomic<uint64_t> Flags::*flag, uint64_t round) 
   for (int q = 0; q < size_; ++q) {
     const std::atomic<uint64_t>& f = flags_[q]->*flag;
     for (int polls = 0; f.load(std::memory_order_acquire) < round; ++polls) {
-      if (polls < kSpinPolls)
+      if (polls < spin_polls_)
         _mm_pause();
       else if (sleep_us > 0)
         nanosleep(&pause, nullptr);
@@ -139,6 +149,16 @@ void ShmAllreduce::run(void* buf, size_t count, DataType t) {
     const size_t half = (round % 2) * chunk_bytes_;
     char* data = at(buf, b, t);
     char* mine = slots_[rank_] + half;
+    if (len * es <= kWholeSumBytes) {
+      // Small: every rank copies all of it in and, after one flag wait instead of two, sums all N copies
+      // itself. Every rank adds the same operands in the same (rank) order, so all end bit-identical.
+      memcpy(mine, data, len * es);
+      flags_[rank_]->arrived.store(round, std::memory_order_release);
+      wait_all(&Flags::arrived, round);
+      memcpy(data, slots_[0] + half, len * es);
+      for (int q = 1; q < n; ++q) comm_detail::sum_into(data, slots_[q] + half, len, t);
+      continue;
+    }
     auto begin = [&](int q) { return block_begin(q, n, len) * es; };
     auto bytes = [&](int q) { return begin(q + 1) - begin(q); };
     for (int q = 0; q < n; ++q)
