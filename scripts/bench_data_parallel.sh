@@ -8,7 +8,9 @@
 #
 #   scripts/bench_data_parallel.sh [build_dir] [out_dir]        (defaults: build, bench-out/data_parallel)
 #   NETS="alexnet" REPS=5 scripts/bench_data_parallel.sh        (one net, more reps)
-#   CONFIGS="1 2:on:1 2:off:1" ...                (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us]]])
+#   CONFIGS="1 2:on:1 2:off:1" ...      (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us[:algorithm]]]];
+#                                        algorithm: comm_param.algorithm, HYBRID by default, or e.g. vhd;
+#                                        a path ending in .table: HYBRID with that crossover table)
 #   LENET_ITERS=300 ALEXNET_ITERS=12 ...                        (iterations per run; the first display
 #                                                                window of each run is warm-up, not timed)
 #   PRIO="chrt -r 10" ...                                       (a prefix for mpirun, e.g. a priority)
@@ -88,7 +90,7 @@ data = ('layer {\n  name: "data"\n  type: "Data"\n  top: "data"\n  top: "label"\
 open(sys.argv[2], "w").write(text[:m.start()] + data + text[m.end():])
 PY
 
-# solver NET ITERS DISPLAY OVERLAP THREADS FUSION POLL_SLEEP_US > file
+# solver NET ITERS DISPLAY OVERLAP THREADS FUSION POLL_SLEEP_US ALGORITHM > file
 solver() {
   cat <<EOF
 net: "$1"
@@ -102,22 +104,24 @@ snapshot: 0
 snapshot_after_train: false
 solver_mode: CPU
 random_seed: 1701
-comm_param { overlap: $4 threads: $5 fusion_bytes: $6 poll_sleep_us: $7 }
+comm_param { overlap: $4 threads: $5 fusion_bytes: $6 poll_sleep_us: $7 $(
+  if [[ $8 == *.table ]]; then echo "tuning_table: \"$8\""; else echo "algorithm: \"$8\""; fi) }
 EOF
 }
 
 run_config() {  # NET CONFIG REP
-  local net=$1 config=$2 rep=$3 ranks overlap threads fusion sleep model iters display
-  IFS=: read -r ranks overlap threads fusion sleep <<< "$config"
-  overlap=${overlap:-on} threads=${threads:-1} fusion=${fusion:-0} sleep=${sleep:-0}
+  local net=$1 config=$2 rep=$3 ranks overlap threads fusion sleep algorithm model iters display
+  IFS=: read -r ranks overlap threads fusion sleep algorithm <<< "$config"
+  overlap=${overlap:-on} threads=${threads:-1} fusion=${fusion:-0} sleep=${sleep:-0} algorithm=${algorithm:-HYBRID}
   case $net in
     lenet) model=models/lenet_fashion/lenet_train_test.prototxt iters=$lenet_iters display=$lenet_display ;;
     alexnet) model=$out/alexnet_train.prototxt iters=$alexnet_iters display=$alexnet_display ;;
   esac
   local name="${net}_np${ranks}_overlap-${overlap}_threads${threads}_fusion${fusion}_sleep${sleep}"
+  [ "$algorithm" != HYBRID ] && name+="_$(basename "$algorithm" .table)"
   local ov=true
   [ "$overlap" = off ] && ov=false
-  solver "$model" "$iters" "$display" "$ov" "$threads" "$fusion" "$sleep" > "$out/$name.solver.prototxt"
+  solver "$model" "$iters" "$display" "$ov" "$threads" "$fusion" "$sleep" "$algorithm" > "$out/$name.solver.prototxt"
   local log="$out/logs/${name}_rep$rep.log"
   echo "+ ${mpirun[*]} -np $ranks $strata train --solver=$out/$name.solver.prototxt   (> $log)" >&2
   "${mpirun[@]}" -np "$ranks" "$strata" train --solver="$out/$name.solver.prototxt" > "$log" 2>&1 ||
@@ -169,9 +173,13 @@ def parse(path):
 
 def label(config):
     parts = config.split(":")
-    parts += ["", "on", "1", "0", "0"][len(parts):]
+    parts += ["", "on", "1", "0", "0", "HYBRID"][len(parts):]
     ranks, overlap, threads, fusion, sleep = parts[0], parts[1] or "on", parts[2] or "1", parts[3] or "0", parts[4] or "0"
+    algorithm = parts[5] or "HYBRID"
     name = "%s_np%s_overlap-%s_threads%s_fusion%s_sleep%s" % ("%s", ranks, overlap, threads, fusion, sleep)
+    if algorithm != "HYBRID":
+        algorithm = os.path.basename(algorithm)[:-len(".table")] if algorithm.endswith(".table") else algorithm
+        name += "_" + algorithm
     if ranks == "1":
         return int(ranks), name, "1 rank"
     text = "%s ranks, overlap %s, %s thread%s" % (ranks, overlap, threads, "" if threads == "1" else "s")
@@ -179,6 +187,8 @@ def label(config):
         text += ", fusion %s B" % fusion
     if sleep != "0":
         text += ", poll sleep %s us" % sleep
+    if algorithm != "HYBRID":
+        text += ", %s" % algorithm
     return int(ranks), name, text
 
 print("| net | configuration | t/iter (ms) | speed-up s | forward (ms) | backward (ms) | exposed comm (ms) | exposed share | allreduce busy (ms) | tail after backward (ms) | overlap ratio | runs: t/iter (ms) |")
