@@ -13,7 +13,8 @@
 //      in rank order, into its buffer, and copies the finished block into its slot; "reduced" flag;
 //   3. once all have reduced, rank r copies every other finished block from its owner's slot.
 // Per rank that is (N-1)/N M copied in, M summed, (N-1)/N M copied out: the traffic of the ring, with
-// two flag waits per chunk instead of 2 (N-1) message rounds. Half k % 2 of a slot is written again only
+// two flag waits per chunk instead of 2 (N-1) message rounds. A chunk of at most 16 KiB instead goes in
+// whole and every rank sums all N copies itself after the first wait: one wait, and the sums are cheap. Half k % 2 of a slot is written again only
 // in chunk k + 2, after every rank has arrived at chunk k + 1 and so finished reading chunk k.
 //
 // Every block is summed in one place and copied, so all ranks end bit-identical. When the ranks of the
