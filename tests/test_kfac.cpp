@@ -198,8 +198,8 @@ std::vector<std::vector<double>> ParamsOf(Layer<double>& l) {
   return p;
 }
 
-void ExpectStep(const Matrix& expected, const Matrix& step, const std::string& what) {
-  const double bound = 1e-8 * std::max(1e-12, MaxAbs(expected));
+void ExpectStep(const Matrix& expected, const Matrix& step, const std::string& what, double relative = 1e-8) {
+  const double bound = relative * std::max(1e-12, MaxAbs(expected));
   for (size_t i = 0; i < expected.size(); ++i) {
     for (size_t j = 0; j < expected[i].size(); ++j) {
       ASSERT_NEAR(step[i][j], expected[i][j], bound) << what << " (" << i << ", " << j << ")";
@@ -336,6 +336,36 @@ TEST_P(KfacPreconditioning, GroupedConvolutionFactorsAndStepMatchTheDenseFormula
   ExpectMatrixNear(ip.G, solver->blocks()[2]->G(), 1e-12, "ip G");
   ExpectStep(DensePreconditioned(ip, damping, GetParam().split), StepOf(*net.layer_by_name("ip"), ip_before, 0, 3, 36),
              "ip step");
+}
+
+// Two samples into a 20-wide layer of 15 outputs: the product with D costs more than going through dy and x
+// (KfacBlock::PreconditionFactored), which the split forms take here on one rank.
+TEST_P(KfacPreconditioning, WideInnerProductWithASmallBatchMatchesTheDenseFormula) {
+  const char* net_text = R"(
+layer { name: "in" type: "Input" top: "x" top: "label" input_param { shape { dim: 2 dim: 20 } shape { dim: 2 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
+        inner_product_param { num_output: 15 weight_filler { type: "gaussian" std: 0.3 }
+                              bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "act" type: "TanH" bottom: "h" top: "t" }
+layer { name: "ip2" type: "InnerProduct" bottom: "t" top: "s"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l" }
+)";
+  const double damping = 0.03;
+  auto solver = MakeKfac(net_text, KfacText(damping));
+  Net<double>& net = *solver->net();
+  FillInputs(net, 3, 15);
+  Expected ip1;
+  std::vector<std::vector<double>> before;
+  StepAndCapture(solver.get(), [&] {
+    ip1 = InnerProductExpected(net, "ip1", "x", "h");
+    before = ParamsOf(*net.layer_by_name("ip1"));
+  });
+  ASSERT_TRUE(solver->blocks()[0]->FactoredIsCheaper(2));
+  // Two samples give A rank 3 in 21 dimensions: the damped system is ill-conditioned, and the dense elimination
+  // loses digits the two GEMMs do not.
+  ExpectStep(DensePreconditioned(ip1, damping, GetParam().split), StepOf(*net.layer_by_name("ip1"), before, 0, 15, 20),
+             "ip1 step", 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Damping, KfacPreconditioning,

@@ -56,6 +56,9 @@ class KfacSolver : public SGDSolver<Dtype> {
   void AssignOwners();
   void ReduceFactors();
   void PreconditionAll();
+  // Preconditions block b's gradient from the layer's input and output gradient when that is exact and cheaper
+  // (KfacBlock::PreconditionFactored); false if it is not.
+  bool FactoredPrecondition(int b, Dtype* v);
   bool Owns(int b) const;
 
   KfacParameter kp_;

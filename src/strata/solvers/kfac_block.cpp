@@ -324,6 +324,41 @@ void KfacBlock<Dtype>::Precondition(const Dtype* matrix, Dtype* out) {
   apply(a_inv_, a_identity_, false, CblasTrans, t, out);
 }
 
+template <typename Dtype>
+bool KfacBlock<Dtype>::FactoredIsCheaper(int rows) const {
+  const double g = g_dim(), a = a_dim();
+  return rows * (g * g + a * a + g * a) < g * a * (g + a);
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype* out) {
+  CHECK(has_inverses_ && split_) << shape_.name << ": the factored form needs split-damping inverses";
+  const int g = g_dim(), a = a_dim(), k = shape_.inputs;
+  scratch_.resize(static_cast<size_t>(rows) * (g + 2 * a));
+  Dtype* left = scratch_.data();                          // G^-1 dy^T: g x rows
+  Dtype* xh = left + static_cast<size_t>(g) * rows;       // [x 1]: rows x a
+  Dtype* right = xh + static_cast<size_t>(rows) * a;      // [x 1] A^-1: rows x a
+  if (g_identity_) {
+    for (int i = 0; i < g; ++i) {
+      for (int r = 0; r < rows; ++r) {
+        left[static_cast<size_t>(i) * rows + r] = static_cast<Dtype>(g_inv_.identity_scale) * dy[static_cast<size_t>(r) * g + i];
+      }
+    }
+  } else {
+    cpu_gemm(CblasNoTrans, CblasTrans, g, rows, g, Dtype(1), g_inv_.matrix.data(), dy, Dtype(0), left);
+  }
+  for (int r = 0; r < rows; ++r) {
+    cpu_copy(k, x + static_cast<size_t>(r) * k, xh + static_cast<size_t>(r) * a);
+    if (shape_.bias) xh[static_cast<size_t>(r) * a + k] = Dtype(1);
+  }
+  if (a_identity_) {
+    cpu_scale(rows * a, static_cast<Dtype>(a_inv_.identity_scale), xh, right);
+  } else {
+    cpu_gemm(CblasNoTrans, CblasNoTrans, rows, a, a, Dtype(1), xh, a_inv_.matrix.data(), Dtype(0), right);
+  }
+  cpu_gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
+}
+
 STRATA_INSTANTIATE_CLASS(KfacBlock);
 
 }  // namespace strata

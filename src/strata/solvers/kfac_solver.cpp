@@ -322,6 +322,27 @@ void KfacSolver<Dtype>::ReduceFactors() {
 }
 
 template <typename Dtype>
+bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
+  // The gradient of an inner product is dy^T [x 1] for this rank's batch. It is the whole gradient only on one
+  // rank, with one pass and no clipping; and x must still be there (a recompute plan may have freed it).
+  KfacBlock<Dtype>& block = *blocks_[b];
+  const auto& shape = block.shape();
+  if (shape.kind != KfacBlock<Dtype>::Kind::kInnerProduct || shape.transpose || !block.split()) return false;
+  if ((this->collectives_ && this->collectives_->size() > 1) || this->param_.iter_size() != 1 ||
+      this->param_.clip_gradients() >= 0) {
+    return false;
+  }
+  Net<Dtype>* net = this->net_.get();
+  const Blob<Dtype>* x = net->bottom_vecs()[shape.layer_id][0];
+  const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
+  const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
+  const int rows = x->count(0, axis);
+  if (!x->has_data() || !block.FactoredIsCheaper(rows)) return false;
+  block.PreconditionFactored(x->cpu_data(), y->cpu_diff(), rows, v);
+  return true;
+}
+
+template <typename Dtype>
 void KfacSolver<Dtype>::PreconditionAll() {
   const auto& params = this->net_->learnable_params();
   const int ranks = this->collectives_ ? this->collectives_->size() : 1;
@@ -347,7 +368,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
         cpu_copy(block.matrix_size(), g, v);  // no factors yet: the plain gradient
         continue;
       }
-      block.Precondition(g, v);
+      if (!FactoredPrecondition(static_cast<int>(b), v)) block.Precondition(g, v);
       if (!all_finite(v, block.matrix_size())) {
         LOG(WARNING) << "K-FAC: " << block.shape().name << ": the preconditioned gradient is not finite; "
                      << "using the plain gradient this iteration";
