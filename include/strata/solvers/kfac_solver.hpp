@@ -56,8 +56,16 @@ class KfacSolver : public SGDSolver<Dtype> {
   void AssignOwners();
   void ReduceFactors();
   void PreconditionAll();
-  // Preconditions block b's gradient from the layer's input and output gradient when that is exact and cheaper
-  // (KfacBlock::PreconditionFactored); false if it is not.
+  // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
+  // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy gathered.
+  struct Factored {
+    int rows = 0;  // over all ranks; 0: precondition D itself
+    const Dtype* x = nullptr;
+    const Dtype* dy = nullptr;
+    std::vector<Dtype> x_all, dy_all;  // the gathered rows, on several ranks
+  };
+  void GatherFactoredInputs();
+  // Preconditions block b's gradient through its factors if GatherFactoredInputs chose it; false if not.
   bool FactoredPrecondition(int b, Dtype* v);
   bool Owns(int b) const;
 
@@ -70,7 +78,8 @@ class KfacSolver : public SGDSolver<Dtype> {
   std::vector<int> softmax_losses_;   // SoftmaxWithLoss layers, for TRUE_FISHER
   std::mt19937 fisher_rng_;
   bool fisher_rng_seeded_ = false;
-  std::vector<Dtype> factor_buffer_, update_buffer_, gradient_buffer_;
+  std::vector<Dtype> factor_buffer_, update_buffer_, gradient_buffer_, factored_buffer_;
+  std::vector<Factored> factored_;
   Times times_;
   Times reported_;  // times_ as the last progress line found them
 };

@@ -322,23 +322,70 @@ void KfacSolver<Dtype>::ReduceFactors() {
 }
 
 template <typename Dtype>
-bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
-  // The gradient of an inner product is dy^T [x 1] for this rank's batch. It is the whole gradient only on one
-  // rank, with one pass and no clipping; and x must still be there (a recompute plan may have freed it).
-  KfacBlock<Dtype>& block = *blocks_[b];
-  const auto& shape = block.shape();
-  if (shape.kind != KfacBlock<Dtype>::Kind::kInnerProduct || shape.transpose || !block.split()) return false;
-  if ((this->collectives_ && this->collectives_->size() > 1) || this->param_.iter_size() != 1 ||
-      this->param_.clip_gradients() >= 0) {
-    return false;
-  }
+void KfacSolver<Dtype>::GatherFactoredInputs() {
+  // An inner product's gradient is dy^T [x 1] summed over the batch: over every rank's batch, averaged, once
+  // GradientSync has reduced it. With one pass and no clipping it is exactly that, and where the batch is
+  // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
+  // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
+  // x must still be there (a recompute plan may have freed it). Every rank decides alike: same net, same shapes.
   Net<Dtype>* net = this->net_.get();
-  const Blob<Dtype>* x = net->bottom_vecs()[shape.layer_id][0];
-  const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
-  const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
-  const int rows = x->count(0, axis);
-  if (!x->has_data() || !block.FactoredIsCheaper(rows)) return false;
-  block.PreconditionFactored(x->cpu_data(), y->cpu_diff(), rows, v);
+  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  factored_.assign(blocks_.size(), Factored());
+  if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping()) return;
+  std::vector<int> chosen;
+  size_t per_rank = 0;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const auto& shape = blocks_[b]->shape();
+    if (shape.kind != KfacBlock<Dtype>::Kind::kInnerProduct || shape.transpose) continue;
+    const Blob<Dtype>* x = net->bottom_vecs()[shape.layer_id][0];
+    const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
+    const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
+    const int rows = x->count(0, axis);
+    if (!x->has_data() || !blocks_[b]->FactoredIsCheaper(rows * ranks)) continue;
+    Factored& f = factored_[b];
+    f.rows = rows * ranks;
+    f.x = x->cpu_data();
+    f.dy = y->cpu_diff();
+    chosen.push_back(static_cast<int>(b));
+    per_rank += static_cast<size_t>(rows) * (shape.inputs + shape.outputs);
+  }
+  if (ranks == 1 || chosen.empty()) return;
+  Stopwatch watch(&times_.communication_ms);
+  // [rank 0: block x rows, block dy rows, next block ...][rank 1: ...]
+  const int rank = this->collectives_->rank();
+  factored_buffer_.resize(per_rank * ranks);
+  Dtype* mine = factored_buffer_.data() + per_rank * rank;
+  for (int b : chosen) {
+    const Factored& f = factored_[b];
+    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    mine = std::copy(f.x, f.x + static_cast<size_t>(rows) * k, mine);
+    mine = std::copy(f.dy, f.dy + static_cast<size_t>(rows) * g, mine);
+  }
+  this->collectives_->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
+  // Each block's rows of all ranks, contiguous; dy scaled by 1/N, as GradientSync averages the gradients.
+  size_t offset = 0;
+  for (int b : chosen) {
+    Factored& f = factored_[b];
+    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    f.x_all.resize(static_cast<size_t>(f.rows) * k);
+    f.dy_all.resize(static_cast<size_t>(f.rows) * g);
+    for (int r = 0; r < ranks; ++r) {
+      const Dtype* src = factored_buffer_.data() + per_rank * r + offset;
+      std::copy(src, src + static_cast<size_t>(rows) * k, f.x_all.data() + static_cast<size_t>(r) * rows * k);
+      src += static_cast<size_t>(rows) * k;
+      cpu_scale(rows * g, Dtype(1) / ranks, src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
+    }
+    f.x = f.x_all.data();
+    f.dy = f.dy_all.data();
+    offset += static_cast<size_t>(rows) * (k + g);
+  }
+}
+
+template <typename Dtype>
+bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
+  const Factored& f = factored_[b];
+  if (f.rows == 0 || !blocks_[b]->has_inverses()) return false;
+  blocks_[b]->PreconditionFactored(f.x, f.dy, f.rows, v);
   return true;
 }
 
@@ -356,6 +403,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
   }
   update_buffer_.resize(total);
   gradient_buffer_.resize(total);
+  GatherFactoredInputs();
   {
     Stopwatch watch(&times_.precondition_ms);
     for (size_t b = 0; b < blocks_.size(); ++b) {
