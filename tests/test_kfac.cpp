@@ -207,10 +207,14 @@ void ExpectStep(const Matrix& expected, const Matrix& step, const std::string& w
   }
 }
 
-const char* kMlp = R"(
-layer { name: "in" type: "Input" top: "x" top: "label" input_param { shape { dim: 6 dim: 4 } shape { dim: 6 } } }
+// rows x inputs -> inner product (hidden) -> TanH -> inner product (3) -> SoftmaxWithLoss.
+std::string MlpText(int rows, int inputs, int hidden) {
+  const std::string r = std::to_string(rows);
+  return R"(
+layer { name: "in" type: "Input" top: "x" top: "label"
+        input_param { shape { dim: )" + r + " dim: " + std::to_string(inputs) + " } shape { dim: " + r + R"( } } }
 layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 }
+        inner_product_param { num_output: )" + std::to_string(hidden) + R"( weight_filler { type: "gaussian" std: 0.5 }
                               bias_filler { type: "constant" value: 0.1 } } }
 layer { name: "act" type: "TanH" bottom: "h" top: "t" }
 layer { name: "ip2" type: "InnerProduct" bottom: "t" top: "s"
@@ -218,6 +222,8 @@ layer { name: "ip2" type: "InnerProduct" bottom: "t" top: "s"
                               bias_filler { type: "constant" value: -0.1 } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l" }
 )";
+}
+const std::string kMlp = MlpText(6, 4, 3);
 
 // Two groups, padding 1 and stride 2 on 5x5 images: 3x3 outputs, windows that overlap the padding.
 const char* kConvNet = R"(
@@ -233,7 +239,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "t" top: "s"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l" }
 )";
 
-std::unique_ptr<KfacSolver<double>> MakeKfac(const char* net, const std::string& kfac_text, int seed = 7) {
+std::unique_ptr<KfacSolver<double>> MakeKfac(const std::string& net, const std::string& kfac_text, int seed = 7) {
   SolverParameter p;
   ReadProtoFromTextString(net, p.mutable_net_param());
   p.set_type("KFAC");
@@ -341,16 +347,7 @@ TEST_P(KfacPreconditioning, GroupedConvolutionFactorsAndStepMatchTheDenseFormula
 // Two samples into a 20-wide layer of 15 outputs: the product with D costs more than going through dy and x
 // (KfacBlock::PreconditionFactored), which the split forms take here on one rank.
 TEST_P(KfacPreconditioning, WideInnerProductWithASmallBatchMatchesTheDenseFormula) {
-  const char* net_text = R"(
-layer { name: "in" type: "Input" top: "x" top: "label" input_param { shape { dim: 2 dim: 20 } shape { dim: 2 } } }
-layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
-        inner_product_param { num_output: 15 weight_filler { type: "gaussian" std: 0.3 }
-                              bias_filler { type: "constant" value: 0.1 } } }
-layer { name: "act" type: "TanH" bottom: "h" top: "t" }
-layer { name: "ip2" type: "InnerProduct" bottom: "t" top: "s"
-        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l" }
-)";
+  const std::string net_text = MlpText(2, 20, 15);
   const double damping = 0.03;
   auto solver = MakeKfac(net_text, KfacText(damping));
   Net<double>& net = *solver->net();
