@@ -328,13 +328,13 @@ TEST_F(GradientSyncTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {
 // preconditioned gradients reach every rank by an allgather. The inverses amplify the factors' float rounding by
 // up to their condition number, hence a looser bound than SGD's.
 TEST_F(GradientSyncTest, KfacEqualsOneRankWithTheWholeBatch) {
-  for (int kfac : {1, 2}) {
-    Config c;
-    c.solver.kfac = kfac;
-    Check(c, 1e-4f);
-    c.overlap = false;
-    Check(c, 1e-4f);
-  }
+  Config c;
+  c.solver.kfac = 1;
+  Check(c, 1e-4f);
+  c.overlap = false;
+  Check(c, 1e-4f);
+  c.solver.kfac = 2;
+  Check(c, 1e-4f);
 }
 
 // BatchNorm's running statistics are each rank's own (forward writes them), so Drain averages them: after
