@@ -65,7 +65,7 @@ def parse(log):
     return out, {k: sum(v) / len(v) for k, v in kfac.items()}
 
 
-def run(kind, ranks, iterations, test_interval, intervals, workdir):
+def run(strata, kind, ranks, iterations, test_interval, intervals, workdir):
     net = open(NET).read().replace('"data/', f'"{ROOT}/data/')
     if ranks > 1:
         net = net.replace("batch_size: 64", f"batch_size: {64 // ranks}")
@@ -84,7 +84,7 @@ def run(kind, ranks, iterations, test_interval, intervals, workdir):
     solver_path = os.path.join(workdir, f"{tag}_solver.prototxt")
     open(solver_path, "w").write(solver)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = ["mpirun", "-np", str(ranks), "--bind-to", "none", "--mca", "btl", "self,vader", STRATA, "train",
+    cmd = ["mpirun", "-np", str(ranks), "--bind-to", "none", "--mca", "btl", "self,vader", strata, "train",
            f"--solver={solver_path}"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     log = out.stdout + out.stderr
@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--kfac-iterations", type=int, default=3000)
     ap.add_argument("--test-interval", type=int, default=250)
     ap.add_argument("--intervals", default="", help="comma-separated F/I pairs for the K-FAC runs")
+    ap.add_argument("--strata", default=STRATA, help="the strata binary")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="strata_kfac_")
     intervals = [tuple(int(x) for x in p.split("/")) for p in args.intervals.split(",") if p] or [None]
@@ -113,7 +114,7 @@ def main():
         kind, ranks = spec[:-1], int(spec[-1])
         for iv in (intervals if kind == "kfac" else [None]):
             iterations = args.kfac_iterations if kind == "kfac" else args.sgd_iterations
-            name, curve, parts = run(kind, ranks, iterations, args.test_interval, iv, workdir)
+            name, curve, parts = run(args.strata, kind, ranks, iterations, args.test_interval, iv, workdir)
             rows.append((name, iterations, curve, parts))
             print(f"{datetime.datetime.now():%H:%M:%S} {name}: " +
                   " ".join(f"{it}:{acc * 100:.2f}" for it, acc, _ in curve), flush=True)
