@@ -19,6 +19,26 @@
 
 namespace strata {
 
+// What a solver that communicates more than the gradient needs from the ranks of a data-parallel job (K-FAC: its
+// factors and preconditioned gradients). GradientSync provides it over MPI (strata/comm/mpi_collectives.hpp); a
+// single rank has none. Called from the solver's thread, collectively: every rank makes the same calls.
+class SolverCollectives {
+ public:
+  virtual ~SolverCollectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums buf over the ranks, in place; every rank ends with identical values.
+  virtual void Allreduce(float* buf, size_t n) = 0;
+  virtual void Allreduce(double* buf, size_t n) = 0;
+  // buf holds one block per rank in rank order, counts[r] values for rank r. Afterwards this rank's block holds
+  // that block summed over the ranks; the other blocks are left as they were.
+  virtual void ReduceScatter(float* buf, const std::vector<int>& counts) = 0;
+  virtual void ReduceScatter(double* buf, const std::vector<int>& counts) = 0;
+  // buf holds this rank's block at its place (the same layout); afterwards every rank holds every block.
+  virtual void Allgather(float* buf, const std::vector<int>& counts) = 0;
+  virtual void Allgather(double* buf, const std::vector<int>& counts) = 0;
+};
+
 // What the solver does when a signal arrives (Caffe's --sigint_effect / --sighup_effect).
 enum class SignalAction { kNone, kStop, kSnapshot };
 SignalAction ParseSignalAction(const std::string& name);
@@ -47,7 +67,17 @@ class Solver {
   // The learning rate of the iteration in progress (set by Step before each iteration).
   Dtype current_rate() const { return rate_; }
   // Updates all layers (what one rank does after backward; the overlapped engine calls update_layer itself).
-  void ApplyUpdate();
+  virtual void ApplyUpdate();
+  // Whether the update needs the whole reduced gradient at once (gradient clipping; K-FAC's trust region):
+  // then the data-parallel engine reduces every layer and calls ApplyUpdate, never update_layer.
+  virtual bool needs_whole_gradient() const { return param_.clip_gradients() >= 0; }
+  // Called between the forward and the backward of every pass of an iteration (K-FAC's true-Fisher pass).
+  virtual void BeforeBackward(int pass) {}
+  // True while the solver runs a backward of its own, for statistics: its gradients are not the iteration's,
+  // so hooks that ship gradients must leave them alone.
+  bool in_statistics_pass() const { return statistics_pass_; }
+  // The ranks of a data-parallel job, for solvers that communicate (set by the data-parallel engine).
+  void set_collectives(std::shared_ptr<SolverCollectives> c) { collectives_ = std::move(c); }
   // The learning rate at the current iteration (advances the step counter of step/multistep policies).
   Dtype GetLearningRate();
 
@@ -98,6 +128,7 @@ class Solver {
 
   void Normalize(int param_id);
   void Regularize(int param_id);
+  void ClipGradients();
 
   SolverParameter param_;
   int iter_ = 0;
@@ -107,6 +138,8 @@ class Solver {
   // One history blob per learnable param (Adam keeps a second set after the first).
   std::vector<std::shared_ptr<Blob<Dtype>>> history_;
   Dtype rate_ = 0;  // the learning rate of the current iteration
+  bool statistics_pass_ = false;
+  std::shared_ptr<SolverCollectives> collectives_;  // null: one rank
 
  private:
   void InitTrainNet();
@@ -114,7 +147,6 @@ class Solver {
   std::vector<Dtype> Test(int test_net_id);
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
-  void ClipGradients();
   void UpdateParam(int param_id, Dtype rate, int iter);
   std::vector<uint64_t> DataPositions();
   void SetDataPositions(const std::vector<uint64_t>& positions);

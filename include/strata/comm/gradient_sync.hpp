@@ -158,7 +158,7 @@ class GradientSync {
   bool last_pass_ = true;
   Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
   int pending_iter_ = 0;
-  bool clip_mode_ = false;
+  bool whole_gradient_ = false;  // the solver updates the whole net at once (clipping, K-FAC)
   // Signal agreement: the request polled at the start of this iteration (main thread), the agreed actions
   // by iteration and the control tasks not yet reduced (under state_mutex_), and the first iteration that
   // sent one (-1: none yet).

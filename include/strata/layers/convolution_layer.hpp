@@ -38,6 +38,13 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return false; }
 
+  // The shape as of the last Reshape (K-FAC reads its patches with it).
+  const ConvGeometry& geometry() const { return geom_; }
+  int channel_axis() const { return channel_axis_; }
+  int num_output() const { return num_output_; }
+  int group() const { return group_; }
+  bool bias_term() const { return bias_term_; }
+
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;

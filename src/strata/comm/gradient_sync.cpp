@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "strata/comm/allreduce_kernels.hpp"
+#include "strata/comm/mpi_collectives.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/util/io.hpp"
 
@@ -33,10 +34,12 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
     : solver_(solver), net_(solver->net()), comm_(comm), options_(options), ranks_(comm.size()) {
   epoch_ = std::chrono::steady_clock::now();
   timeline_ = !options_.timeline_file.empty();
-  clip_mode_ = solver_->param().clip_gradients() >= 0;
+  // Clipping and K-FAC need the whole reduced gradient: reduce every layer, then one ApplyUpdate.
+  whole_gradient_ = solver_->needs_whole_gradient();
   const int threads = std::min(options_.threads, comm.num_comm_threads());
   STRATA_REQUIRE(threads >= 1) << "data-parallel training needs at least one communication thread";
   main_allreduce_ = policy.create(comm.world());
+  solver_->set_collectives(std::make_shared<MpiSolverCollectives>(comm.world(), policy.create(comm.world())));
 
   // The order in which gradients become final during backward, and the update unit of each.
   const int num_layers = net_->num_layers();
@@ -191,6 +194,7 @@ Dtype GradientSync<Dtype>::Iterate() {
     Dtype l = 0;
     net_->Forward(&l);
     loss += l;
+    solver_->BeforeBackward(pass);
     const double b0 = now_us();
     stats_.forward_ms += (b0 - f0) / 1000;
     if (pass == 0 && backward_end_us_ > 0) {
@@ -214,8 +218,8 @@ Dtype GradientSync<Dtype>::Iterate() {
     }
   }
   SubmitControl(iter);
-  if (clip_mode_) {
-    // Clipping needs the norm of the whole reduced gradient: wait for every reduction, update here.
+  if (whole_gradient_) {
+    // The whole reduced gradient (clipping: its norm; K-FAC): wait for every reduction, update here.
     const double w0 = now_us();
     {
       std::unique_lock<std::mutex> lock(state_mutex_);
@@ -241,7 +245,7 @@ Dtype GradientSync<Dtype>::Iterate() {
 
 template <typename Dtype>
 void GradientSync<Dtype>::OnBackward(int layer_id) {
-  if (!options_.overlap || !last_pass_) return;
+  if (!options_.overlap || !last_pass_ || solver_->in_statistics_pass()) return;
   for (int b : layer_buckets_[layer_id]) Submit(b);
 }
 
@@ -404,9 +408,9 @@ void GradientSync<Dtype>::ParamsReduced(const Task& t) {
       const int u = unit_of_param_[p];
       if (--unit_remaining_[u] == 0) finished_units.push_back(u);
     }
-    if (clip_mode_) {
+    if (whole_gradient_) {
       state_cv_.notify_all();
-      return;  // the main thread updates after clipping
+      return;  // the main thread updates with the whole gradient
     }
   }
   for (int u : finished_units) FinishUnit(u, t.rate, t.iter);

@@ -178,7 +178,13 @@ template <typename Dtype>
 Dtype Solver<Dtype>::DefaultIteration() {
   net_->ClearParamDiffs();
   Dtype loss = 0;
-  for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+  for (int pass = 0; pass < param_.iter_size(); ++pass) {
+    Dtype l = 0;
+    net_->Forward(&l);
+    BeforeBackward(pass);
+    net_->Backward();
+    loss += l;
+  }
   loss /= param_.iter_size();
   CheckLoss(loss);
   ApplyUpdate();
@@ -413,7 +419,7 @@ void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
 template <typename Dtype>
 void Solver<Dtype>::update_layer(int layer_id, Dtype rate, int iter) {
   // Clipping needs the norm over the whole net, so it is done by ApplyUpdate, never per layer.
-  CHECK_LT(param_.clip_gradients(), 0) << "update_layer cannot clip gradients; use ApplyUpdate";
+  CHECK(!needs_whole_gradient()) << "this solver updates the whole net at once; use ApplyUpdate";
   for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
 }
 

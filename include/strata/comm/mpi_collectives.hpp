@@ -1,0 +1,41 @@
+// SolverCollectives over MPI: what GradientSync hands a solver that communicates more than the gradient
+// (K-FAC). Sums go through the allreduce library (the same hybrid the gradients use); the block-wise reduce
+// and gather are MPI_Reduce_scatter and MPI_Allgatherv, whose blocks differ in size from rank to rank.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+#include "strata/comm/allreduce.hpp"
+#include "strata/solver.hpp"
+
+namespace strata {
+
+class MpiSolverCollectives : public SolverCollectives {
+ public:
+  // `allreduce` must run on `comm`, which only the solver's thread may use.
+  MpiSolverCollectives(MPI_Comm comm, std::unique_ptr<strata::Allreduce> allreduce);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void Allreduce(float* buf, size_t n) override { allreduce_->run(buf, n); }
+  void Allreduce(double* buf, size_t n) override { allreduce_->run(buf, n); }
+  void ReduceScatter(float* buf, const std::vector<int>& counts) override { ReduceScatterT(buf, counts); }
+  void ReduceScatter(double* buf, const std::vector<int>& counts) override { ReduceScatterT(buf, counts); }
+  void Allgather(float* buf, const std::vector<int>& counts) override { AllgatherT(buf, counts); }
+  void Allgather(double* buf, const std::vector<int>& counts) override { AllgatherT(buf, counts); }
+
+ private:
+  template <typename T>
+  void ReduceScatterT(T* buf, const std::vector<int>& counts);
+  template <typename T>
+  void AllgatherT(T* buf, const std::vector<int>& counts);
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<strata::Allreduce> allreduce_;
+};
+
+}  // namespace strata

@@ -1,0 +1,87 @@
+// K-FAC (solver type "KFAC"; docs/kfac.md): SGD on the natural gradient, with the Fisher of every InnerProduct
+// and Convolution layer approximated by a Kronecker product of two small factors (KfacBlock). One iteration:
+//
+//   forward   every factor_interval-th iteration, the after-forward hooks collect A from each block's input
+//   [TRUE_FISHER: one more backward with labels sampled from the model's softmax, for G only]
+//   backward  the before-backward hooks collect G from each block's output gradient
+//   update    (ApplyUpdate, with the whole gradient reduced across ranks)
+//             factors: reduced to each block's owner (or to every rank) and folded into running averages
+//             inverses: every inverse_interval-th iteration, by each block's owner
+//             precondition: each owner its blocks' gradients; an allgather gives every rank every block's
+//             KL clip, then weight decay and momentum SGD on the preconditioned gradient, as SGDSolver does
+//
+// Owners are assigned once, greedily by the d^3 cost of each block's inversion, so that the ranks' shares of the
+// inversion and preconditioning work come out even (the seed's model parallelism after the data parallelism).
+// Blocks of other layers (BatchNorm, Scale, a bias without weights) get the plain gradient.
+//
+// Not in the solverstate: the running factors, which a resumed run collects again.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "strata/solvers/kfac_block.hpp"
+#include "strata/solvers/sgd_solvers.hpp"
+
+namespace strata {
+
+template <typename Dtype>
+class KfacSolver : public SGDSolver<Dtype> {
+ public:
+  explicit KfacSolver(const SolverParameter& param);
+  const char* type() const override { return "KFAC"; }
+
+  void ApplyUpdate() override;
+  bool needs_whole_gradient() const override { return true; }
+  void BeforeBackward(int pass) override;
+
+  const std::vector<std::unique_ptr<KfacBlock<Dtype>>>& blocks() const { return blocks_; }
+  // The rank that inverts and preconditions block b (0 on one rank or when every rank does every block).
+  int owner(int b) const { return owners_.empty() ? 0 : owners_[b]; }
+  // The damping of iteration `iter` (the warm-up schedule).
+  double DampingAt(int iter) const;
+
+  // Milliseconds spent on K-FAC's own work since construction, for the overhead table.
+  struct Times {
+    double factors_ms = 0, true_fisher_ms = 0, inverses_ms = 0, precondition_ms = 0, communication_ms = 0;
+  };
+  const Times& times() const { return times_; }
+
+ private:
+  void FindBlocks();
+  bool Collecting() const;
+  void CollectA(int layer_id);
+  void CollectG(int layer_id);
+  void AssignOwners();
+  void ReduceFactors();
+  void PreconditionAll();
+  // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
+  // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy gathered.
+  struct Factored {
+    int rows = 0;  // over all ranks; 0: precondition D itself
+    const Dtype* x = nullptr;
+    const Dtype* dy = nullptr;
+    std::vector<Dtype> x_all, dy_all;  // the gathered rows, on several ranks
+  };
+  void GatherFactoredInputs();
+  // Preconditions block b's gradient through its factors if GatherFactoredInputs chose it; false if not.
+  bool FactoredPrecondition(int b, Dtype* v);
+  bool Owns(int b) const;
+
+  KfacParameter kp_;
+  std::vector<std::unique_ptr<KfacBlock<Dtype>>> blocks_;
+  std::vector<std::vector<int>> blocks_of_layer_;
+  std::vector<int> a_iter_, g_iter_;  // the iteration each block last collected A and G in
+  std::vector<int> owners_;           // empty until the first update
+  bool distributed_ = false;          // owners differ (several ranks and distribute_inverses)
+  std::vector<int> softmax_losses_;   // SoftmaxWithLoss layers, for TRUE_FISHER
+  std::mt19937 fisher_rng_;
+  bool fisher_rng_seeded_ = false;
+  std::vector<Dtype> factor_buffer_, update_buffer_, gradient_buffer_, factored_buffer_;
+  std::vector<Factored> factored_;
+  Times times_;
+  Times reported_;  // times_ as the last progress line found them
+};
+
+}  // namespace strata

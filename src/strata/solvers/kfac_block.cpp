@@ -1,0 +1,364 @@
+#include "strata/solvers/kfac_block.hpp"
+
+#include <glog/logging.h>
+#include <lapacke.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "strata/math_functions.hpp"
+
+namespace strata {
+
+namespace {
+
+int packed(int n) { return n * (n + 1) / 2; }
+
+bool all_finite(const std::vector<double>& v) {
+  for (double x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+// m (n x n, row-major) = m + lambda I, in a copy.
+std::vector<double> damped(const std::vector<double>& m, int n, double lambda) {
+  std::vector<double> d = m;
+  for (int i = 0; i < n; ++i) d[static_cast<size_t>(i) * n + i] += lambda;
+  return d;
+}
+
+// The inverse of a symmetric positive definite matrix by Cholesky (potrf, potri); false if it is not.
+bool cholesky_inverse(std::vector<double>* m, int n) {
+  if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', n, m->data(), n) != 0) return false;
+  if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', n, m->data(), n) != 0) return false;
+  for (int i = 0; i < n; ++i) {  // potri fills the upper triangle only
+    for (int j = 0; j < i; ++j) (*m)[static_cast<size_t>(i) * n + j] = (*m)[static_cast<size_t>(j) * n + i];
+  }
+  return all_finite(*m);
+}
+
+// Eigendecomposition of a symmetric matrix: on return m holds the eigenvectors as columns, `values` the
+// eigenvalues (ascending). False if LAPACK did not converge.
+bool symmetric_eigen(std::vector<double>* m, int n, std::vector<double>* values) {
+  values->assign(n, 0.0);
+  if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, m->data(), n, values->data()) != 0) return false;
+  return all_finite(*m) && all_finite(*values);
+}
+
+}  // namespace
+
+template <typename Dtype>
+KfacBlock<Dtype>::KfacBlock(const Shape& shape, int max_dim) : shape_(shape) {
+  a_identity_ = a_dim() > max_dim;
+  g_identity_ = g_dim() > max_dim;
+  if (a_identity_ || g_identity_) {
+    LOG(WARNING) << "K-FAC: " << shape_.name << ": " << (a_identity_ ? "A" : "") << (a_identity_ && g_identity_ ? " and " : "")
+                 << (g_identity_ ? "G" : "") << " wider than max_factor_dim " << max_dim
+                 << " taken as the identity (that side is not preconditioned)";
+  }
+}
+
+template <typename Dtype>
+int KfacBlock<Dtype>::packed_factor_size() const {
+  return (a_identity_ ? 0 : packed(a_dim())) + (g_identity_ ? 0 : packed(g_dim()));
+}
+
+template <typename Dtype>
+double KfacBlock<Dtype>::inverse_cost() const {
+  const double a = a_identity_ ? 0 : a_dim(), g = g_identity_ ? 0 : g_dim();
+  return a * a * a + g * g * g + static_cast<double>(g_dim()) * a_dim() * (a_dim() + g_dim());
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::ResetFresh() {
+  const int k = shape_.inputs, n = g_dim();
+  if (!a_identity_) {
+    fresh_a_.assign(static_cast<size_t>(k) * k, Dtype(0));
+    fresh_a_sum_.assign(k, Dtype(0));
+  }
+  if (!g_identity_) fresh_g_.assign(static_cast<size_t>(n) * n, Dtype(0));
+  fresh_samples_a_ = fresh_samples_g_ = 0;
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::CollectInnerProductA(const Dtype* x, int rows) {
+  fresh_samples_a_ += rows;
+  if (a_identity_) return;
+  const int k = shape_.inputs;
+  cpu_gemm(CblasTrans, CblasNoTrans, k, k, rows, Dtype(1), x, x, Dtype(1), fresh_a_.data());
+  if (!shape_.bias) return;
+  for (int r = 0; r < rows; ++r) cpu_axpy(k, Dtype(1), x + static_cast<size_t>(r) * k, fresh_a_sum_.data());
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::CollectInnerProductG(const Dtype* dy, int rows, Dtype loss_scale) {
+  fresh_samples_g_ += rows;
+  if (g_identity_) return;
+  const int n = g_dim();
+  // Per-sample gradients are loss_scale * dy: their outer products carry loss_scale^2.
+  cpu_gemm(CblasTrans, CblasNoTrans, n, n, rows, loss_scale * loss_scale, dy, dy, Dtype(1), fresh_g_.data());
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::CollectConvolutionA(const Dtype* x, int images, const ConvGeometry& conv) {
+  const int positions = conv.out_count();
+  fresh_samples_a_ += static_cast<double>(images) * positions;
+  if (a_identity_) return;
+  const int k = shape_.inputs;  // this group's rows of the column matrix
+  const int rows = conv.col_rows();
+  const size_t image_size = static_cast<size_t>(conv.channels) * conv.height * conv.width;
+  // Several images side by side in one column matrix, so each GEMM has a few thousand columns at least.
+  const int chunk = std::max(1, std::min(images, 4096 / std::max(1, positions)));
+  columns_.resize(static_cast<size_t>(rows) * chunk * positions);
+  for (int n0 = 0; n0 < images; n0 += chunk) {
+    const int count = std::min(chunk, images - n0);
+    const int width = count * positions;
+    for (int i = 0; i < count; ++i) {
+      im2col_cpu(x + (n0 + i) * image_size, conv, columns_.data() + static_cast<size_t>(i) * positions, width);
+    }
+    // Rows are `width` apart (the column stride above), so this group's rows are one k x width matrix.
+    const Dtype* cols = columns_.data() + static_cast<size_t>(shape_.group) * k * width;
+    cpu_gemm(CblasNoTrans, CblasTrans, k, k, width, Dtype(1), cols, cols, Dtype(1), fresh_a_.data());
+    if (shape_.bias) {
+      for (int r = 0; r < k; ++r) {
+        fresh_a_sum_[r] += cpu_sum(width, cols + static_cast<size_t>(r) * width);
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::CollectConvolutionG(const Dtype* dy, int images, const ConvGeometry& conv, int num_output,
+                                           Dtype loss_scale) {
+  // One sample is one image: its positions' outer products add up (KFC), and the mean runs over images.
+  fresh_samples_g_ += images;
+  if (g_identity_) return;
+  const int n = g_dim(), positions = conv.out_count();
+  for (int i = 0; i < images; ++i) {
+    const Dtype* g = dy + (static_cast<size_t>(i) * num_output + static_cast<size_t>(shape_.group) * n) * positions;
+    cpu_gemm(CblasNoTrans, CblasTrans, n, n, positions, loss_scale * loss_scale, g, g, Dtype(1), fresh_g_.data());
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::PackFresh(Dtype* out) const {
+  CHECK(has_fresh()) << shape_.name << ": no factors collected this iteration";
+  if (!a_identity_) {
+    const int k = shape_.inputs, d = a_dim();
+    const Dtype inv = static_cast<Dtype>(1.0 / fresh_samples_a_);
+    for (int i = 0; i < d; ++i) {
+      for (int j = i; j < d; ++j) {
+        if (j < k) {
+          *out++ = fresh_a_[static_cast<size_t>(i) * k + j] * inv;
+        } else if (i < k) {
+          *out++ = fresh_a_sum_[i] * inv;
+        } else {
+          *out++ = Dtype(1);  // the homogeneous coordinate's own entry
+        }
+      }
+    }
+  }
+  if (!g_identity_) {
+    const int n = g_dim();
+    const Dtype inv = static_cast<Dtype>(1.0 / fresh_samples_g_);
+    for (int i = 0; i < n; ++i) {
+      for (int j = i; j < n; ++j) *out++ = fresh_g_[static_cast<size_t>(i) * n + j] * inv;
+    }
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::FoldFactors(const Dtype* in, int ranks, double decay) {
+  const double keep = has_factors_ ? decay : 0.0;
+  auto fold = [&](std::vector<double>* f, int d) {
+    f->resize(static_cast<size_t>(d) * d);
+    for (int i = 0; i < d; ++i) {
+      for (int j = i; j < d; ++j) {
+        const double v = keep * (*f)[static_cast<size_t>(i) * d + j] + (1 - keep) * static_cast<double>(*in++) / ranks;
+        (*f)[static_cast<size_t>(i) * d + j] = (*f)[static_cast<size_t>(j) * d + i] = v;
+      }
+    }
+  };
+  if (!a_identity_) fold(&A_, a_dim());
+  if (!g_identity_) fold(&G_, g_dim());
+  has_factors_ = true;
+}
+
+template <typename Dtype>
+bool KfacBlock<Dtype>::InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen,
+                                  Side* side) const {
+  if (identity) {
+    side->identity_scale = split_ ? 1.0 / (1.0 + lambda) : 1.0;
+    side->values.assign(1, 1.0);
+    return true;
+  }
+  std::vector<double> m = split_ ? damped(f, n, lambda) : f;
+  if (!all_finite(m)) return false;
+  if (!eigen) {
+    if (!cholesky_inverse(&m, n)) return false;
+  } else {
+    std::vector<double> values;
+    if (!symmetric_eigen(&m, n, &values)) return false;
+    if (split_) {
+      // The damped factor is positive definite in exact arithmetic; rounding can leave an eigenvalue at or
+      // below zero, which is what "cannot be inverted" means here.
+      if (values[0] <= 0) return false;
+      // Explicit inverse V diag(1/values) V^T: one GEMM per side per iteration instead of two.
+      std::vector<double> inv(static_cast<size_t>(n) * n, 0.0), scaled(m);
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) scaled[static_cast<size_t>(i) * n + j] /= values[j];
+      }
+      cpu_gemm(CblasNoTrans, CblasTrans, n, n, n, 1.0, scaled.data(), m.data(), 0.0, inv.data());
+      m.swap(inv);
+    } else {
+      for (double& v : values) v = std::max(v, 0.0);  // a factor is positive semi-definite; rounding is not
+      side->values = values;
+    }
+  }
+  side->matrix.assign(m.begin(), m.end());
+  return true;
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::ComputeInverses(double damping, bool split, KfacParameter::InverseMethod method) {
+  CHECK(has_factors_) << shape_.name << ": inverses before any factors";
+  split_ = split;
+  const bool eigen = method == KfacParameter::EIGEN || !split;
+  for (int attempt = 0; attempt <= 6; ++attempt, damping *= 10) {
+    double la = damping, lg = damping;
+    if (split) {
+      // pi balances the damping between the factors by their average eigenvalue (trace / dimension).
+      const auto mean_diag = [](const std::vector<double>& f, int d, bool identity) {
+        if (identity) return 1.0;
+        double t = 0;
+        for (int i = 0; i < d; ++i) t += f[static_cast<size_t>(i) * d + i];
+        return t / d;
+      };
+      const double ta = mean_diag(A_, a_dim(), a_identity_), tg = mean_diag(G_, g_dim(), g_identity_);
+      double pi = std::sqrt(ta / tg);
+      if (!std::isfinite(pi) || pi <= 0) pi = 1;
+      la = pi * std::sqrt(damping);
+      lg = std::sqrt(damping) / pi;
+    }
+    Side a, g;
+    if (InvertSide(A_, a_dim(), a_identity_, la, eigen, &a) && InvertSide(G_, g_dim(), g_identity_, lg, eigen, &g)) {
+      a_inv_ = std::move(a);
+      g_inv_ = std::move(g);
+      damping_ = damping;
+      lambda_a_ = split ? la : 0;
+      lambda_g_ = split ? lg : 0;
+      has_inverses_ = true;
+      return;
+    }
+    LOG(WARNING) << "K-FAC: " << shape_.name << ": a factor could not be inverted with damping " << damping
+                 << (attempt < 6 ? "; trying ten times more" : "; keeping the previous inverse");
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::GatherGradient(const std::vector<Blob<Dtype>*>& params, Dtype* matrix) const {
+  const int rows = g_dim(), cols = a_dim(), k = shape_.inputs;
+  const Dtype* w = params[shape_.weight_param]->cpu_diff();
+  const Dtype* b = shape_.bias ? params[shape_.bias_param]->cpu_diff() + shape_.group * rows : nullptr;
+  for (int i = 0; i < rows; ++i) {
+    Dtype* row = matrix + static_cast<size_t>(i) * cols;
+    if (shape_.transpose) {
+      for (int j = 0; j < k; ++j) row[j] = w[static_cast<size_t>(j) * rows + i];
+    } else {
+      cpu_copy(k, w + (static_cast<size_t>(shape_.group) * rows + i) * k, row);
+    }
+    if (b) row[k] = b[i];
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::ScatterGradient(const Dtype* matrix, const std::vector<Blob<Dtype>*>& params) const {
+  const int rows = g_dim(), cols = a_dim(), k = shape_.inputs;
+  Dtype* w = params[shape_.weight_param]->mutable_cpu_diff();
+  Dtype* b = shape_.bias ? params[shape_.bias_param]->mutable_cpu_diff() + shape_.group * rows : nullptr;
+  for (int i = 0; i < rows; ++i) {
+    const Dtype* row = matrix + static_cast<size_t>(i) * cols;
+    if (shape_.transpose) {
+      for (int j = 0; j < k; ++j) w[static_cast<size_t>(j) * rows + i] = row[j];
+    } else {
+      cpu_copy(k, row, w + (static_cast<size_t>(shape_.group) * rows + i) * k);
+    }
+    if (b) b[i] = row[k];
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::Precondition(const Dtype* matrix, Dtype* out) {
+  CHECK(has_inverses_) << shape_.name << ": preconditioning before any inverse";
+  const int rows = g_dim(), cols = a_dim(), size = rows * cols;
+  scratch_.resize(static_cast<size_t>(size));
+  Dtype* t = scratch_.data();
+  // left(X) = G-side applied from the left, right(X) = A-side from the right; identity sides only scale.
+  const auto apply = [&](const Side& s, bool identity, bool left, CBLAS_TRANSPOSE trans, const Dtype* x, Dtype* y) {
+    if (identity) {
+      if (x != y) cpu_copy(size, x, y);
+      cpu_scal(size, static_cast<Dtype>(s.identity_scale), y);
+    } else if (left) {
+      cpu_gemm(trans, CblasNoTrans, rows, cols, rows, Dtype(1), s.matrix.data(), x, Dtype(0), y);
+    } else {
+      cpu_gemm(CblasNoTrans, trans, rows, cols, cols, Dtype(1), x, s.matrix.data(), Dtype(0), y);
+    }
+  };
+  if (split_) {
+    apply(g_inv_, g_identity_, true, CblasNoTrans, matrix, t);
+    apply(a_inv_, a_identity_, false, CblasNoTrans, t, out);
+    return;
+  }
+  // Unsplit: into both eigenbases, divide by dG_i dA_j + lambda, and back.
+  apply(g_inv_, g_identity_, true, CblasTrans, matrix, t);
+  apply(a_inv_, a_identity_, false, CblasNoTrans, t, out);
+  for (int i = 0; i < rows; ++i) {
+    const double dg = g_identity_ ? 1.0 : g_inv_.values[i];
+    for (int j = 0; j < cols; ++j) {
+      const double da = a_identity_ ? 1.0 : a_inv_.values[j];
+      out[static_cast<size_t>(i) * cols + j] /= static_cast<Dtype>(dg * da + damping_);
+    }
+  }
+  apply(g_inv_, g_identity_, true, CblasNoTrans, out, t);
+  apply(a_inv_, a_identity_, false, CblasTrans, t, out);
+}
+
+template <typename Dtype>
+bool KfacBlock<Dtype>::FactoredIsCheaper(int rows) const {
+  const double g = g_dim(), a = a_dim();
+  return rows * (g * g + a * a + g * a) < g * a * (g + a);
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype* out) {
+  CHECK(has_inverses_ && split_) << shape_.name << ": the factored form needs split-damping inverses";
+  const int g = g_dim(), a = a_dim(), k = shape_.inputs;
+  scratch_.resize(static_cast<size_t>(rows) * (g + 2 * a));
+  Dtype* left = scratch_.data();                          // G^-1 dy^T: g x rows
+  Dtype* xh = left + static_cast<size_t>(g) * rows;       // [x 1]: rows x a
+  Dtype* right = xh + static_cast<size_t>(rows) * a;      // [x 1] A^-1: rows x a
+  if (g_identity_) {
+    for (int i = 0; i < g; ++i) {
+      for (int r = 0; r < rows; ++r) {
+        left[static_cast<size_t>(i) * rows + r] = static_cast<Dtype>(g_inv_.identity_scale) * dy[static_cast<size_t>(r) * g + i];
+      }
+    }
+  } else {
+    cpu_gemm(CblasNoTrans, CblasTrans, g, rows, g, Dtype(1), g_inv_.matrix.data(), dy, Dtype(0), left);
+  }
+  for (int r = 0; r < rows; ++r) {
+    cpu_copy(k, x + static_cast<size_t>(r) * k, xh + static_cast<size_t>(r) * a);
+    if (shape_.bias) xh[static_cast<size_t>(r) * a + k] = Dtype(1);
+  }
+  if (a_identity_) {
+    cpu_scale(rows * a, static_cast<Dtype>(a_inv_.identity_scale), xh, right);
+  } else {
+    cpu_gemm(CblasNoTrans, CblasNoTrans, rows, a, a, Dtype(1), xh, a_inv_.matrix.data(), Dtype(0), right);
+  }
+  cpu_gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
+}
+
+STRATA_INSTANTIATE_CLASS(KfacBlock);
+
+}  // namespace strata

@@ -1,0 +1,501 @@
+#include "strata/solvers/kfac_solver.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "strata/layers/convolution_layer.hpp"
+#include "strata/math_functions.hpp"
+
+namespace strata {
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Adds the milliseconds since it was made to *total when it goes out of scope.
+class Stopwatch {
+ public:
+  explicit Stopwatch(double* total) : total_(total), t0_(now_ms()) {}
+  ~Stopwatch() { *total_ += now_ms() - t0_; }
+
+ private:
+  double* total_;
+  double t0_;
+};
+
+template <typename Dtype>
+bool all_finite(const Dtype* x, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!std::isfinite(static_cast<double>(x[i]))) return false;
+  }
+  return true;
+}
+
+// The blocks in the rank order of their owners: how the buffers of the reduce-scatter and the allgather are laid
+// out, each rank's blocks one contiguous share.
+std::vector<int> owner_order(const std::vector<int>& owners) {
+  std::vector<int> order(owners.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return owners[x] < owners[y]; });
+  return order;
+}
+
+}  // namespace
+
+template <typename Dtype>
+KfacSolver<Dtype>::KfacSolver(const SolverParameter& param) : SGDSolver<Dtype>(param), kp_(param.kfac_param()) {
+  STRATA_REQUIRE(kp_.damping() > 0) << "kfac_param.damping must be positive, got " << kp_.damping();
+  STRATA_REQUIRE(!kp_.has_damping_start() || kp_.damping_start() > 0)
+      << "kfac_param.damping_start must be positive, got " << kp_.damping_start();
+  STRATA_REQUIRE(kp_.damping_warmup_iters() >= 0)
+      << "kfac_param.damping_warmup_iters must not be negative, got " << kp_.damping_warmup_iters();
+  STRATA_REQUIRE(kp_.factor_decay() >= 0 && kp_.factor_decay() < 1)
+      << "kfac_param.factor_decay must be in [0, 1), got " << kp_.factor_decay();
+  STRATA_REQUIRE(kp_.factor_interval() > 0) << "kfac_param.factor_interval must be positive, got "
+                                            << kp_.factor_interval();
+  STRATA_REQUIRE(kp_.inverse_interval() > 0) << "kfac_param.inverse_interval must be positive, got "
+                                             << kp_.inverse_interval();
+  STRATA_REQUIRE(kp_.kl_clip() >= 0) << "kfac_param.kl_clip must not be negative (0 turns it off), got "
+                                     << kp_.kl_clip();
+  STRATA_REQUIRE(kp_.max_factor_dim() > 0) << "kfac_param.max_factor_dim must be positive, got "
+                                           << kp_.max_factor_dim();
+  STRATA_REQUIRE(kp_.split_damping() || kp_.inverse_method() == KfacParameter::EIGEN)
+      << "kfac_param: inverse_method CHOLESKY needs split_damping: true (the unsplit damping needs the "
+      << "factors' eigenbases; use inverse_method: EIGEN)";
+  FindBlocks();
+  Net<Dtype>* net = this->net_.get();
+  if (kp_.fisher() == KfacParameter::TRUE_FISHER) {
+    for (int i = 0; i < net->num_layers(); ++i) {
+      const std::string type = net->layers()[i]->type();
+      if (type == "SoftmaxWithLoss") softmax_losses_.push_back(i);
+      STRATA_REQUIRE(!net->layers()[i]->RebuildsBottomsInBackward())
+          << "kfac_param.fisher TRUE_FISHER runs a second backward, which layer '" << net->layer_names()[i]
+          << "' (" << type << ") cannot (it rebuilds its inputs in backward); use fisher: EMPIRICAL";
+    }
+    STRATA_REQUIRE(!softmax_losses_.empty())
+        << "kfac_param.fisher TRUE_FISHER samples labels from a SoftmaxWithLoss layer, and the net has none; "
+        << "use fisher: EMPIRICAL";
+    STRATA_REQUIRE(net->recompute_schedule() == nullptr)
+        << "kfac_param.fisher TRUE_FISHER runs a second backward, which a recompute plan does not allow; use "
+        << "fisher: EMPIRICAL";
+  }
+  a_iter_.assign(blocks_.size(), -1);
+  g_iter_.assign(blocks_.size(), -1);
+  net->add_after_forward_hook([this](int layer_id) { CollectA(layer_id); });
+  net->add_before_backward_hook([this](int layer_id) { CollectG(layer_id); });
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::FindBlocks() {
+  Net<Dtype>* net = this->net_.get();
+  blocks_of_layer_.assign(net->num_layers(), {});
+  const auto& learnable = net->learnable_params();
+  // A layer's blob is its learnable param only when it owns it; a layer that shares its weights gets SGD.
+  const auto learnable_id = [&](Blob<Dtype>* blob) {
+    const auto it = std::find(learnable.begin(), learnable.end(), blob);
+    return it == learnable.end() ? -1 : static_cast<int>(it - learnable.begin());
+  };
+  for (int L = 0; L < net->num_layers(); ++L) {
+    Layer<Dtype>* layer = net->layers()[L].get();
+    const std::string type = layer->type();
+    if ((type != "InnerProduct" && type != "Convolution") || layer->blobs().empty()) continue;
+    typename KfacBlock<Dtype>::Shape s;
+    s.layer_id = L;
+    s.weight_param = learnable_id(layer->blobs()[0].get());
+    if (layer->blobs().size() > 1) {
+      s.bias = true;
+      s.bias_param = learnable_id(layer->blobs()[1].get());
+    }
+    if (s.weight_param < 0 || (s.bias && s.bias_param < 0) || net->params_lr()[s.weight_param] == 0) {
+      LOG(INFO) << "K-FAC: layer '" << net->layer_names()[L] << "' shares or freezes its weights: plain gradient";
+      continue;
+    }
+    const Blob<Dtype>& w = *layer->blobs()[0];
+    if (type == "InnerProduct") {
+      const InnerProductParameter& ip = layer->layer_param().inner_product_param();
+      s.kind = KfacBlock<Dtype>::Kind::kInnerProduct;
+      s.name = net->layer_names()[L];
+      s.outputs = static_cast<int>(ip.num_output());
+      s.inputs = w.count() / s.outputs;
+      s.transpose = ip.transpose();
+      blocks_of_layer_[L].push_back(static_cast<int>(blocks_.size()));
+      blocks_.push_back(std::make_unique<KfacBlock<Dtype>>(s, kp_.max_factor_dim()));
+      continue;
+    }
+    const auto* conv = dynamic_cast<const ConvolutionLayer<Dtype>*>(layer);
+    CHECK(conv) << "a Convolution layer that is not a ConvolutionLayer";
+    s.kind = KfacBlock<Dtype>::Kind::kConvolution;
+    s.groups = conv->group();
+    s.outputs = conv->num_output() / s.groups;
+    s.inputs = w.count() / conv->num_output();
+    for (int g = 0; g < s.groups; ++g) {
+      s.group = g;
+      s.name = net->layer_names()[L] + (s.groups > 1 ? " group " + std::to_string(g) : "");
+      blocks_of_layer_[L].push_back(static_cast<int>(blocks_.size()));
+      blocks_.push_back(std::make_unique<KfacBlock<Dtype>>(s, kp_.max_factor_dim()));
+    }
+  }
+  LOG(INFO) << "K-FAC: " << blocks_.size() << " Kronecker blocks";
+}
+
+template <typename Dtype>
+double KfacSolver<Dtype>::DampingAt(int iter) const {
+  const int warmup = kp_.damping_warmup_iters();
+  if (!kp_.has_damping_start() || warmup == 0) return kp_.damping();
+  const double t = std::min(iter, warmup) / static_cast<double>(warmup);
+  return kp_.damping_start() * std::pow(static_cast<double>(kp_.damping()) / kp_.damping_start(), t);
+}
+
+template <typename Dtype>
+bool KfacSolver<Dtype>::Collecting() const {
+  return this->iter_ % kp_.factor_interval() == 0;
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::CollectA(int layer_id) {
+  if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
+  Stopwatch watch(&times_.factors_ms);
+  Net<Dtype>* net = this->net_.get();
+  const Layer<Dtype>* layer = net->layers()[layer_id].get();
+  for (int b : blocks_of_layer_[layer_id]) {
+    if (a_iter_[b] == this->iter_) continue;  // a later pass of iter_size: the first pass's batch is the sample
+    KfacBlock<Dtype>& block = *blocks_[b];
+    block.ResetFresh();
+    for (const Blob<Dtype>* bottom : net->bottom_vecs()[layer_id]) {
+      if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
+        const int axis = bottom->CanonicalAxisIndex(layer->layer_param().inner_product_param().axis());
+        block.CollectInnerProductA(bottom->cpu_data(), bottom->count(0, axis));
+      } else {
+        const auto* conv = static_cast<const ConvolutionLayer<Dtype>*>(layer);
+        block.CollectConvolutionA(bottom->cpu_data(), bottom->count(0, conv->channel_axis()), conv->geometry());
+      }
+    }
+    a_iter_[b] = this->iter_;
+  }
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::CollectG(int layer_id) {
+  if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
+  Stopwatch watch(&times_.factors_ms);
+  Net<Dtype>* net = this->net_.get();
+  const Layer<Dtype>* layer = net->layers()[layer_id].get();
+  for (int b : blocks_of_layer_[layer_id]) {
+    // Once per iteration: from the true-Fisher pass when there is one, else from the real backward.
+    if (a_iter_[b] != this->iter_ || g_iter_[b] == this->iter_) continue;
+    KfacBlock<Dtype>& block = *blocks_[b];
+    for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
+      // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy.
+      if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
+        const int axis = top->num_axes() - 1;  // the inner product's output is rows x num_output
+        const int rows = top->count(0, axis);
+        block.CollectInnerProductG(top->cpu_diff(), rows, static_cast<Dtype>(rows));
+      } else {
+        const auto* conv = static_cast<const ConvolutionLayer<Dtype>*>(layer);
+        const int images = top->count(0, conv->channel_axis());
+        block.CollectConvolutionG(top->cpu_diff(), images, conv->geometry(), conv->num_output(),
+                                  static_cast<Dtype>(images));
+      }
+    }
+    g_iter_[b] = this->iter_;
+  }
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::BeforeBackward(int pass) {
+  if (pass != 0 || kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
+  Stopwatch watch(&times_.true_fisher_ms);
+  Net<Dtype>* net = this->net_.get();
+  if (!fisher_rng_seeded_) {
+    // Each rank draws its own labels for its own samples.
+    const int rank = this->collectives_ ? this->collectives_->rank() : 0;
+    const int64_t seed = this->param_.random_seed() >= 0 ? this->param_.random_seed() : 20161123;
+    fisher_rng_.seed(static_cast<uint32_t>(seed + 7919 * rank));
+    fisher_rng_seeded_ = true;
+  }
+  // Labels drawn from the model's own predictive distribution, the softmax of the loss layer's scores.
+  std::vector<std::vector<Dtype>> saved;
+  for (int L : softmax_losses_) {
+    const Layer<Dtype>* layer = net->layers()[L].get();
+    const Blob<Dtype>* scores = net->bottom_vecs()[L][0];
+    Blob<Dtype>* labels = net->bottom_vecs()[L][1];
+    const int axis = scores->CanonicalAxisIndex(layer->layer_param().softmax_param().axis());
+    const int outer = scores->count(0, axis), classes = scores->shape(axis), inner = scores->count(axis + 1);
+    const LossParameter& lp = layer->layer_param().loss_param();
+    saved.emplace_back(labels->cpu_data(), labels->cpu_data() + labels->count());
+    const Dtype* s = scores->cpu_data();
+    Dtype* y = labels->mutable_cpu_data();
+    std::vector<double> p(classes);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    for (int o = 0; o < outer; ++o) {
+      for (int i = 0; i < inner; ++i) {
+        Dtype& label = y[o * inner + i];
+        if (lp.has_ignore_label() && static_cast<int>(label) == lp.ignore_label()) continue;
+        const Dtype* x = s + static_cast<size_t>(o) * classes * inner + i;
+        double top = -INFINITY;
+        for (int c = 0; c < classes; ++c) top = std::max(top, static_cast<double>(x[c * inner]));
+        double total = 0;
+        for (int c = 0; c < classes; ++c) total += p[c] = std::exp(static_cast<double>(x[c * inner]) - top);
+        double u = uniform(fisher_rng_) * total;
+        int c = 0;
+        while (c < classes - 1 && u >= p[c]) u -= p[c++];
+        label = static_cast<Dtype>(c);
+      }
+    }
+  }
+  this->statistics_pass_ = true;
+  net->Backward();
+  this->statistics_pass_ = false;
+  for (size_t k = 0; k < softmax_losses_.size(); ++k) {
+    Blob<Dtype>* labels = net->bottom_vecs()[softmax_losses_[k]][1];
+    std::copy(saved[k].begin(), saved[k].end(), labels->mutable_cpu_data());
+  }
+  net->ClearParamDiffs();  // the sampled labels' gradients were only for G
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::AssignOwners() {
+  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  distributed_ = ranks > 1 && kp_.distribute_inverses();
+  owners_.assign(blocks_.size(), 0);
+  if (!distributed_) return;
+  // Longest inversion first, each to the least loaded rank: every rank computes the same assignment.
+  std::vector<int> order(blocks_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return blocks_[x]->inverse_cost() > blocks_[y]->inverse_cost(); });
+  std::vector<double> load(ranks, 0.0);
+  for (int b : order) {
+    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owners_[b] = r;
+    load[r] += blocks_[b]->inverse_cost();
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    LOG(INFO) << "K-FAC: block " << blocks_[b]->shape().name << " (A " << blocks_[b]->a_dim() << ", G "
+              << blocks_[b]->g_dim() << ") on rank " << owners_[b];
+  }
+}
+
+template <typename Dtype>
+bool KfacSolver<Dtype>::Owns(int b) const {
+  return !distributed_ || owners_[b] == this->collectives_->rank();
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::ReduceFactors() {
+  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const std::vector<int> order = owner_order(owners_);
+  std::vector<int> counts(ranks, 0);
+  for (int b : order) counts[owners_[b]] += blocks_[b]->packed_factor_size();
+  factor_buffer_.resize(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  {
+    Stopwatch watch(&times_.factors_ms);
+    Dtype* p = factor_buffer_.data();
+    for (int b : order) {
+      CHECK(a_iter_[b] == this->iter_ && g_iter_[b] == this->iter_)
+          << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
+      blocks_[b]->PackFresh(p);
+      p += blocks_[b]->packed_factor_size();
+    }
+  }
+  if (ranks > 1) {
+    Stopwatch watch(&times_.communication_ms);
+    if (distributed_) {
+      this->collectives_->ReduceScatter(factor_buffer_.data(), counts);
+    } else {
+      this->collectives_->Allreduce(factor_buffer_.data(), factor_buffer_.size());
+    }
+  }
+  Stopwatch watch(&times_.factors_ms);
+  const Dtype* p = factor_buffer_.data();
+  for (int b : order) {
+    if (Owns(b)) blocks_[b]->FoldFactors(p, ranks, kp_.factor_decay());
+    p += blocks_[b]->packed_factor_size();
+  }
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::GatherFactoredInputs() {
+  // An inner product's gradient is dy^T [x 1] summed over the batch: over every rank's batch, averaged, once
+  // GradientSync has reduced it. With one pass and no clipping it is exactly that, and where the batch is
+  // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
+  // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
+  // x must still be there (a recompute plan may have freed it). Every rank decides alike: same net, same shapes.
+  Net<Dtype>* net = this->net_.get();
+  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  factored_.assign(blocks_.size(), Factored());
+  if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping()) return;
+  std::vector<int> chosen;
+  size_t per_rank = 0;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const auto& shape = blocks_[b]->shape();
+    if (shape.kind != KfacBlock<Dtype>::Kind::kInnerProduct || shape.transpose) continue;
+    const Blob<Dtype>* x = net->bottom_vecs()[shape.layer_id][0];
+    const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
+    const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
+    const int rows = x->count(0, axis);
+    if (!x->has_data() || !blocks_[b]->FactoredIsCheaper(rows * ranks)) continue;
+    Factored& f = factored_[b];
+    f.rows = rows * ranks;
+    f.x = x->cpu_data();
+    f.dy = y->cpu_diff();
+    chosen.push_back(static_cast<int>(b));
+    per_rank += static_cast<size_t>(rows) * (shape.inputs + shape.outputs);
+  }
+  if (ranks == 1 || chosen.empty()) return;
+  Stopwatch watch(&times_.communication_ms);
+  // [rank 0: block x rows, block dy rows, next block ...][rank 1: ...]
+  const int rank = this->collectives_->rank();
+  factored_buffer_.resize(per_rank * ranks);
+  Dtype* mine = factored_buffer_.data() + per_rank * rank;
+  for (int b : chosen) {
+    const Factored& f = factored_[b];
+    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    mine = std::copy(f.x, f.x + static_cast<size_t>(rows) * k, mine);
+    mine = std::copy(f.dy, f.dy + static_cast<size_t>(rows) * g, mine);
+  }
+  this->collectives_->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
+  // Each block's rows of all ranks, contiguous; dy scaled by 1/N, as GradientSync averages the gradients.
+  size_t offset = 0;
+  for (int b : chosen) {
+    Factored& f = factored_[b];
+    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    f.x_all.resize(static_cast<size_t>(f.rows) * k);
+    f.dy_all.resize(static_cast<size_t>(f.rows) * g);
+    for (int r = 0; r < ranks; ++r) {
+      const Dtype* src = factored_buffer_.data() + per_rank * r + offset;
+      std::copy(src, src + static_cast<size_t>(rows) * k, f.x_all.data() + static_cast<size_t>(r) * rows * k);
+      src += static_cast<size_t>(rows) * k;
+      cpu_scale(rows * g, Dtype(1) / ranks, src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
+    }
+    f.x = f.x_all.data();
+    f.dy = f.dy_all.data();
+    offset += static_cast<size_t>(rows) * (k + g);
+  }
+}
+
+template <typename Dtype>
+bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
+  const Factored& f = factored_[b];
+  if (f.rows == 0 || !blocks_[b]->has_inverses()) return false;
+  blocks_[b]->PreconditionFactored(f.x, f.dy, f.rows, v);
+  return true;
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::PreconditionAll() {
+  const auto& params = this->net_->learnable_params();
+  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const std::vector<int> order = owner_order(owners_);
+  std::vector<int> counts(ranks, 0), offset(blocks_.size(), 0);
+  size_t total = 0;
+  for (int b : order) {
+    offset[b] = static_cast<int>(total);
+    counts[owners_[b]] += blocks_[b]->matrix_size();
+    total += blocks_[b]->matrix_size();
+  }
+  update_buffer_.resize(total);
+  gradient_buffer_.resize(total);
+  GatherFactoredInputs();
+  {
+    Stopwatch watch(&times_.precondition_ms);
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      KfacBlock<Dtype>& block = *blocks_[b];
+      Dtype* g = gradient_buffer_.data() + offset[b];
+      block.GatherGradient(params, g);
+      if (!Owns(static_cast<int>(b))) continue;
+      Dtype* v = update_buffer_.data() + offset[b];
+      if (!block.has_inverses()) {
+        cpu_copy(block.matrix_size(), g, v);  // no factors yet: the plain gradient
+        continue;
+      }
+      if (!FactoredPrecondition(static_cast<int>(b), v)) block.Precondition(g, v);
+      if (!all_finite(v, block.matrix_size())) {
+        LOG(WARNING) << "K-FAC: " << block.shape().name << ": the preconditioned gradient is not finite; "
+                     << "using the plain gradient this iteration";
+        cpu_copy(block.matrix_size(), g, v);
+      }
+    }
+  }
+  if (distributed_) {
+    Stopwatch watch(&times_.communication_ms);
+    this->collectives_->Allgather(update_buffer_.data(), counts);
+  }
+  // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
+  // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
+  Stopwatch watch(&times_.precondition_ms);
+  double nu = 1;
+  if (kp_.kl_clip() > 0) {
+    double vg = 0;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      const double lr = this->rate_ * this->net_->params_lr()[blocks_[b]->shape().weight_param];
+      const int n = blocks_[b]->matrix_size();
+      double dot = 0;
+      for (int i = 0; i < n; ++i) {
+        dot += static_cast<double>(update_buffer_[offset[b] + i]) * gradient_buffer_[offset[b] + i];
+      }
+      vg += lr * lr * dot;
+    }
+    if (vg > 0) nu = std::min(1.0, std::sqrt(kp_.kl_clip() / vg));
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    Dtype* v = update_buffer_.data() + offset[b];
+    if (nu != 1) cpu_scal(blocks_[b]->matrix_size(), static_cast<Dtype>(nu), v);
+    blocks_[b]->ScatterGradient(v, params);
+  }
+}
+
+template <typename Dtype>
+void KfacSolver<Dtype>::ApplyUpdate() {
+  const auto& params = this->net_->learnable_params();
+  for (size_t p = 0; p < params.size(); ++p) this->Normalize(static_cast<int>(p));
+  this->ClipGradients();
+  if (owners_.empty()) AssignOwners();
+  const int iter = this->iter_;
+  if (!blocks_.empty()) {
+    if (Collecting()) ReduceFactors();
+    const bool scheduled = iter % kp_.inverse_interval() == 0;
+    Stopwatch watch(&times_.inverses_ms);
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      KfacBlock<Dtype>& block = *blocks_[b];
+      if (!Owns(static_cast<int>(b)) || !block.has_factors()) continue;
+      if (scheduled || !block.has_inverses()) {
+        block.ComputeInverses(DampingAt(iter), kp_.split_damping(), kp_.inverse_method());
+      }
+    }
+  }
+  if (!blocks_.empty()) PreconditionAll();
+  for (size_t p = 0; p < params.size(); ++p) {
+    const int id = static_cast<int>(p);
+    if (this->net_->params_lr()[id] == 0) continue;
+    this->Regularize(id);
+    this->ComputeUpdateValue(id, this->rate_, iter);
+    params[id]->Update();
+  }
+  const int display = this->param_.display();
+  if (display && (iter + 1) % display == 0) {
+    const Times& last = reported_;
+    const double n = display;
+    LOG(INFO) << "K-FAC per iteration (last " << display << "): factors " << (times_.factors_ms - last.factors_ms) / n
+              << " ms, true-Fisher backward " << (times_.true_fisher_ms - last.true_fisher_ms) / n
+              << " ms, inverses " << (times_.inverses_ms - last.inverses_ms) / n << " ms, preconditioning "
+              << (times_.precondition_ms - last.precondition_ms) / n << " ms, communication "
+              << (times_.communication_ms - last.communication_ms) / n << " ms";
+    reported_ = times_;
+  }
+}
+
+STRATA_INSTANTIATE_CLASS(KfacSolver);
+static SolverRegisterer<float> g_kfac_float(
+    "KFAC", [](const SolverParameter& p) { return std::make_unique<KfacSolver<float>>(p); });
+static SolverRegisterer<double> g_kfac_double(
+    "KFAC", [](const SolverParameter& p) { return std::make_unique<KfacSolver<double>>(p); });
+
+}  // namespace strata
