@@ -15,8 +15,8 @@ namespace strata {
 
 class MpiSolverCollectives : public SolverCollectives {
  public:
-  // `allreduce` must run on `comm`, which only the solver's thread may use.
-  MpiSolverCollectives(MPI_Comm comm, std::unique_ptr<strata::Allreduce> allreduce);
+  // `allreduce` (not owned; it must outlive this object) runs on `comm`, which only the solver's thread may use.
+  MpiSolverCollectives(MPI_Comm comm, strata::Allreduce* allreduce);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -35,7 +35,7 @@ class MpiSolverCollectives : public SolverCollectives {
 
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
-  std::unique_ptr<strata::Allreduce> allreduce_;
+  strata::Allreduce* allreduce_;
 };
 
 }  // namespace strata

@@ -39,7 +39,8 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   const int threads = std::min(options_.threads, comm.num_comm_threads());
   STRATA_REQUIRE(threads >= 1) << "data-parallel training needs at least one communication thread";
   main_allreduce_ = policy.create(comm.world());
-  solver_->set_collectives(std::make_shared<MpiSolverCollectives>(comm.world(), policy.create(comm.world())));
+  // The solver's own collectives (K-FAC) run on the main thread too, through the same allreduce.
+  solver_->set_collectives(std::make_shared<MpiSolverCollectives>(comm.world(), main_allreduce_.get()));
 
   // The order in which gradients become final during backward, and the update unit of each.
   const int num_layers = net_->num_layers();
@@ -153,6 +154,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
 
 template <typename Dtype>
 GradientSync<Dtype>::~GradientSync() {
+  solver_->set_collectives(nullptr);  // they use main_allreduce_
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     stop_ = true;

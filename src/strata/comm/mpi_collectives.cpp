@@ -17,8 +17,8 @@ std::vector<int> offsets_of(const std::vector<int>& counts) {
 
 }  // namespace
 
-MpiSolverCollectives::MpiSolverCollectives(MPI_Comm comm, std::unique_ptr<strata::Allreduce> allreduce)
-    : comm_(comm), allreduce_(std::move(allreduce)) {
+MpiSolverCollectives::MpiSolverCollectives(MPI_Comm comm, strata::Allreduce* allreduce)
+    : comm_(comm), allreduce_(allreduce) {
   STRATA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   STRATA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
