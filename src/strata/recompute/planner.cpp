@@ -15,8 +15,9 @@ namespace {
 
 // What moving from lower set L to lower set L' (a new segment V = L' \ L) costs and keeps.
 struct Step {
-  size_t segment_bytes = 0;   // M(V): all of V is live while it is computed (or recomputed)
-  size_t boundary_bytes = 0;  // M(B): the part of V that nodes outside L' read, kept until V's backward
+  size_t peak_bytes = 0;      // the most V adds to what earlier segments keep, in its forward or its backward
+  size_t boundary_bytes = 0;  // M(B): data and saved state of the part of V that nodes outside L' read, kept
+                              // until V's backward
   double recompute = 0;       // T(R): what V's backward needs recomputed
   std::vector<int> boundary;
   std::vector<int> recomputed;  // R, ascending
@@ -27,30 +28,35 @@ Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& uppe
   const std::vector<int> seg = upper.minus(lower).members();
   NodeSet in_b(g.size());
   for (int v : seg) {
-    s.segment_bytes += g.nodes[v].bytes;
     for (int w : g.nodes[v].succs) {
       if (!upper.has(w)) {
         in_b.add(v);
         s.boundary.push_back(v);
-        s.boundary_bytes += g.nodes[v].bytes;
+        s.boundary_bytes += g.nodes[v].bytes + g.nodes[v].state_bytes;
         break;
       }
     }
   }
-  if (last) return s;  // its values are still there from forward
   // R: nodes of V \ B that a backward reads, closed under predecessors inside V \ B (walking the segment
-  // backwards in topological order reaches every such ancestor in one pass).
+  // backwards in topological order reaches every such ancestor in one pass). The last segment's values are
+  // still there from forward.
   NodeSet in_r(g.size());
-  for (auto it = seg.rbegin(); it != seg.rend(); ++it) {
-    const int v = *it;
-    if (in_b.has(v)) continue;
-    if (!in_r.has(v) && !g.nodes[v].needed_in_backward) continue;
-    in_r.add(v);
-    for (int p : g.nodes[v].preds)
-      if (upper.has(p) && !lower.has(p) && !in_b.has(p)) in_r.add(p);
+  if (!last) {
+    for (auto it = seg.rbegin(); it != seg.rend(); ++it) {
+      const int v = *it;
+      if (in_b.has(v)) continue;
+      if (!in_r.has(v) && !g.nodes[v].needed_in_backward) continue;
+      in_r.add(v);
+      for (int p : g.nodes[v].preds)
+        if (upper.has(p) && !lower.has(p) && !in_b.has(p)) in_r.add(p);
+    }
+    s.recomputed = in_r.members();
+    for (int v : s.recomputed) s.recompute += g.nodes[v].flops;
   }
-  s.recomputed = in_r.members();
-  for (int v : s.recomputed) s.recompute += g.nodes[v].flops;
+  NodeSet live = in_r;
+  for (int v : seg)
+    if (last || in_b.has(v)) live.add(v);
+  s.peak_bytes = g.SegmentPeak(lower, upper, live);
   return s;
 }
 
@@ -83,7 +89,7 @@ RecomputePlan EvaluateSegments(const RecomputeGraph& g, const std::vector<std::v
                                      << " but not its input " << g.nodes[p].name << " or an earlier segment";
     const bool last = i + 1 == segments.size();
     const Step s = MakeStep(g, lower, upper, last);
-    peak = std::max(peak, kept_bytes + s.segment_bytes);
+    peak = std::max(peak, kept_bytes + s.peak_bytes);
     plan.recompute.push_back(s.recomputed);
     if (last) {
       for (int v : segments[i]) plan.kept.push_back(v);
@@ -206,7 +212,7 @@ bool LowerSetPlanner::Solve(Mode mode, size_t budget_bytes, RecomputePlan* plan)
       for (int e = 0; e < static_cast<int>(states[i].size()); ++e) {
         const Entry& from = states[i][e];
         Entry to;
-        to.peak = std::max(from.peak, from.kept + s.segment_bytes);
+        to.peak = std::max(from.peak, from.kept + s.peak_bytes);
         if (mode == Mode::kTime && to.peak > limit) continue;
         to.kept = from.kept + (j == full ? 0 : s.boundary_bytes);
         to.cost = from.cost + (j == full ? 0.0 : s.recompute);
