@@ -193,13 +193,21 @@ TEST(Recompute, PeakCountsGradientsAndSavedStateAsTheExecutorFreesThem) {
   // {a}, {b, c}: a is kept (10); the second segment's backward holds b, c and their gradients (45 over it)
   // before a's gradient appears at b's turn, so 55 again: splitting off a saves nothing.
   EXPECT_EQ(EvaluateSegments(g, {{0}, {1, 2}}, "a|bc").peak_bytes, 55u);
-  // {a, b}, {c}: b is kept with its state (15). c's segment: 10 + c's and b's gradients = 30 over it, 45. The
-  // first segment's backward recomputes a and holds a, b, b's gradient (written by c), then a's: 45.
-  const RecomputePlan ab_c = EvaluateSegments(g, {{0, 1}, {2}}, "ab|c");
+  // {a, b}, {c} keeping b's state: b is kept with it (15). c's segment: 10 + c's and b's gradients = 30 over
+  // it, 45. The first segment's backward recomputes a and holds a, b, b's gradient (written by c), then a's: 45.
+  const RecomputePlan ab_c = EvaluateSegments(g, {{0, 1}, {2}}, "ab|c", {true});
   EXPECT_EQ(ab_c.peak_bytes, 45u);
   EXPECT_EQ(ab_c.recompute, (std::vector<std::vector<int>>{{0}, {}}));
+  // Without b's state only b's data is kept (10), so c's segment peaks at 40; the first segment recomputes b
+  // too (after a) for its state and holds a, b, b's state and gradient, then a's gradient at b's turn: 45.
+  const RecomputePlan ab_c_drop = EvaluateSegments(g, {{0, 1}, {2}}, "ab|c");
+  EXPECT_EQ(ab_c_drop.recompute, (std::vector<std::vector<int>>{{0, 1}, {}}));
+  EXPECT_EQ(ab_c_drop.peak_bytes, 45u);
+  EXPECT_GT(ab_c_drop.recompute_flops, ab_c.recompute_flops);
   LowerSetPlanner dp(g);
   EXPECT_EQ(dp.MinFeasibleBytes(), 45u);
+  // At 45 bytes the DP takes the cheaper of the two.
+  EXPECT_EQ(dp.Plan(45).recompute_flops, ab_c.recompute_flops);
 }
 
 const char* kSmallNet = R"(

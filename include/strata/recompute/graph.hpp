@@ -62,6 +62,9 @@ struct RecomputeGraph {
     // BackwardNeedsTopData of its own layers, or saved state of its own layers). A node nobody's backward reads
     // is recomputed only when a node that is read depends on it inside the same segment.
     bool needed_in_backward = true;
+    // Whether its own backward reads its saved state. Forward keeps a boundary node's data only; when its
+    // state is read, the node's segment recomputes it (from the same inputs, so its data comes out the same).
+    bool backward_reads_state = false;
     std::vector<int> preds, succs;  // node ids, ascending
   };
   std::vector<Node> nodes;  // in a topological order that follows the net's layer order
@@ -78,11 +81,14 @@ struct RecomputeGraph {
   size_t total_bytes() const;
   // The most a segment V = upper \ lower adds to what earlier segments keep, as Net's executor frees memory:
   // in forward all of V's data and saved state, freed once the segment is done; in backward, layer by layer
-  // from the highest, the data and state of V's nodes in `live` (kept or recomputed), each freed with its
+  // from the highest, the data of V's nodes in `live` (kept or recomputed) and their state, each freed with its
   // gradients after the backward of the node's first layer, while a gradient appears with the backward of the
   // highest layer that touches it (at the start when a later segment's layer did). Gradients of nodes of
   // `lower` that V's or later backward writes are held throughout.
-  size_t SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live) const;
+  // `with_state`: the nodes whose saved state is there in backward (recomputed ones, or all of the last
+  // segment), a subset of `live`.
+  size_t SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live,
+                     const NodeSet& with_state) const;
   double forward_flops() const;   // one forward pass over the planned nodes
 
   // A graph given directly (tests, other front ends): nodes 0..n-1 must already be in topological order

@@ -41,10 +41,11 @@ std::vector<int> NodeSet::members() const {
 size_t RecomputeGraph::total_bytes() const {
   NodeSet all(size());
   for (int v = 0; v < size(); ++v) all.add(v);
-  return source_bytes + SegmentPeak(NodeSet(size()), all, all);
+  return source_bytes + SegmentPeak(NodeSet(size()), all, all, all);
 }
 
-size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live) const {
+size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live,
+                                   const NodeSet& with_state) const {
   constexpr int kBefore = std::numeric_limits<int>::max();
   size_t forward = 0, level = 0;
   std::vector<std::pair<int, size_t>> appear, go;  // (layer, bytes)
@@ -73,7 +74,8 @@ size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, c
     if (!upper.has(v)) continue;
     forward += n.bytes + n.state_bytes;
     size_t held = 0;
-    if (live.has(v)) held = n.bytes + n.state_bytes;
+    if (live.has(v)) held += n.bytes;
+    if (with_state.has(v)) held += n.state_bytes;
     level += held;
     gradients_of(n);
     for (const Node::Gradient& gr : n.gradients) held += gr.bytes;
@@ -128,6 +130,7 @@ RecomputeGraph RecomputeGraph::FromEdges(const std::vector<size_t>& bytes, const
     g.nodes[i].flops = flops[i];
     if (!needed_in_backward.empty()) g.nodes[i].needed_in_backward = needed_in_backward[i];
     if (!state.empty()) g.nodes[i].state_bytes = state[i];
+    g.nodes[i].backward_reads_state = g.nodes[i].state_bytes > 0;
     if (!diffs.empty() && diffs[i] > 0) g.nodes[i].gradients.push_back({diffs[i], {static_cast<int>(i)}});
     g.node_of_layer.push_back(static_cast<int>(i));
   }
@@ -357,7 +360,7 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
       for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
       n.state_bytes += saved;
       // Its backward reads that state: the node must be there (kept or recomputed) when the layer's turn comes.
-      if (saved > 0 && net.layer_need_backward(l)) n.needed_in_backward = true;
+      if (saved > 0 && net.layer_need_backward(l)) n.needed_in_backward = n.backward_reads_state = true;
     }
   }
 

@@ -25,9 +25,9 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
     for (int v : plan.segments[i]) {
       const auto& n = g.nodes[v];
       layers.insert(layers.end(), n.layers.begin(), n.layers.end());
-      // Forward keeps the boundaries and the last segment whole; a recomputation rebuilds the rest, state
-      // included.
-      if (!kept[v]) fwd_release.insert(fwd_release.end(), n.layers.begin(), n.layers.end());
+      // Forward keeps the boundaries' data and the last segment whole; a recomputation rebuilds the rest, and
+      // the state of boundaries whose backward reads it.
+      if (!kept[v] || !plan.keeps_state[i]) fwd_release.insert(fwd_release.end(), n.layers.begin(), n.layers.end());
       for (int b : n.blobs) {
         if (pinned[b]) continue;
         if (!kept[v]) fwd_free.push_back(b);
