@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # Measured activation memory and iteration time of a net under each recomputation planner, in one run:
 # store_all, sqrt(n), the DP at several budgets and dp_memory, each a fresh `strata time` process, with ratios
-# against store_all measured the same way (the same executor, gradients and saved state freed as it goes).
-# "no plan" is Net without a schedule, which holds every gradient for the whole run.
+# against store_all measured the same way (the same executor, which frees gradients and saved state as backward
+# passes them). "no plan" is Net without a schedule: it holds every value, state and gradient all along.
 #
-#   benchmarks/recompute_memory.sh MODEL [ITERATIONS] [BUDGETS]
-#   e.g. chrt -r 10 benchmarks/recompute_memory.sh models/resnet50/deploy.prototxt 2 "0.5 0.4 0.3"
+#   benchmarks/recompute_memory.sh MODEL [ITERATIONS] [BUDGETS] [REPS]
+#   e.g. chrt -r 10 benchmarks/recompute_memory.sh models/resnet50/deploy.prototxt 2 "0.5 0.4 0.3" 3
 #
-# STRATA (default build-cpu/bin/strata) picks the binary. Peaks are MemoryTracker's activation category over
-# the timed iterations (data + gradients + layers' saved state); times are the mean forward-backward.
+# Every configuration runs REPS times, the repetitions interleaved so that a burst of load elsewhere on the
+# machine hits all of them alike; the time reported is the fastest repetition (the least disturbed), with the
+# slowest beside it. Peaks are MemoryTracker's activation category over the timed iterations (data, gradients
+# and layers' saved state) and do not vary between repetitions. STRATA (default build-cpu/bin/strata) picks
+# the binary.
 set -euo pipefail
-model=${1:?usage: $0 MODEL [ITERATIONS] [BUDGETS]}
+model=${1:?usage: $0 MODEL [ITERATIONS] [BUDGETS] [REPS]}
 iterations=${2:-2}
 budgets=${3:-0.5 0.4 0.3}
+reps=${4:-3}
 strata=${STRATA:-build-cpu/bin/strata}
 
-run() {  # planner budget -> "predicted measured ms"
+# label|planner|budget
+configs=("no plan (Net alone)|none|-" "store_all|store_all|-" "sqrt(n)|sqrt|-")
+for b in $budgets; do configs+=("dp|dp|$b"); done
+configs+=("dp_memory|dp_memory|-")
+
+run() {  # planner budget -> "predicted measured ms", or "error MESSAGE"
   local args=(time --model="$model" --iterations="$iterations" --warmup=1)
-  [[ $1 != none ]] && args+=(--planner="$1" --budget="$2")
+  [[ $1 != none ]] && args+=(--planner="$1" --budget="${2/-/1.0}")
   local out
   if ! out=$("$strata" "${args[@]}" 2>&1); then
     # A budget no plan meets: the error names the smallest feasible one.
@@ -31,32 +40,37 @@ run() {  # planner budget -> "predicted measured ms"
   echo "${predicted:--} $measured $ms"
 }
 
-mib() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.0f", b / 1048576 }'; }
+declare -A predicted measured fastest slowest
+for ((r = 0; r < reps; ++r)); do
+  for c in "${configs[@]}"; do
+    IFS='|' read -r _ planner budget <<<"$c"
+    read -r p m t <<<"$(run "$planner" "$budget")"
+    predicted[$c]=$p
+    measured[$c]=$m
+    if [[ $p == error ]]; then
+      measured[$c]="$m $t"
+      continue
+    fi
+    fastest[$c]=$(awk -v a="${fastest[$c]:-}" -v t="$t" 'BEGIN { print (a == "" || t < a) ? t : a }')
+    slowest[$c]=$(awk -v a="${slowest[$c]:-}" -v t="$t" 'BEGIN { print (a == "" || t > a) ? t : a }')
+  done
+done
 
-read -r base_pred base_mem base_ms < <(run store_all 1.0)
-echo "model: $model, $iterations timed iteration(s) after 1 warm-up, $(nproc) cores"
+base="store_all|store_all|-"
+echo "model: $model; $iterations timed iteration(s) after 1 warm-up; fastest of $reps interleaved repetitions;" \
+     "$(nproc) cores"
 echo
-echo "| planner | budget | predicted peak (MiB) | measured peak (MiB) | memory vs store_all | forward-backward (ms) | time vs store_all |"
+echo "| planner | budget | predicted peak (MiB) | measured peak (MiB) | memory vs store_all | forward-backward (ms), fastest (slowest) | time vs store_all |"
 echo "|---|---|---|---|---|---|---|"
-row() {  # label budget planner
-  local predicted mem ms
-  if [[ $3 == store_all ]]; then
-    read -r predicted mem ms < <(run store_all 1.0)
-    # The baseline itself, run again: its spread shows how far the time ratios can be trusted.
-  else
-    read -r predicted mem ms < <(run "$3" "${2/-/1.0}")
+for c in "${configs[@]}"; do
+  IFS='|' read -r label planner budget <<<"$c"
+  if [[ ${predicted[$c]} == error ]]; then
+    echo "| $label | $budget | infeasible: ${measured[$c]} | - | - | - | - |"
+    continue
   fi
-  if [[ $predicted == error ]]; then
-    echo "| $1 | $2 | infeasible: $mem $ms | - | - | - | - |"
-    return
-  fi
-  awk -v l="$1" -v b="$2" -v p="$(mib "$predicted")" -v m="$mem" -v t="$ms" -v bm="$base_mem" -v bt="$base_ms" \
-    'BEGIN { printf "| %s | %s | %s | %.0f | %.1f%% (%+.1f%%) | %.0f | %.3fx |\n", l, b, p, m / 1048576,
-             100 * m / bm, 100 * m / bm - 100, t, t / bt }'
-}
-row "no plan (Net alone)" - none
-printf '| store_all (baseline run) | - | %s | %.0f | 100.0%% | %.0f | 1.000x |\n' "$(mib "$base_pred")" "$(awk -v m="$base_mem" 'BEGIN{print m/1048576}')" "$base_ms"
-row store_all - store_all
-row "sqrt(n)" - sqrt
-for b in $budgets; do row dp "$b" dp; done
-row dp_memory - dp_memory
+  awk -v l="$label" -v b="$budget" -v p="${predicted[$c]}" -v m="${measured[$c]}" -v t="${fastest[$c]}" \
+      -v s="${slowest[$c]}" -v bm="${measured[$base]}" -v bt="${fastest[$base]}" \
+    'BEGIN { printf "| %s | %s | %s | %.0f | %.1f%% (%+.1f%%) | %.0f (%.0f) | %.3fx |\n", l, b,
+             p == "-" ? "-" : sprintf("%.0f", p / 1048576), m / 1048576, 100 * m / bm, 100 * m / bm - 100, t, s,
+             t / bt }'
+done
