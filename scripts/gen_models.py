@@ -13,9 +13,10 @@ def filler(spec):
 
 
 class Net:
-    def __init__(self, name, shape, classes):
+    def __init__(self, name, shape, classes, label_shape=None):
         self.lines = [f'name: "{name}"']
         self.classes = classes
+        label_shape = label_shape or [shape[0]]
         self.add(f'''layer {{
   name: "data"
   type: "Input"
@@ -23,7 +24,7 @@ class Net:
   top: "label"
   input_param {{
     shape {{ {" ".join(f"dim: {d}" for d in shape)} }}
-    shape {{ dim: {shape[0]} }}
+    shape {{ {" ".join(f"dim: {d}" for d in label_shape)} }}
   }}
 }}''')
 
@@ -122,6 +123,10 @@ layer {{
     def concat(self, name, bottoms):
         b = "\n".join(f'  bottom: "{x}"' for x in bottoms)
         self.add(f'layer {{\n  name: "{name}"\n  type: "Concat"\n{b}\n  top: "{name}"\n}}')
+        return name
+
+    def upsample(self, name, bottom):
+        self.add(f'layer {{ name: "{name}" type: "Upsample" bottom: "{bottom}" top: "{name}" }}')
         return name
 
     def eltwise_sum(self, name, a, b):
@@ -293,8 +298,40 @@ def resnet50():
     return n
 
 
+def unet():
+    # Ronneberger et al. 2015 at CPU size: four resolutions (16 to 128 channels), two 3x3 conv + BatchNorm +
+    # ReLU per level, max pooling down, nearest upsampling + 3x3 conv up, and the long skips that concatenate
+    # each encoder level with the decoder level of the same resolution. Per-pixel labels, 4 classes.
+    size, classes = 128, 4
+    n = Net("U-Net", [4, 3, size, size], classes, label_shape=[4, size, size])
+
+    def double_conv(name, x, c):
+        for i in (1, 2):
+            x = n.conv(f"{name}_conv{i}", x, c, 3, p=1, bias=False)
+            x = n.relu(f"{name}_relu{i}", n.bn_scale(f"{name}_bn{i}", f"{name}_scale{i}", x))
+        return x
+
+    widths = [16, 32, 64]
+    skips = []
+    x = "data"
+    for level, c in enumerate(widths, start=1):
+        x = double_conv(f"enc{level}", x, c)
+        skips.append(x)
+        x = n.pool(f"pool{level}", x, "MAX", 2, 2)
+    x = double_conv("bottom", x, 128)
+    for level, c in reversed(list(enumerate(widths, start=1))):
+        x = n.upsample(f"up{level}", x)
+        x = n.conv(f"up{level}_conv", x, c, 3, p=1, bias=False)
+        x = n.relu(f"up{level}_relu", n.bn_scale(f"up{level}_bn", f"up{level}_scale", x))
+        x = n.concat(f"skip{level}", [skips[level - 1], x])
+        x = double_conv(f"dec{level}", x, c)
+    x = n.conv("score", x, classes, 1)
+    n.head(x)
+    return n
+
+
 if __name__ == "__main__":
     for name, build in [("lenet", lenet), ("cifar10_quick", cifar10_quick), ("alexnet", alexnet),
-                        ("googlenet", googlenet), ("resnet50", resnet50)]:
+                        ("googlenet", googlenet), ("resnet50", resnet50), ("unet", unet)]:
         build().write(f"models/{name}/deploy.prototxt")
         print(f"wrote models/{name}/deploy.prototxt")

@@ -140,6 +140,26 @@ TEST_F(StrataTool, PlanPrintsEveryPlannerAndRefusesInfeasibleBudgets) {
   ExpectError("plan --model=" + net, {"--budget"});
   ExpectError("plan --model=" + net + " --budget=lots", {"--budget", "lots"});
   ExpectError("plan --model=" + net + " --budget=0.5 --planner=magic", {"--planner", "magic"});
+  ExpectError("time --model=" + net + " --iterations=1 --budget=1 --planner=dp",
+              {"memory budget 1 bytes", "smallest feasible budget is"});
+}
+
+TEST_F(StrataTool, TimeUnderAPlanMeasuresWithinThePrediction) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string out = dir_ / "stdout";
+  ASSERT_EQ(Shell(kStrata + " time --model=" + net + " --iterations=1 --warmup=1 --budget=0.5 --planner=dp_memory > " +
+                  out + " 2> /dev/null"),
+            0);
+  const std::string text = ReadAll(out);
+  auto number_after = [&](const std::string& key) {
+    const size_t at = text.find(key);
+    EXPECT_NE(at, std::string::npos) << key << " not in:\n" << text;
+    return at == std::string::npos ? 0ull : std::stoull(text.substr(at + key.size()));
+  };
+  const unsigned long long measured = number_after("Peak activation memory: ");
+  const unsigned long long predicted = number_after("predicted peak activation memory ");
+  EXPECT_GT(measured, 0u);
+  EXPECT_LE(measured, predicted);
 }
 
 }  // namespace

@@ -223,6 +223,8 @@ int time_command() {
     net.Backward();
   }
   timing = true;
+  // The peak of the timed iterations alone: the first forward and backward may hold what later ones do not.
+  MemoryTracker::reset_all_peaks();
   double total_fwd = 0, total_bwd = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
     auto t0 = Clock::now();
@@ -251,8 +253,8 @@ int time_command() {
               human_bytes(static_cast<double>(MemoryTracker::peak(MemoryCategory::kActivation))).c_str());
   std::printf("Peak workspace memory: %zu bytes\n", MemoryTracker::peak(MemoryCategory::kWorkspace));
   if (!FLAGS_budget.empty()) {
-    std::printf("Recompute plan: %s, %zu segments, predicted peak activation data %zu bytes (%s; gradients and "
-                "layers' saved state come on top), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
+    std::printf("Recompute plan: %s, %zu segments, predicted peak activation memory %zu bytes (%s; data, "
+                "gradients and layers' saved state), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
                 plan.segments.size(), plan.peak_bytes, human_bytes(static_cast<double>(plan.peak_bytes)).c_str(),
                 plan.recompute_flops / 1e9);
   }
@@ -484,7 +486,8 @@ int plan_command() {
   std::printf("Model: %s (%s), %d layers -> %d planned nodes (in-place and aliasing layers fused), "
               "%zu source layer(s) pinned\n", FLAGS_model.c_str(), phase == TRAIN ? "TRAIN" : "TEST",
               net.num_layers(), g.size(), g.source_layers.size());
-  std::printf("Store-all activation data: %zu bytes (%s), of which sources %zu bytes; forward %.4g GFLOP\n",
+  std::printf("Store-all peak activation memory (data, saved state, gradients): %zu bytes (%s), of which "
+              "sources and outputs %zu bytes; forward %.4g GFLOP\n",
               store_all, human_bytes(static_cast<double>(store_all)).c_str(), g.source_bytes, fwd / 1e9);
   std::printf("Budget: %zu bytes (%s, %.1f%% of store-all)\n", budget, human_bytes(static_cast<double>(budget)).c_str(),
               100.0 * budget / std::max<size_t>(store_all, 1));

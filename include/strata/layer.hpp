@@ -72,10 +72,14 @@ class Layer {
   // may drop such a bottom after forward when this layer is its only reader, and drops it again once the
   // layer that produced it is done with backward.
   virtual bool RebuildsBottomsInBackward() const { return false; }
-  // Frees the activation-sized buffers the layer keeps from forward for its backward (BatchNorm's normalised
-  // input, pooling's argmax, dropout's mask...). For callers that run forward again before the backward
-  // (reversible blocks, recomputation); the next forward allocates them again.
-  virtual void ReleaseActivations() {}
+  // The activation-sized buffers the layer keeps from forward for its backward (BatchNorm's normalised input,
+  // pooling's argmax, dropout's mask...), empty when its configuration keeps none. The recompute planner
+  // counts their bytes; ReleaseActivations frees them for callers that run forward again before the backward
+  // (reversible blocks, recomputation) or whose backward is done, and the next forward allocates them again.
+  virtual std::vector<Blob<Dtype>*> SavedActivations() { return {}; }
+  void ReleaseActivations() {
+    for (Blob<Dtype>* b : SavedActivations()) b->release_memory();
+  }
   // True for layers whose forward consumes random numbers (Dropout) or updates state (BatchNorm in TRAIN):
   // the recompute executor replays them.
   virtual bool IsStochastic() const { return false; }

@@ -63,9 +63,11 @@ class Net {
   void ToProto(NetParameter* param, bool write_diff = false) const;
 
   // Runs Forward and Backward by a recomputation plan (MakeSchedule; nullptr, the default, keeps every
-  // activation): forward frees what a segment keeps no more, backward re-runs each segment's part before its
-  // backward. Random layers replay their draws, layers that update statistics in forward (BatchNorm) get
-  // them back after a re-run, and hooks fire once per layer, from the real forward and backward only.
+  // activation and gradient): forward frees what a segment keeps no more (data and layers' saved state),
+  // backward re-runs each segment's part before its backward and frees each layer's saved state, and each
+  // node's data and gradients, as soon as no backward reads them. Random layers replay their draws, layers that
+  // update statistics in forward (BatchNorm) get them back after a re-run, and hooks fire once per layer, from
+  // the real forward and backward only (after a layer's backward hooks, its memory may be gone).
   void set_recompute_schedule(std::shared_ptr<const RecomputeSchedule> s) { schedule_ = std::move(s); }
   const RecomputeSchedule* recompute_schedule() const { return schedule_.get(); }
 

@@ -454,6 +454,10 @@ void Net<Dtype>::RunLayerBackward(int i) {
   for (auto& h : before_backward_) h(i);
   if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
   for (auto& h : after_backward_) h(i);
+  // Nothing reads this layer's state again this iteration, nor, once the node's first layer is done, the
+  // node's values and gradients: the next forward allocates them again.
+  layers_[i]->ReleaseActivations();
+  for (int b : schedule_->free_after_backward[i]) blobs_[b]->release_memory();
 }
 
 // A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random or stateful layer
@@ -483,6 +487,7 @@ Dtype Net<Dtype>::ForwardPlanned() {
   for (size_t s = 0; s < schedule_->layers.size(); ++s) {
     for (int i : schedule_->layers[s]) RunLayerForward(i, &loss);
     FreeData(schedule_->free_after_forward[s]);
+    for (int i : schedule_->release_after_forward[s]) layers_[i]->ReleaseActivations();
   }
   return loss;
 }
@@ -493,7 +498,6 @@ void Net<Dtype>::BackwardPlanned() {
     for (int i : schedule_->recompute_layers[s]) Recompute(i);
     const auto& layers = schedule_->layers[s];
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) RunLayerBackward(*it);
-    FreeData(schedule_->free_after_backward[s]);
   }
   const auto& src = schedule_->source_layers;
   for (auto it = src.rbegin(); it != src.rend(); ++it) RunLayerBackward(*it);

@@ -21,9 +21,7 @@ class BatchNormLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "BatchNorm"; }
-  void ReleaseActivations() override {
-    for (Blob<Dtype>* b : {&mean_, &variance_, &inv_std_, &x_hat_}) b->release_memory();
-  }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&mean_, &variance_, &inv_std_, &x_hat_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }

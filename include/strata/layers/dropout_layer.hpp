@@ -21,7 +21,7 @@ class DropoutLayer : public NeuronLayer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Dropout"; }
-  void ReleaseActivations() override { mask_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&mask_}; }
   bool BackwardNeedsBottomData() const override { return false; }
   bool IsStochastic() const override { return this->phase_ == TRAIN; }
 

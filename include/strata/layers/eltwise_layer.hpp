@@ -16,7 +16,7 @@ class EltwiseLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Eltwise"; }
-  void ReleaseActivations() override { max_index_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&max_index_}; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return op_ == EltwiseParameter::PROD; }

@@ -22,7 +22,7 @@ class LRNLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "LRN"; }
-  void ReleaseActivations() override { scale_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&scale_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   // The input gradient reads x, y and the kept scale.

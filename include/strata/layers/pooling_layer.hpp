@@ -24,7 +24,7 @@ class PoolingLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Pooling"; }
-  void ReleaseActivations() override { mask_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&mask_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   // MAX can output its argmax mask as a second top.

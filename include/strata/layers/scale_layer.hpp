@@ -17,7 +17,7 @@ class ScaleLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Scale"; }
-  void ReleaseActivations() override { input_copy_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&input_copy_}; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }

@@ -21,7 +21,7 @@ class SoftmaxWithLossLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "SoftmaxWithLoss"; }
-  void ReleaseActivations() override { prob_.release_memory(); }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&prob_}; }
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }

@@ -4,10 +4,15 @@
 // backward recomputes segment i from the kept values just before running its backward. The last segment is
 // kept whole, since its backward follows its forward at once.
 //
-// Cost model (activation data; gradient buffers are not planned and are not counted):
-//   peak  = source_bytes + max_i ( M(B_1 u ... u B_{i-1}) + M(V_i) )
-//   cost  = sum over i < k of T(R_i), where R_i is the part of V_i \ B_i that some backward reads, together
-//           with its ancestors inside V_i (what must be recomputed for segment i's backward)
+// Cost model: activation data, gradients and layers' saved state, as Net's executor frees them
+// (RecomputeGraph::SegmentPeak):
+//   peak  = source_bytes + max_i ( K_{i-1} + P(L_{i-1}, L_i) )
+//   cost  = sum over i < k of T(R_i)
+// where K_{i-1} is the data of B_1 u ... u B_{i-1} (and their saved state for segments that keep it), P the most
+// segment i holds beyond that in its forward or its backward (its data and state, its gradients, and the
+// gradients it writes into earlier nodes), and R_i the part of V_i \ B_i that some backward reads, plus the
+// boundaries whose saved state backward reads unless the segment keeps it, together with their ancestors inside
+// V_i \ B_i (what must be recomputed for segment i's backward).
 // The planners:
 //   StoreAllPlanner   one segment: nothing recomputed, everything kept (what Net does without a plan)
 //   SqrtPlanner       Chen et al. 2016: ceil(sqrt(n)) segments of equal node count in topological order
@@ -32,6 +37,9 @@ struct RecomputePlan {
   std::vector<int> kept;                   // nodes whose values forward keeps for backward (boundaries and
                                            // the whole last segment), ascending
   std::vector<std::vector<int>> recompute;  // per segment, the nodes its backward re-runs first (R_i)
+  // Per segment: whether forward keeps its boundaries' saved state as well as their data. When not, the
+  // boundaries whose backward reads their state are in R_i (re-run from the same inputs, same values).
+  std::vector<bool> keeps_state;
   size_t peak_bytes = 0;                   // predicted peak activation data, sources included
   double recompute_flops = 0;              // predicted extra forward work per iteration
   bool exact = true;                       // false when the DP ran over the approximate family
@@ -39,8 +47,9 @@ struct RecomputePlan {
 };
 
 // Peak and cost of a chain of lower sets given as segments (in order); checks that it is one.
+// `keeps_state` per segment, false where not given (RecomputePlan::keeps_state).
 RecomputePlan EvaluateSegments(const RecomputeGraph& g, const std::vector<std::vector<int>>& segments,
-                               const std::string& planner);
+                               const std::string& planner, const std::vector<bool>& keeps_state = {});
 
 RecomputePlan StoreAllPlan(const RecomputeGraph& g);
 // `segments` <= 0 means ceil(sqrt(n)).

@@ -14,9 +14,12 @@ class Net;
 struct RecomputeSchedule {
   std::vector<int> source_layers;                  // run first, never freed or recomputed
   std::vector<std::vector<int>> layers;            // per segment, in forward order
-  std::vector<std::vector<int>> free_after_forward;   // per segment: blobs whose data forward frees
-  std::vector<std::vector<int>> recompute_layers;     // per segment: re-run just before its backward
-  std::vector<std::vector<int>> free_after_backward;  // per segment: blobs no later backward reads
+  std::vector<std::vector<int>> free_after_forward;     // per segment: blobs whose data forward frees
+  std::vector<std::vector<int>> release_after_forward;  // per segment: layers whose saved state forward frees
+  std::vector<std::vector<int>> recompute_layers;       // per segment: re-run just before its backward
+  // Per net layer: blobs whose data and gradient no backward reads once that layer's backward is done (the
+  // blobs of the nodes whose first layer it is). Every layer's saved state is freed after its own backward.
+  std::vector<std::vector<int>> free_after_backward;
 };
 
 template <typename Dtype>

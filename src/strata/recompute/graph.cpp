@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
@@ -38,9 +39,59 @@ std::vector<int> NodeSet::members() const {
 }
 
 size_t RecomputeGraph::total_bytes() const {
-  size_t b = source_bytes;
-  for (const Node& n : nodes) b += n.bytes;
-  return b;
+  NodeSet all(size());
+  for (int v = 0; v < size(); ++v) all.add(v);
+  return source_bytes + SegmentPeak(NodeSet(size()), all, all, all);
+}
+
+size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live,
+                                   const NodeSet& with_state) const {
+  constexpr int kBefore = std::numeric_limits<int>::max();
+  size_t forward = 0, level = 0;
+  std::vector<std::pair<int, size_t>> appear, go;  // (layer, bytes)
+  auto gradients_of = [&](const Node& n) {
+    for (const Node::Gradient& gr : n.gradients) {
+      int t = -1;
+      for (int l : gr.layers) {
+        const int w = node_of_layer[l];
+        if (w < 0 || lower.has(w)) continue;  // sources and earlier segments run backward after V
+        t = upper.has(w) ? std::max(t, l) : kBefore;
+        if (t == kBefore) break;
+      }
+      if (t == kBefore) {
+        level += gr.bytes;
+      } else if (t >= 0) {
+        appear.push_back({t, gr.bytes});
+      }
+    }
+  };
+  for (int v = 0; v < size(); ++v) {
+    const Node& n = nodes[v];
+    if (lower.has(v)) {
+      gradients_of(n);
+      continue;
+    }
+    if (!upper.has(v)) continue;
+    forward += n.bytes + n.state_bytes;
+    size_t held = 0;
+    if (live.has(v)) held += n.bytes;
+    if (with_state.has(v)) held += n.state_bytes;
+    level += held;
+    gradients_of(n);
+    for (const Node::Gradient& gr : n.gradients) held += gr.bytes;
+    go.push_back({n.layers.front(), held});
+  }
+  auto later_first = [](const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) { return a.first > b.first; };
+  std::sort(appear.begin(), appear.end(), later_first);
+  std::sort(go.begin(), go.end(), later_first);
+  size_t peak = level;  // the recomputation runs before any backward of V
+  for (size_t a = 0, r = 0; a < appear.size() || r < go.size();) {
+    const int t = std::max(a < appear.size() ? appear[a].first : -1, r < go.size() ? go[r].first : -1);
+    for (; a < appear.size() && appear[a].first == t; ++a) level += appear[a].second;
+    peak = std::max(peak, level);
+    for (; r < go.size() && go[r].first == t; ++r) level -= go[r].second;
+  }
+  return std::max(forward, peak);
 }
 
 double RecomputeGraph::forward_flops() const {
@@ -64,21 +115,30 @@ void RecomputeGraph::Finish() {
 
 RecomputeGraph RecomputeGraph::FromEdges(const std::vector<size_t>& bytes, const std::vector<double>& flops,
                                          const std::vector<std::pair<int, int>>& edges,
-                                         const std::vector<bool>& needed_in_backward) {
-  STRATA_REQUIRE(bytes.size() == flops.size()) << "recompute graph: " << bytes.size() << " byte counts but "
-                                               << flops.size() << " costs";
+                                         const std::vector<bool>& needed_in_backward,
+                                         const std::vector<size_t>& state, const std::vector<size_t>& diffs) {
+  STRATA_REQUIRE(bytes.size() == flops.size() && (state.empty() || state.size() == bytes.size()) &&
+                 (diffs.empty() || diffs.size() == bytes.size()))
+      << "recompute graph: " << bytes.size() << " byte counts but " << flops.size() << " costs, "
+      << state.size() << " state and " << diffs.size() << " gradient sizes";
   RecomputeGraph g;
   g.nodes.resize(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) {
     g.nodes[i].name = "n" + std::to_string(i);
+    g.nodes[i].layers = {static_cast<int>(i)};
     g.nodes[i].bytes = bytes[i];
     g.nodes[i].flops = flops[i];
     if (!needed_in_backward.empty()) g.nodes[i].needed_in_backward = needed_in_backward[i];
+    if (!state.empty()) g.nodes[i].state_bytes = state[i];
+    g.nodes[i].backward_reads_state = g.nodes[i].state_bytes > 0;
+    if (!diffs.empty() && diffs[i] > 0) g.nodes[i].gradients.push_back({diffs[i], {static_cast<int>(i)}});
+    g.node_of_layer.push_back(static_cast<int>(i));
   }
   for (const auto& e : edges) {
     STRATA_REQUIRE(e.first >= 0 && e.first < e.second && e.second < g.size())
         << "recompute graph: edge " << e.first << " -> " << e.second << " is not forward in node order";
     g.nodes[e.first].succs.push_back(e.second);
+    for (auto& gr : g.nodes[e.first].gradients) gr.layers.push_back(e.second);
   }
   g.Finish();
   return g;
@@ -115,6 +175,37 @@ double layer_flops(Layer<Dtype>& layer, const std::vector<Blob<Dtype>*>& bottom,
 }
 
 }  // namespace
+
+namespace {
+template <typename Dtype>
+bool has_loss_weight(const Net<Dtype>& net, size_t blob_id) {
+  return blob_id < net.blob_loss_weights().size() && net.blob_loss_weights()[blob_id] != Dtype(0);
+}
+}  // namespace
+
+template <typename Dtype>
+std::vector<bool> PinnedBlobs(const Net<Dtype>& net) {
+  const auto& blobs = net.blobs();
+  std::vector<bool> pinned(blobs.size(), false);
+  for (const Blob<Dtype>* out : net.output_blobs())
+    for (size_t b = 0; b < blobs.size(); ++b) pinned[b] = pinned[b] || blobs[b].get() == out;
+  // A loss's gradient is its loss weight, written once when the net is built.
+  for (size_t b = 0; b < blobs.size(); ++b) pinned[b] = pinned[b] || has_loss_weight(net, b);
+  return pinned;
+}
+
+template <typename Dtype>
+std::vector<std::vector<int>> GradientLayers(const Net<Dtype>& net) {
+  std::vector<std::vector<int>> touch(net.blobs().size());
+  for (int l = 0; l < net.num_layers(); ++l) {
+    // A layer that runs backward reads its tops' gradients; one that propagates down writes its bottoms'.
+    if (net.layer_need_backward(l))
+      for (int t : net.top_ids()[l]) touch[t].push_back(l);
+    for (size_t k = 0; k < net.bottom_ids()[l].size(); ++k)
+      if (net.bottom_need_backward()[l][k]) touch[net.bottom_ids()[l][k]].push_back(l);
+  }
+  return touch;
+}
 
 template <typename Dtype>
 RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
@@ -217,27 +308,59 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
   }
 
   // Bytes: each block of memory once, charged to the group of its writer; blobs that alias it are listed too.
-  std::vector<bool> is_output(blobs.size(), false);
-  for (const Blob<Dtype>* out : net.output_blobs())
-    for (size_t b = 0; b < blobs.size(); ++b) is_output[b] = is_output[b] || blobs[b].get() == out;
+  // The same for gradients, whose blocks alias only where a layer shares its bottom's diff (Flatten, Reshape).
+  const std::vector<bool> is_output = PinnedBlobs(net);
+  const std::vector<std::vector<int>> touch = GradientLayers(net);
   std::map<const SyncedMemory*, bool> counted;
+  std::map<const SyncedMemory*, std::pair<int, int>> gradient_of;  // diff block -> (node, gradient index)
   for (int b = 0; b < static_cast<int>(blobs.size()); ++b) {
     const SyncedMemory* mem = block(b);
     const int w = writer_of_blob(b);
     const size_t bytes = static_cast<size_t>(blobs[b]->count()) * sizeof(Dtype);
     const bool first = !counted[mem];
     counted[mem] = true;
-    if (w < 0 || pinned[uf.find(w)]) {
+    const SyncedMemory* diff = blobs[b]->diff().get();
+    const bool has_diff = !touch[b].empty() || is_output[b];
+    const bool first_diff = has_diff && !counted[diff];
+    if (has_diff) counted[diff] = true;
+    if (w < 0 || pinned[uf.find(w)] || is_output[b]) {
+      // Sources and the net's outputs (losses, accuracies, read after backward) are never freed.
       if (first) g.source_bytes += bytes;
+      if (first_diff) g.source_bytes += bytes;
+      if (w >= 0 && !pinned[uf.find(w)]) g.nodes[node_of_root[uf.find(w)]].blobs.push_back(b);
       continue;
     }
-    RecomputeGraph::Node& n = g.nodes[node_of_root[uf.find(w)]];
+    const int v = node_of_root[uf.find(w)];
+    RecomputeGraph::Node& n = g.nodes[v];
     n.blobs.push_back(b);
-    // The net's outputs (losses, accuracies) are read after backward, so the executor never frees them.
-    if (first && is_output[b]) {
-      g.source_bytes += bytes;
-    } else if (first) {
-      n.bytes += bytes;
+    if (first) n.bytes += bytes;
+    if (!has_diff) continue;
+    if (first_diff) {
+      gradient_of[diff] = {v, static_cast<int>(n.gradients.size())};
+      n.gradients.push_back({bytes, {}});
+    }
+    // A gradient shared with another blob (Flatten's top and bottom): every layer touching either counts.
+    auto it = gradient_of.find(diff);
+    if (it == gradient_of.end()) continue;  // shared with a pinned blob's, held anyway
+    auto& layers_touching = g.nodes[it->second.first].gradients[it->second.second].layers;
+    layers_touching.insert(layers_touching.end(), touch[b].begin(), touch[b].end());
+  }
+  for (RecomputeGraph::Node& n : g.nodes) {
+    for (auto& gr : n.gradients) {
+      std::sort(gr.layers.begin(), gr.layers.end());
+      gr.layers.erase(std::unique(gr.layers.begin(), gr.layers.end()), gr.layers.end());
+    }
+  }
+  g.node_of_layer.assign(num_layers, -1);
+  for (int v = 0; v < g.size(); ++v)
+    for (int l : g.nodes[v].layers) g.node_of_layer[l] = v;
+  for (RecomputeGraph::Node& n : g.nodes) {
+    for (int l : n.layers) {
+      size_t saved = 0;
+      for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
+      n.state_bytes += saved;
+      // Its backward reads that state: the node must be there (kept or recomputed) when the layer's turn comes.
+      if (saved > 0 && net.layer_need_backward(l)) n.needed_in_backward = n.backward_reads_state = true;
     }
   }
 
@@ -265,5 +388,9 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
 
 template RecomputeGraph ExtractGraph<float>(const Net<float>& net);
 template RecomputeGraph ExtractGraph<double>(const Net<double>& net);
+template std::vector<bool> PinnedBlobs<float>(const Net<float>& net);
+template std::vector<bool> PinnedBlobs<double>(const Net<double>& net);
+template std::vector<std::vector<int>> GradientLayers<float>(const Net<float>& net);
+template std::vector<std::vector<int>> GradientLayers<double>(const Net<double>& net);
 
 }  // namespace strata

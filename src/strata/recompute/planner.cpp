@@ -15,42 +15,55 @@ namespace {
 
 // What moving from lower set L to lower set L' (a new segment V = L' \ L) costs and keeps.
 struct Step {
-  size_t segment_bytes = 0;   // M(V): all of V is live while it is computed (or recomputed)
-  size_t boundary_bytes = 0;  // M(B): the part of V that nodes outside L' read, kept until V's backward
+  size_t peak_bytes = 0;      // the most V adds to what earlier segments keep, in its forward or its backward
+  size_t boundary_bytes = 0;  // M(B): data of the part of V that nodes outside L' read, kept until V's
+                              // backward
   double recompute = 0;       // T(R): what V's backward needs recomputed
+  bool boundary_state = false;  // whether some boundary's backward reads saved state (else keep_state is moot)
   std::vector<int> boundary;
   std::vector<int> recomputed;  // R, ascending
 };
 
-Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& upper, bool last) {
+// `keep_state`: the boundaries keep their saved state from forward too, instead of being recomputed for it.
+Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& upper, bool last, bool keep_state) {
   Step s;
   const std::vector<int> seg = upper.minus(lower).members();
   NodeSet in_b(g.size());
   for (int v : seg) {
-    s.segment_bytes += g.nodes[v].bytes;
     for (int w : g.nodes[v].succs) {
       if (!upper.has(w)) {
         in_b.add(v);
         s.boundary.push_back(v);
-        s.boundary_bytes += g.nodes[v].bytes;
+        s.boundary_bytes += g.nodes[v].bytes + (keep_state ? g.nodes[v].state_bytes : 0);
+        if (g.nodes[v].backward_reads_state) s.boundary_state = true;
         break;
       }
     }
   }
-  if (last) return s;  // its values are still there from forward
-  // R: nodes of V \ B that a backward reads, closed under predecessors inside V \ B (walking the segment
-  // backwards in topological order reaches every such ancestor in one pass).
+  // R: nodes of V \ B that a backward reads and nodes of B whose saved state a backward reads, closed under
+  // predecessors inside V \ B (walking the segment backwards in topological order reaches every such ancestor
+  // in one pass; a boundary's data is kept, so a boundary predecessor need not be re-run for a successor).
+  // The last segment's values and state are still there from forward.
   NodeSet in_r(g.size());
-  for (auto it = seg.rbegin(); it != seg.rend(); ++it) {
-    const int v = *it;
-    if (in_b.has(v)) continue;
-    if (!in_r.has(v) && !g.nodes[v].needed_in_backward) continue;
-    in_r.add(v);
-    for (int p : g.nodes[v].preds)
-      if (upper.has(p) && !lower.has(p) && !in_b.has(p)) in_r.add(p);
+  if (!last) {
+    for (auto it = seg.rbegin(); it != seg.rend(); ++it) {
+      const int v = *it;
+      const bool read =
+          in_b.has(v) ? !keep_state && g.nodes[v].backward_reads_state : g.nodes[v].needed_in_backward;
+      if (!in_r.has(v) && !read) continue;
+      in_r.add(v);
+      for (int p : g.nodes[v].preds)
+        if (upper.has(p) && !lower.has(p) && !in_b.has(p)) in_r.add(p);
+    }
+    s.recomputed = in_r.members();
+    for (int v : s.recomputed) s.recompute += g.nodes[v].flops;
   }
-  s.recomputed = in_r.members();
-  for (int v : s.recomputed) s.recompute += g.nodes[v].flops;
+  NodeSet live = in_r, with_state = in_r;
+  for (int v : seg) {
+    if (last || in_b.has(v)) live.add(v);
+    if (last || (keep_state && in_b.has(v))) with_state.add(v);
+  }
+  s.peak_bytes = g.SegmentPeak(lower, upper, live, with_state);
   return s;
 }
 
@@ -63,10 +76,14 @@ std::string human(size_t bytes) {
 }  // namespace
 
 RecomputePlan EvaluateSegments(const RecomputeGraph& g, const std::vector<std::vector<int>>& segments,
-                               const std::string& planner) {
+                               const std::string& planner, const std::vector<bool>& keeps_state) {
   RecomputePlan plan;
   plan.planner = planner;
   plan.segments = segments;
+  plan.keeps_state = keeps_state;
+  plan.keeps_state.resize(segments.size(), false);
+  STRATA_REQUIRE(keeps_state.size() <= segments.size())
+      << planner << ": " << keeps_state.size() << " keep-state flags for " << segments.size() << " segments";
   NodeSet lower(g.size());
   size_t kept_bytes = 0, peak = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -82,8 +99,8 @@ RecomputePlan EvaluateSegments(const RecomputeGraph& g, const std::vector<std::v
         STRATA_REQUIRE(upper.has(p)) << planner << ": segment " << i << " holds " << g.nodes[v].name
                                      << " but not its input " << g.nodes[p].name << " or an earlier segment";
     const bool last = i + 1 == segments.size();
-    const Step s = MakeStep(g, lower, upper, last);
-    peak = std::max(peak, kept_bytes + s.segment_bytes);
+    const Step s = MakeStep(g, lower, upper, last, plan.keeps_state[i]);
+    peak = std::max(peak, kept_bytes + s.peak_bytes);
     plan.recompute.push_back(s.recomputed);
     if (last) {
       for (int v : segments[i]) plan.kept.push_back(v);
@@ -188,13 +205,14 @@ bool LowerSetPlanner::Solve(Mode mode, size_t budget_bytes, RecomputePlan* plan)
     size_t peak;   // the largest kept + M(V_j) so far (sources not included)
     double cost;
     int from_set, from_entry;
+    bool keep_state;  // of the segment that led here
   };
   const int num = static_cast<int>(sets_.size());
   const int full = num - 1;
   const size_t limit = budget_bytes >= g_.source_bytes ? budget_bytes - g_.source_bytes : 0;
   if (mode == Mode::kTime && budget_bytes < g_.source_bytes) return false;
   std::vector<std::vector<Entry>> states(num);
-  states[0].push_back({0, 0, 0.0, -1, -1});
+  states[0].push_back({0, 0, 0.0, -1, -1, false});
   std::vector<int> sizes(num);
   for (int i = 0; i < num; ++i) sizes[i] = sets_[i].size();
 
@@ -202,17 +220,23 @@ bool LowerSetPlanner::Solve(Mode mode, size_t budget_bytes, RecomputePlan* plan)
     std::vector<Entry> cand;
     for (int i = 0; i < j; ++i) {
       if (states[i].empty() || sizes[i] >= sizes[j] || !sets_[i].subset_of(sets_[j])) continue;
-      const Step s = MakeStep(g_, sets_[i], sets_[j], j == full);
-      for (int e = 0; e < static_cast<int>(states[i].size()); ++e) {
-        const Entry& from = states[i][e];
-        Entry to;
-        to.peak = std::max(from.peak, from.kept + s.segment_bytes);
-        if (mode == Mode::kTime && to.peak > limit) continue;
-        to.kept = from.kept + (j == full ? 0 : s.boundary_bytes);
-        to.cost = from.cost + (j == full ? 0.0 : s.recompute);
-        to.from_set = i;
-        to.from_entry = e;
-        cand.push_back(to);
+      // Each segment two ways when its boundaries hold state their backward reads: keep it (memory) or
+      // recompute the boundaries for it (time).
+      for (bool keep_state : {false, true}) {
+        const Step s = MakeStep(g_, sets_[i], sets_[j], j == full, keep_state);
+        for (int e = 0; e < static_cast<int>(states[i].size()); ++e) {
+          const Entry& from = states[i][e];
+          Entry to;
+          to.peak = std::max(from.peak, from.kept + s.peak_bytes);
+          if (mode == Mode::kTime && to.peak > limit) continue;
+          to.kept = from.kept + (j == full ? 0 : s.boundary_bytes);
+          to.cost = from.cost + (j == full ? 0.0 : s.recompute);
+          to.from_set = i;
+          to.from_entry = e;
+          to.keep_state = keep_state;
+          cand.push_back(to);
+        }
+        if (!s.boundary_state || j == full) break;
       }
     }
     // Keep only entries no other entry beats: the future depends on `kept` alone, so an entry with at least
@@ -240,16 +264,19 @@ bool LowerSetPlanner::Solve(Mode mode, size_t budget_bytes, RecomputePlan* plan)
   }
   // Walk back the chain of lower sets into segments.
   std::vector<std::vector<int>> segments;
+  std::vector<bool> keeps_state;
   for (int j = full, e = best; j > 0;) {
     const Entry& en = states[j][e];
     segments.push_back(sets_[j].minus(sets_[en.from_set]).members());
+    keeps_state.push_back(en.keep_state);
     j = en.from_set;
     e = en.from_entry;
   }
   std::reverse(segments.begin(), segments.end());
+  std::reverse(keeps_state.begin(), keeps_state.end());
   const Entry& fin = states[full][best];
   *plan = EvaluateSegments(g_, segments, std::string(exact_ ? "dp" : "dp_approx") +
-                                             (mode == Mode::kMemory ? "_memory" : ""));
+                                             (mode == Mode::kMemory ? "_memory" : ""), keeps_state);
   // The plan is re-evaluated from its segments alone; the DP's bookkeeping must agree with that.
   CHECK_EQ(plan->peak_bytes, g_.source_bytes + fin.peak);
   CHECK_LE(std::abs(plan->recompute_flops - fin.cost), 1e-9 * std::max(1.0, fin.cost));

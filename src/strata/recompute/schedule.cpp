@@ -15,22 +15,25 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
   std::sort(s.source_layers.begin(), s.source_layers.end());
   std::vector<bool> kept(g.size(), false);
   for (int v : plan.kept) kept[v] = true;
-  // Net outputs (the loss) are read after Backward by the solver's display: never freed.
-  std::vector<bool> output(net.blobs().size(), false);
-  for (const Blob<Dtype>* b : net.output_blobs())
-    for (size_t i = 0; i < net.blobs().size(); ++i) output[i] = output[i] || net.blobs()[i].get() == b;
+  // Net outputs (the loss) are read after Backward by the solver's display, and a loss's gradient holds its
+  // weight: never freed (the graph counts them with the sources).
+  const std::vector<bool> pinned = PinnedBlobs(net);
+  s.free_after_backward.assign(net.num_layers(), {});
   const size_t k = plan.segments.size();
   for (size_t i = 0; i < k; ++i) {
-    std::vector<int> layers, fwd_free, bwd_free, re;
+    std::vector<int> layers, fwd_free, fwd_release, re;
     for (int v : plan.segments[i]) {
       const auto& n = g.nodes[v];
       layers.insert(layers.end(), n.layers.begin(), n.layers.end());
-      // Forward keeps the last segment whole; once a segment's backward is done nothing reads its values
-      // again (the plan's peak counts only earlier segments' boundaries while an earlier segment runs).
+      // Forward keeps the boundaries' data and the last segment whole; a recomputation rebuilds the rest, and
+      // the state of boundaries whose backward reads it.
+      if (!kept[v] || !plan.keeps_state[i]) fwd_release.insert(fwd_release.end(), n.layers.begin(), n.layers.end());
       for (int b : n.blobs) {
-        if (output[b]) continue;
+        if (pinned[b]) continue;
         if (!kept[v]) fwd_free.push_back(b);
-        bwd_free.push_back(b);
+        // Every reader of the node (its own layers and its successors', all later in layer order) has run
+        // backward once its first layer has.
+        s.free_after_backward[n.layers.front()].push_back(b);
       }
     }
     if (i + 1 < k)
@@ -41,8 +44,8 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
     std::sort(re.begin(), re.end());
     s.layers.push_back(layers);
     s.free_after_forward.push_back(fwd_free);
+    s.release_after_forward.push_back(i + 1 < k ? fwd_release : std::vector<int>{});
     s.recompute_layers.push_back(re);
-    s.free_after_backward.push_back(bwd_free);
   }
   return s;
 }
