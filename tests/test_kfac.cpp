@@ -494,3 +494,39 @@ TEST(Kfac, WideFactorIsTakenAsTheIdentity) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Under a recompute plan the factors come from the real forward and backward (the hooks fire once, from them),
+// and the gradient is preconditioned as D: the weights follow the same path as without the plan.
+TEST(Kfac, RecomputePlanGivesTheSameWeights) {
+  std::vector<std::vector<double>> weights[2];
+  for (int planned = 0; planned < 2; ++planned) {
+    SolverParameter p;
+    ReadProtoFromTextString(MlpText(64, 30, 40), p.mutable_net_param());
+    p.set_type("KFAC");
+    p.set_base_lr(0.1f);
+    p.set_momentum(0.9f);
+    p.set_lr_policy("fixed");
+    p.set_random_seed(3);
+    ReadProtoFromTextString("fisher: EMPIRICAL factor_interval: 2 inverse_interval: 2", p.mutable_kfac_param());
+    if (planned) ReadProtoFromTextString("planner: \"sqrt\"", p.mutable_recompute_param());
+    KfacSolver<double> solver(p);
+    ASSERT_EQ(solver.net()->recompute_schedule() != nullptr, planned == 1);
+    FillInputs(*solver.net(), 3, 16);
+    solver.Step(4);
+    for (const char* name : {"ip1", "ip2"}) {
+      for (const auto& w : ParamsOf(*solver.net()->layer_by_name(name))) weights[planned].push_back(w);
+    }
+  }
+  ASSERT_EQ(weights[0].size(), weights[1].size());
+  for (size_t i = 0; i < weights[0].size(); ++i) {
+    for (size_t k = 0; k < weights[0][i].size(); ++k) {
+      ASSERT_NEAR(weights[1][i][k], weights[0][i][k], 1e-10 * (1 + std::fabs(weights[0][i][k]))) << i << ", " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

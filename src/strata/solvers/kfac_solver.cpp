@@ -327,11 +327,15 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
   // GradientSync has reduced it. With one pass and no clipping it is exactly that, and where the batch is
   // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
   // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
-  // x must still be there (a recompute plan may have freed it). Every rank decides alike: same net, same shapes.
+  // Every rank decides alike: same net, same shapes.
   Net<Dtype>* net = this->net_.get();
   const int ranks = this->collectives_ ? this->collectives_->size() : 1;
   factored_.assign(blocks_.size(), Factored());
-  if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping()) return;
+  // A recompute plan frees activations and their gradients as backward passes them: only D is left then.
+  if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping() ||
+      net->recompute_schedule() != nullptr) {
+    return;
+  }
   std::vector<int> chosen;
   size_t per_rank = 0;
   for (size_t b = 0; b < blocks_.size(); ++b) {
@@ -341,7 +345,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
     const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
     const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
     const int rows = x->count(0, axis);
-    if (!x->has_data() || !blocks_[b]->FactoredIsCheaper(rows * ranks)) continue;
+    if (!blocks_[b]->FactoredIsCheaper(rows * ranks)) continue;
     Factored& f = factored_[b];
     f.rows = rows * ranks;
     f.x = x->cpu_data();
