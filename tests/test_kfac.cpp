@@ -267,6 +267,17 @@ void StepAndCapture(Solver<double>* solver, Fn capture) {
   ASSERT_TRUE(captured);
 }
 
+// One iteration, returning ip1's expectations (input "x", output "h") and its weights before the update.
+std::pair<Expected, std::vector<std::vector<double>>> StepCapturingIp1(Solver<double>* solver) {
+  Net<double>& net = *solver->net();
+  std::pair<Expected, std::vector<std::vector<double>>> captured;
+  StepAndCapture(solver, [&] {
+    captured.first = InnerProductExpected(net, "ip1", "x", "h");
+    captured.second = ParamsOf(*net.layer_by_name("ip1"));
+  });
+  return captured;
+}
+
 void FillInputs(Net<double>& net, int classes, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -352,12 +363,7 @@ TEST_P(KfacPreconditioning, WideInnerProductWithASmallBatchMatchesTheDenseFormul
   auto solver = MakeKfac(net_text, KfacText(damping));
   Net<double>& net = *solver->net();
   FillInputs(net, 3, 15);
-  Expected ip1;
-  std::vector<std::vector<double>> before;
-  StepAndCapture(solver.get(), [&] {
-    ip1 = InnerProductExpected(net, "ip1", "x", "h");
-    before = ParamsOf(*net.layer_by_name("ip1"));
-  });
+  auto [ip1, before] = StepCapturingIp1(solver.get());
   ASSERT_TRUE(solver->blocks()[0]->FactoredIsCheaper(2));
   // Two samples give A rank 3 in 21 dimensions: the damped system is ill-conditioned, and the dense elimination
   // loses digits the two GEMMs do not.
@@ -479,12 +485,7 @@ TEST(Kfac, WideFactorIsTakenAsTheIdentity) {
   auto solver = MakeKfac(kMlp, "fisher: EMPIRICAL kl_clip: 0 split_damping: false max_factor_dim: 4 damping: 0.05");
   Net<double>& net = *solver->net();
   FillInputs(net, 3, 14);
-  Expected ip1;
-  std::vector<std::vector<double>> before;
-  StepAndCapture(solver.get(), [&] {
-    ip1 = InnerProductExpected(net, "ip1", "x", "h");
-    before = ParamsOf(*net.layer_by_name("ip1"));
-  });
+  auto [ip1, before] = StepCapturingIp1(solver.get());
   ASSERT_TRUE(solver->blocks()[0]->a_identity());
   ASSERT_FALSE(solver->blocks()[0]->g_identity());
   ip1.A = Zeros(5, 5);
