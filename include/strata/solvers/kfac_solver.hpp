@@ -74,6 +74,7 @@ class KfacSolver : public SGDSolver<Dtype> {
   std::vector<std::vector<int>> blocks_of_layer_;
   std::vector<int> a_iter_, g_iter_;  // the iteration each block last collected A and G in
   std::vector<int> owners_;           // empty until the first update
+  std::vector<int> order_;            // the blocks by owner: the layout of the factor and update buffers
   bool distributed_ = false;          // owners differ (several ranks and distribute_inverses)
   std::vector<int> softmax_losses_;   // SoftmaxWithLoss layers, for TRUE_FISHER
   std::mt19937 fisher_rng_;

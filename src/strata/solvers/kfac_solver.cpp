@@ -265,6 +265,7 @@ void KfacSolver<Dtype>::AssignOwners() {
   const int ranks = this->collectives_ ? this->collectives_->size() : 1;
   distributed_ = ranks > 1 && kp_.distribute_inverses();
   owners_.assign(blocks_.size(), 0);
+  order_ = owner_order(owners_);
   if (!distributed_) return;
   // Longest inversion first, each to the least loaded rank: every rank computes the same assignment.
   std::vector<int> order(blocks_.size());
@@ -277,6 +278,7 @@ void KfacSolver<Dtype>::AssignOwners() {
     owners_[b] = r;
     load[r] += blocks_[b]->inverse_cost();
   }
+  order_ = owner_order(owners_);
   for (size_t b = 0; b < blocks_.size(); ++b) {
     LOG(INFO) << "K-FAC: block " << blocks_[b]->shape().name << " (A " << blocks_[b]->a_dim() << ", G "
               << blocks_[b]->g_dim() << ") on rank " << owners_[b];
@@ -291,7 +293,7 @@ bool KfacSolver<Dtype>::Owns(int b) const {
 template <typename Dtype>
 void KfacSolver<Dtype>::ReduceFactors() {
   const int ranks = this->collectives_ ? this->collectives_->size() : 1;
-  const std::vector<int> order = owner_order(owners_);
+  const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0);
   for (int b : order) counts[owners_[b]] += blocks_[b]->packed_factor_size();
   factor_buffer_.resize(std::accumulate(counts.begin(), counts.end(), size_t{0}));
@@ -397,7 +399,7 @@ template <typename Dtype>
 void KfacSolver<Dtype>::PreconditionAll() {
   const auto& params = this->net_->learnable_params();
   const int ranks = this->collectives_ ? this->collectives_->size() : 1;
-  const std::vector<int> order = owner_order(owners_);
+  const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0), offset(blocks_.size(), 0);
   size_t total = 0;
   for (int b : order) {
