@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "strata/layer_factory.hpp"
 #include "strata/solver.hpp"
+#include "strata/solvers/sgd_solvers.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -175,6 +177,94 @@ TEST(Solver, ClipGradients) {
   auto w = Weights(solver.get());
   EXPECT_NEAR(w[0], 0.5 - g0 * 0.1 / norm, 1e-7);  // solver fields are float in the proto
   EXPECT_NEAR(w[1], 0.25 - g1 * 0.1 / norm, 1e-7);  // solver fields are float in the proto
+}
+
+// The one-pass CPU update (Solver::UpdateSlice) against the same solver updating in Caffe's separate passes
+// (normalise, regularise, ComputeUpdateValue, Blob::Update), over several iterations of a net with a bias,
+// lr_mult, decay_mult and iter_size 2, for every rule and both regularisations.
+template <template <typename> class S>
+class SeparatePasses : public S<double> {
+ public:
+  using S<double>::S;
+  bool has_fused_update() const override { return false; }
+};
+
+const char* kWideNet = R"(
+name: "wide"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 3 dim: 37 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
+        param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+        inner_product_param { num_output: 11 weight_filler { type: "gaussian" std: 0.3 }
+                              bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
+)";
+
+template <template <typename> class S>
+void ExpectOnePassEqualsSeparatePasses(const std::string& extra) {
+  SolverParameter p;
+  ReadProtoFromTextString("base_lr: 0.05 lr_policy: 'fixed' iter_size: 2 random_seed: 7 " + extra, &p);
+  ReadProtoFromTextString(kWideNet, p.mutable_net_param());
+  p.set_snapshot_after_train(false);
+  S<double> one_pass(p);
+  SeparatePasses<S> separate(p);
+  ASSERT_TRUE(one_pass.has_fused_update());
+  for (Solver<double>* s : {static_cast<Solver<double>*>(&one_pass), static_cast<Solver<double>*>(&separate)}) {
+    double* x = s->net()->blob_by_name("x")->mutable_cpu_data();
+    for (int i = 0; i < 3 * 37; ++i) x[i] = std::sin(0.7 * i);
+  }
+  const auto& a = one_pass.net()->learnable_params();
+  const auto& b = separate.net()->learnable_params();
+  ASSERT_EQ(a.size(), 2u);
+  const std::vector<double> initial(a[0]->cpu_data(), a[0]->cpu_data() + a[0]->count());
+  one_pass.Step(4);
+  separate.Step(4);
+  double moved = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    for (int i = 0; i < a[k]->count(); ++i) {
+      EXPECT_NEAR(a[k]->cpu_data()[i], b[k]->cpu_data()[i], 1e-12 * (1 + std::fabs(b[k]->cpu_data()[i])))
+          << extra << " param " << k << " element " << i;
+      EXPECT_EQ(a[k]->cpu_diff()[i], 0) << "the one-pass update leaves the gradient at zero";
+      if (k == 0) moved = std::max(moved, std::fabs(a[k]->cpu_data()[i] - initial[i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-4) << extra << ": the weights did not move";
+}
+
+TEST(Solver, OnePassUpdateEqualsSeparatePasses) {
+  ExpectOnePassEqualsSeparatePasses<SGDSolver>("momentum: 0.9 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<SGDSolver>("momentum: 0.9 weight_decay: 0.02 regularization_type: 'L1'");
+  ExpectOnePassEqualsSeparatePasses<NesterovSolver>("momentum: 0.8 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<AdamSolver>("momentum: 0.9 momentum2: 0.999 delta: 1e-8 weight_decay: 0.01");
+}
+
+// Slices in any order and any cut give the same bits as one slice over the whole parameter: what lets the
+// data-parallel engine update each chunk as soon as its allreduce is done.
+TEST(Solver, UpdateSliceIsElementwise) {
+  SolverParameter p;
+  ReadProtoFromTextString("type: 'Adam' base_lr: 0.05 lr_policy: 'fixed' weight_decay: 0.01 random_seed: 3", &p);
+  ReadProtoFromTextString(kWideNet, p.mutable_net_param());
+  auto whole = SolverRegistry<double>::Create(p);
+  auto sliced = SolverRegistry<double>::Create(p);
+  for (Solver<double>* s : {whole.get(), sliced.get()}) {
+    double* x = s->net()->blob_by_name("x")->mutable_cpu_data();
+    for (int i = 0; i < 3 * 37; ++i) x[i] = std::cos(0.3 * i);
+  }
+  for (int iter = 0; iter < 3; ++iter) {
+    for (Solver<double>* s : {whole.get(), sliced.get()}) {
+      s->net()->ClearParamDiffs();
+      s->net()->Forward();
+      s->net()->Backward();
+    }
+    Blob<double>* w = whole->net()->learnable_params()[0];
+    const size_t n = static_cast<size_t>(w->count());
+    whole->UpdateSlice(0, 0, n, 0.05, iter, 0.5);
+    sliced->UpdateSlice(0, 200, n, 0.05, iter, 0.5);
+    sliced->UpdateSlice(0, 0, 1, 0.05, iter, 0.5);
+    sliced->UpdateSlice(0, 1, 200, 0.05, iter, 0.5);
+    const Blob<double>* v = sliced->net()->learnable_params()[0];
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(w->cpu_data()[i], v->cpu_data()[i]) << "iteration " << iter << " element " << i;
+  }
+  EXPECT_NE(whole->net()->learnable_params()[0]->cpu_data()[5], 0);
 }
 
 TEST(LrPolicy, EveryPolicyByHand) {

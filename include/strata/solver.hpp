@@ -68,6 +68,22 @@ class Solver {
   Dtype current_rate() const { return rate_; }
   // Updates all layers (what one rank does after backward; the overlapped engine calls update_layer itself).
   virtual void ApplyUpdate();
+  // What a one-pass update does before the solver's rule: g <- grad_scale * g + weight decay.
+  struct FusedStep {
+    Dtype grad_scale;
+    Dtype decay;  // weight_decay x the param's decay_mult
+    bool l1;      // regularization_type "L1": decay x sign(w), else decay x w
+  };
+  // The one-pass update on the CPU: for elements [begin, end) of learnable param `param_id`, the gradient is
+  // scaled by `grad_scale` (1 / iter_size, times 1 / ranks in data-parallel training) and regularised, the
+  // solver's rule advances its history and moves the weights, and the gradient is left at zero, all in one
+  // sweep over memory (normalise, regularise, ComputeUpdateValue and Blob::Update would take five).
+  // The data-parallel engine runs it on each chunk right after the chunk's allreduce, while the chunk is
+  // still in cache. Only for solvers with has_fused_update(); safe to call concurrently on disjoint ranges.
+  void UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale);
+  // Whether this solver has a one-pass CPU rule (the SGD family; a custom solver that only defines
+  // ComputeUpdateValue does not, and is updated in separate passes).
+  virtual bool has_fused_update() const { return false; }
   // Whether the update needs the whole reduced gradient at once (gradient clipping; K-FAC's trust region):
   // then the data-parallel engine reduces every layer and calls ApplyUpdate, never update_layer.
   virtual bool needs_whole_gradient() const { return param_.clip_gradients() >= 0; }
@@ -122,6 +138,8 @@ class Solver {
   // Turns the (normalised, regularised) gradient of learnable param `param_id` into the step in its diff.
   // `iter` is the iteration the gradient belongs to (Adam's bias correction uses it).
   virtual void ComputeUpdateValue(int param_id, Dtype rate, int iter) = 0;
+  // The solver's half of UpdateSlice (has_fused_update() solvers override it).
+  virtual void FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter, const FusedStep& step) {}
   // Solver-type state, stored in the solverstate's history blobs.
   std::vector<std::shared_ptr<Blob<Dtype>>>& history() { return history_; }
   virtual void PreSolve() {}
@@ -160,6 +178,8 @@ class Solver {
   std::function<void()> drain_fn_;
   std::function<void(std::vector<Dtype>*)> score_reducer_;
   bool requested_early_exit_ = false;
+  // The last ApplyUpdate left every gradient at zero (one-pass updates), so the next iteration need not clear.
+  bool diffs_clear_ = false;
 };
 
 // The solver registry: "SGD", "Nesterov", "Adam", ... (the legacy solver_type enum maps to these names).

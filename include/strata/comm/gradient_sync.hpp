@@ -3,8 +3,10 @@
 //
 //   backward of layer L finishes   -> its final gradients are cut into chunks (small ones fused into buckets)
 //                                      and queued to the communication threads; backward moves on at once
-//   communication thread k         -> allreduces its chunks in order on its own communicator, averages them
-//   last chunk of layer L reduced  -> that thread runs the solver's update_layer(L) and clears L's gradients
+//   communication thread k         -> allreduces its chunks in order on its own communicator; on the CPU it
+//                                      then averages and applies each chunk in one sweep (Solver::UpdateSlice)
+//   last chunk of layer L reduced  -> layer L is updated (GPU, or a solver without a one-pass rule: that
+//                                      thread runs update_layer(L) now and clears L's gradients)
 //   next forward of layer i        -> waits only for the parameters layer i reads (overtaking)
 //
 // Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to
@@ -159,6 +161,7 @@ class GradientSync {
   Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
   int pending_iter_ = 0;
   bool whole_gradient_ = false;  // the solver updates the whole net at once (clipping, K-FAC)
+  bool fused_update_ = false;    // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
   // Signal agreement: the request polled at the start of this iteration (main thread), the agreed actions
   // by iteration and the control tasks not yet reduced (under state_mutex_), and the first iteration that
   // sent one (-1: none yet).

@@ -34,6 +34,8 @@ class KfacSolver : public SGDSolver<Dtype> {
 
   void ApplyUpdate() override;
   bool needs_whole_gradient() const override { return true; }
+  // The step is preconditioned across whole blocks first, so the SGD rule runs in ApplyUpdate's own passes.
+  bool has_fused_update() const override { return false; }
   void BeforeBackward(int pass) override;
 
   const std::vector<std::unique_ptr<KfacBlock<Dtype>>>& blocks() const { return blocks_; }

@@ -36,6 +36,9 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   timeline_ = !options_.timeline_file.empty();
   // Clipping and K-FAC need the whole reduced gradient: reduce every layer, then one ApplyUpdate.
   whole_gradient_ = solver_->needs_whole_gradient();
+  // On the CPU, each chunk is averaged and applied in one sweep right after its allreduce, while it is still
+  // in cache; the layer's update is then done when its last chunk is.
+  fused_update_ = !whole_gradient_ && solver_->has_fused_update() && Strata::mode() == Strata::CPU;
   const int threads = std::min(options_.threads, comm.num_comm_threads());
   STRATA_REQUIRE(threads >= 1) << "data-parallel training needs at least one communication thread";
   main_allreduce_ = policy.create(comm.world());
@@ -359,13 +362,14 @@ template <typename Dtype>
 void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
   const double t0 = now_us();
   Bucket& b = buckets_[t.bucket];
-  const Dtype scale = Dtype(1) / ranks_;
-  if (b.params.size() == 1) {
+  const bool single = b.params.size() == 1;
+  // The sum becomes the mean; the one-pass update folds this (and 1 / iter_size) into its sweep.
+  const Dtype mean = Dtype(1) / ranks_;
+  const bool scale = ranks_ > 1 && !fused_update_;
+  if (single) {
     Dtype* g = net_->learnable_params()[b.params[0]]->mutable_cpu_diff() + t.offset;
-    if (ranks_ > 1) {
-      w.allreduce->run(g, t.count);
-      cpu_scal(static_cast<int>(t.count), scale, g);
-    }
+    if (ranks_ > 1) w.allreduce->run(g, t.count);
+    if (scale) cpu_scal(static_cast<int>(t.count), mean, g);
   } else {
     Dtype* fused = b.fused.data();
     size_t at = 0;
@@ -374,10 +378,8 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
       std::memcpy(fused + at, blob->cpu_diff(), sizeof(Dtype) * blob->count());
       at += blob->count();
     }
-    if (ranks_ > 1) {
-      w.allreduce->run(fused, b.elements);
-      cpu_scal(static_cast<int>(b.elements), scale, fused);
-    }
+    if (ranks_ > 1) w.allreduce->run(fused, b.elements);
+    if (scale) cpu_scal(static_cast<int>(b.elements), mean, fused);
     at = 0;
     for (int p : b.params) {
       Blob<Dtype>* blob = net_->learnable_params()[p];
@@ -385,13 +387,24 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
       at += blob->count();
     }
   }
-  if (timeline_) {
-    Record(net_->param_display_names()[b.params[0]] + (b.params.size() > 1 ? " (fused)" : ""), "allreduce",
-           1 + w.index, t0);
+  const std::string& name = net_->param_display_names()[b.params[0]];
+  if (timeline_) Record(name + (single ? "" : " (fused)"), "allreduce", 1 + w.index, t0);
+  const double t1 = now_us();
+  if (fused_update_) {
+    const Dtype grad_scale = mean / solver_->param().iter_size();
+    if (single) {
+      solver_->UpdateSlice(b.params[0], t.offset, t.offset + t.count, t.rate, t.iter, grad_scale);
+    } else {
+      for (int p : b.params) {
+        solver_->UpdateSlice(p, 0, static_cast<size_t>(net_->learnable_params()[p]->count()), t.rate, t.iter,
+                             grad_scale);
+      }
+    }
+    if (timeline_) Record(name + (single ? "" : " (fused)"), "update", 1 + w.index, t1);
   }
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    busy_us_ += now_us() - t0;
+    busy_us_ += t1 - t0;
   }
   ParamsReduced(t);
 }
@@ -421,10 +434,15 @@ void GradientSync<Dtype>::ParamsReduced(const Task& t) {
 template <typename Dtype>
 void GradientSync<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
   const double t0 = now_us();
-  solver_->update_layer(layer_id, rate, iter);
+  // One-pass updates already applied every chunk and zeroed its gradient.
+  if (!fused_update_) solver_->update_layer(layer_id, rate, iter);
   std::vector<int> params;
   for (int p : net_->learnable_params_final_after(layer_id)) {
     if (bucket_of_param_[p] < 0) continue;
+    if (fused_update_) {
+      params.push_back(p);
+      continue;
+    }
     Blob<Dtype>* blob = net_->learnable_params()[p];
 #ifdef STRATA_USE_CUDA
     // In GPU mode the update left the gradient on the device: zero it there rather than copy it back to do so.
@@ -437,7 +455,9 @@ void GradientSync<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
     cpu_set(blob->count(), Dtype(0), blob->mutable_cpu_diff());
     params.push_back(p);
   }
-  if (timeline_) Record(net_->layer_names()[layer_id], "update", 1 + static_cast<int>(workers_.size()), t0);
+  if (timeline_ && !fused_update_) {
+    Record(net_->layer_names()[layer_id], "update", 1 + static_cast<int>(workers_.size()), t0);
+  }
   std::lock_guard<std::mutex> lock(state_mutex_);
   for (int p : params) {
     param_pending_[p] = 0;

@@ -176,7 +176,8 @@ void Solver<Dtype>::CheckLoss(Dtype loss) const {
 
 template <typename Dtype>
 Dtype Solver<Dtype>::DefaultIteration() {
-  net_->ClearParamDiffs();
+  if (!diffs_clear_) net_->ClearParamDiffs();
+  diffs_clear_ = false;
   Dtype loss = 0;
   for (int pass = 0; pass < param_.iter_size(); ++pass) {
     Dtype l = 0;
@@ -408,8 +409,26 @@ void Solver<Dtype>::Regularize(int param_id) {
 }
 
 template <typename Dtype>
+void Solver<Dtype>::UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale) {
+  CHECK(has_fused_update()) << type() << " has no one-pass update";
+  CHECK_LE(end, static_cast<size_t>(net_->learnable_params()[param_id]->count()));
+  const Dtype decay = param_.weight_decay() * net_->params_weight_decay()[param_id];
+  FusedUpdate(param_id, begin, end, rate, iter, FusedStep{grad_scale, decay, param_.regularization_type() == "L1"});
+}
+
+template <typename Dtype>
 void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
-  if (net_->params_lr()[param_id] == 0) return;
+  Blob<Dtype>* p = net_->learnable_params()[param_id];
+  const bool fused = has_fused_update() && Strata::mode() == Strata::CPU;
+  if (net_->params_lr()[param_id] == 0) {
+    // Frozen: no step, but the one-pass path promises zero gradients after the update.
+    if (fused && p->count() > 0) cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+    return;
+  }
+  if (fused) {
+    UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, Dtype(1) / param_.iter_size());
+    return;
+  }
   Normalize(param_id);
   Regularize(param_id);
   ComputeUpdateValue(param_id, rate, iter);
@@ -431,6 +450,7 @@ void Solver<Dtype>::ApplyUpdate() {
     return;
   }
   for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
+  diffs_clear_ = has_fused_update() && Strata::mode() == Strata::CPU;
 }
 
 template <typename Dtype>
