@@ -8,9 +8,12 @@
 #
 #   scripts/bench_data_parallel.sh [build_dir] [out_dir]        (defaults: build, bench-out/data_parallel)
 #   NETS="alexnet" REPS=5 scripts/bench_data_parallel.sh        (one net, more reps)
-#   CONFIGS="1 2:on:1 2:off:1" ...      (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us[:algorithm]]]];
+#   CONFIGS="1 2:on:1 2:off:1" ...      (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us[:algorithm[:build]]]]];
 #                                        algorithm: comm_param.algorithm, HYBRID by default, or e.g. vhd;
-#                                        a path ending in .table: HYBRID with that crossover table)
+#                                        a path ending in .table: HYBRID with that crossover table;
+#                                        build: another build folder (e.g. of an older commit) to run instead,
+#                                        so two versions are timed interleaved; s is against the 1-rank
+#                                        configuration of the same build)
 #   LENET_ITERS=300 ALEXNET_ITERS=12 ...                        (iterations per run; the first display
 #                                                                window of each run is warm-up, not timed)
 #   PRIO="chrt -r 10" ...                                       (a prefix for mpirun, e.g. a priority)
@@ -110,21 +113,27 @@ EOF
 }
 
 run_config() {  # NET CONFIG REP
-  local net=$1 config=$2 rep=$3 ranks overlap threads fusion sleep algorithm model iters display
-  IFS=: read -r ranks overlap threads fusion sleep algorithm <<< "$config"
+  local net=$1 config=$2 rep=$3 ranks overlap threads fusion sleep algorithm other model iters display
+  IFS=: read -r ranks overlap threads fusion sleep algorithm other <<< "$config"
   overlap=${overlap:-on} threads=${threads:-1} fusion=${fusion:-0} sleep=${sleep:-0} algorithm=${algorithm:-HYBRID}
+  local binary=$strata
+  if [ -n "$other" ]; then
+    binary="$other/bin/strata"
+    [ -x "$binary" ] || { echo "bench_data_parallel.sh: $binary not found" >&2; exit 1; }
+  fi
   case $net in
     lenet) model=models/lenet_fashion/lenet_train_test.prototxt iters=$lenet_iters display=$lenet_display ;;
     alexnet) model=$out/alexnet_train.prototxt iters=$alexnet_iters display=$alexnet_display ;;
   esac
   local name="${net}_np${ranks}_overlap-${overlap}_threads${threads}_fusion${fusion}_sleep${sleep}"
   [ "$algorithm" != HYBRID ] && name+="_$(basename "$algorithm" .table)"
+  [ -n "$other" ] && name+="_build-$(echo "$other" | tr -c 'A-Za-z0-9\n' '-')"
   local ov=true
   [ "$overlap" = off ] && ov=false
   solver "$model" "$iters" "$display" "$ov" "$threads" "$fusion" "$sleep" "$algorithm" > "$out/$name.solver.prototxt"
   local log="$out/logs/${name}_rep$rep.log"
-  echo "+ ${mpirun[*]} -np $ranks $strata train --solver=$out/$name.solver.prototxt   (> $log)" >&2
-  "${mpirun[@]}" -np "$ranks" "$strata" train --solver="$out/$name.solver.prototxt" > "$log" 2>&1 ||
+  echo "+ ${mpirun[*]} -np $ranks $binary train --solver=$out/$name.solver.prototxt   (> $log)" >&2
+  "${mpirun[@]}" -np "$ranks" "$binary" train --solver="$out/$name.solver.prototxt" > "$log" 2>&1 ||
     { tail -n 20 "$log" >&2; echo "bench_data_parallel.sh: $name failed" >&2; exit 1; }
 }
 
@@ -173,15 +182,19 @@ def parse(path):
 
 def label(config):
     parts = config.split(":")
-    parts += ["", "on", "1", "0", "0", "HYBRID"][len(parts):]
+    parts += ["", "on", "1", "0", "0", "HYBRID", ""][len(parts):]
     ranks, overlap, threads, fusion, sleep = parts[0], parts[1] or "on", parts[2] or "1", parts[3] or "0", parts[4] or "0"
     algorithm = parts[5] or "HYBRID"
     name = "%s_np%s_overlap-%s_threads%s_fusion%s_sleep%s" % ("%s", ranks, overlap, threads, fusion, sleep)
+    other = parts[6]
     if algorithm != "HYBRID":
         algorithm = os.path.basename(algorithm)[:-len(".table")] if algorithm.endswith(".table") else algorithm
         name += "_" + algorithm
+    if other:
+        name += "_build-" + re.sub(r"[^A-Za-z0-9]", "-", other)
+    suffix = ", build %s" % other if other else ""
     if ranks == "1":
-        return int(ranks), name, "1 rank"
+        return int(ranks), name, "1 rank" + suffix, other
     text = "%s ranks, overlap %s, %s thread%s" % (ranks, overlap, threads, "" if threads == "1" else "s")
     if fusion != "0":
         text += ", fusion %s B" % fusion
@@ -189,15 +202,15 @@ def label(config):
         text += ", poll sleep %s us" % sleep
     if algorithm != "HYBRID":
         text += ", %s" % algorithm
-    return int(ranks), name, text
+    return int(ranks), name, text + suffix, other
 
 print("| net | configuration | t/iter (ms) | speed-up s | forward (ms) | backward (ms) | exposed comm (ms) | exposed share | allreduce busy (ms) | tail after backward (ms) | overlap ratio | runs: t/iter (ms) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for net in nets:
-    base = None
+    base = {}
     rows = []
     for config in configs:
-        ranks, name, text = label(config)
+        ranks, name, text, other = label(config)
         logs = sorted(glob.glob(os.path.join(out, "logs", (name % net) + "_rep*.log")))
         if not logs:
             continue
@@ -206,11 +219,11 @@ for net in nets:
             continue
         t = statistics.median(r[0] for r in results)
         syncs = [r[1] for r in results if r[1]]
-        if ranks == 1 and base is None:
-            base = t
-        rows.append((ranks, text, t, syncs, len(logs), [round(r[0]) for r in results]))
-    for ranks, text, t, syncs, n, ts in rows:
-        s = "%.2f" % (base / t * ranks) if base else "-"
+        if ranks == 1 and other not in base:
+            base[other] = t
+        rows.append((ranks, text, t, syncs, other, [round(r[0]) for r in results]))
+    for ranks, text, t, syncs, other, ts in rows:
+        s = "%.2f" % (base[other] / t * ranks) if other in base else "-"
         if syncs:
             med = [statistics.median(col) for col in zip(*syncs)]
             f, b, e, share, it, busy, tail, ratio = med
