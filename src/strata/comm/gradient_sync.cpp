@@ -7,6 +7,7 @@
 
 #include "strata/comm/allreduce_kernels.hpp"
 #include "strata/comm/mpi_collectives.hpp"
+#include "strata/device.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/util/io.hpp"
 
@@ -20,6 +21,7 @@ GradientSyncOptions GradientSyncOptions::FromProto(const CommParameter& p) {
   o.fusion_bytes = p.fusion_bytes();
   o.checksum_interval = p.checksum_interval();
   o.poll_sleep_us = static_cast<int>(p.poll_sleep_us());
+  o.gpu_path = p.gpu_path();
   STRATA_REQUIRE(o.chunk_bytes >= 64) << "comm_param.chunk_bytes must be at least 64, got " << o.chunk_bytes;
   STRATA_REQUIRE(o.threads >= 1 && o.threads <= 16) << "comm_param.threads must be in [1, 16], got " << o.threads;
   STRATA_REQUIRE(o.checksum_interval >= 0) << "comm_param.checksum_interval must not be negative";
@@ -109,6 +111,17 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   param_remaining_.assign(num_params, 0);
   param_pending_.assign(num_params, 0);
 
+  StagingSetup<Dtype> staging;
+  for (const Bucket& b : buckets_) {
+    staging.buckets.emplace_back();
+    for (int p : b.params) staging.buckets.back().push_back(net_->learnable_params()[p]);
+  }
+  staging.chunk_elems = options_.chunk_bytes / sizeof(Dtype);
+  staging.path = options_.gpu_path;
+  staging.world = comm.world();
+  staging.stage_in_cpu_mode = options_.stage_in_cpu_mode;
+  staging_ = MakeGradientStaging(staging);
+
   net_->ClearParamDiffs();
   BroadcastParams();
 
@@ -149,7 +162,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
                                  << (options_.overlap ? "on" : "off") << ", " << threads
                                  << " communication thread(s), chunks of " << human_bytes(options_.chunk_bytes)
                                  << ", " << buckets_.size() << " reduction unit(s), allreduce "
-                                 << policy.describe();
+                                 << policy.describe() << (staging_ ? ", gradients by " + staging_->describe() : "");
 }
 
 template <typename Dtype>
@@ -264,11 +277,10 @@ void GradientSync<Dtype>::Submit(int bucket_id) {
       ++unreduced_params_;
     }
   }
+  if (staging_) staging_->Stage(bucket_id);
   // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
-  const size_t chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(Dtype));
-  const size_t step = b.params.size() == 1 ? chunk : b.elements;
-  for (size_t offset = 0; offset < b.elements; offset += step) {
-    Task t{bucket_id, offset, std::min(step, b.elements - offset), pending_rate_, pending_iter_};
+  for (const ElementRange& c : CutBucket(b.elements, b.params.size() > 1, options_.chunk_bytes / sizeof(Dtype))) {
+    Task t{bucket_id, c.offset, c.count, pending_rate_, pending_iter_};
     Worker& w = *workers_[next_task_++ % workers_.size()];
     {
       std::lock_guard<std::mutex> lock(w.mutex);
@@ -337,6 +349,7 @@ void GradientSync<Dtype>::WorkerLoop(int k) {
   // Waiting for the other ranks, this thread sleeps between polls instead of taking turns with the
   // computation on its core (comm_param.poll_sleep_us; 0: MPI's own polling waits).
   comm_detail::set_thread_poll_sleep_us(options_.poll_sleep_us);
+  bind_gpu_thread();  // a new thread starts on device 0; the updates and copies must go to this rank's GPU
   for (;;) {
     Task t;
     {
@@ -360,7 +373,10 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
   const double t0 = now_us();
   Bucket& b = buckets_[t.bucket];
   const Dtype scale = Dtype(1) / ranks_;
-  if (b.params.size() == 1) {
+  if (staging_) {
+    // GPU training: reduced in host staging (or by NCCL) and back on the device when this returns.
+    staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
+  } else if (b.params.size() == 1) {
     Dtype* g = net_->learnable_params()[b.params[0]]->mutable_cpu_diff() + t.offset;
     if (ranks_ > 1) {
       w.allreduce->run(g, t.count);
