@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +44,8 @@ float Value(int b, int s, int i, int r) { return 0.25f * static_cast<float>(b * 
 struct Gradients {
   std::vector<std::unique_ptr<Blob<float>>> blobs;
   StagingSetup<float> setup;
+  // Device work that must outlive staging: freeing device memory (cudaFree) would wait for all queued work first.
+  std::vector<std::unique_ptr<Blob<float>>> scratch;
 };
 
 Gradients MakeGradients(CommParameter::GpuPath path) {
@@ -64,9 +67,11 @@ Gradients MakeGradients(CommParameter::GpuPath path) {
   return g;
 }
 
-// Stages every bucket (this thread) and reduces every chunk on a second thread, then checks the mean. `factor`: what
-// the values were multiplied by on the device before staging (1 on the CPU).
-void StageReduceAndCheck(Gradients& g, float factor, const std::string& what) {
+// Makes the staging, runs `before_stage` (after the setup's allocations, which may wait for the device), stages
+// every bucket (this thread) and reduces every chunk on a second thread, then checks the mean. `factor`: what the
+// values are multiplied by before staging.
+void StageReduceAndCheck(Gradients& g, float factor, const std::string& what,
+                         const std::function<void()>& before_stage = [] {}) {
   SCOPED_TRACE(what);
   auto staging = MakeGradientStaging(g.setup);
   ASSERT_TRUE(staging != nullptr);
@@ -74,6 +79,7 @@ void StageReduceAndCheck(Gradients& g, float factor, const std::string& what) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   {
     auto allreduce = make_allreduce_algorithm("brd", comm);
+    before_stage();
     for (size_t b = 0; b < g.setup.buckets.size(); ++b) staging->Stage(static_cast<int>(b));
     std::string failure;
     std::thread worker([&] {
@@ -144,9 +150,10 @@ TEST(GradientStagingTest, CpuTrainingHasNoStagingAndRefusesNccl) {
 // Every gradient doubled on the device behind a GEMM of a few milliseconds, queued (not finished) when Stage runs.
 void DoubleOnTheDeviceBehindSlowWork(Gradients& g) {
   const int n = 4096;
-  Blob<float> a(std::vector<int>{n, n}), c(std::vector<int>{n, n});
-  const float* a_dev = a.gpu_data();
-  float* c_dev = c.mutable_gpu_data();
+  g.scratch.emplace_back(new Blob<float>(std::vector<int>{n, n}));
+  g.scratch.emplace_back(new Blob<float>(std::vector<int>{n, n}));
+  const float* a_dev = g.scratch[0]->gpu_data();
+  float* c_dev = g.scratch[1]->mutable_gpu_data();
   gpu_synchronize();
   gpu_gemm<float>(CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a_dev, a_dev, 0.f, c_dev);
   for (auto& blob : g.blobs) gpu_scal(blob->count(), 2.f, blob->mutable_gpu_diff());
@@ -160,8 +167,7 @@ TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndAveragesEveryC
   Strata::set_mode(Strata::GPU);
   Gradients g = MakeGradients(CommParameter::HOST);
   for (auto& blob : g.blobs) blob->mutable_gpu_diff();  // on the device, as after backward
-  DoubleOnTheDeviceBehindSlowWork(g);
-  StageReduceAndCheck(g, 2, "HOST staging on the GPU");
+  StageReduceAndCheck(g, 2, "HOST staging on the GPU", [&] { DoubleOnTheDeviceBehindSlowWork(g); });
   Strata::set_mode(Strata::CPU);
 #endif
 }
@@ -186,8 +192,7 @@ TEST(GradientStagingTest, NcclAveragesEveryChunkOrRefusesRanksSharingAGpu) {
       EXPECT_NE(std::string(e.what()).find("one GPU per rank"), std::string::npos) << e.what();
     }
   } else {
-    DoubleOnTheDeviceBehindSlowWork(g);
-    StageReduceAndCheck(g, 2, "NCCL");
+    StageReduceAndCheck(g, 2, "NCCL", [&] { DoubleOnTheDeviceBehindSlowWork(g); });
   }
   Strata::set_mode(Strata::CPU);
 #endif

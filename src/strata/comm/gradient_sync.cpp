@@ -111,6 +111,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   param_remaining_.assign(num_params, 0);
   param_pending_.assign(num_params, 0);
 
+  // GPU training: the chunks reach the communication threads through staging (none in CPU training).
   StagingSetup<Dtype> staging;
   for (const Bucket& b : buckets_) {
     staging.buckets.emplace_back();
