@@ -20,10 +20,10 @@ for p in "${progs[@]}"; do
 done
 cp "$build/libstrata.so" "$stage/lib/"
 
-# Libraries the programs need, except the CUDA ones (the GPU machine's own runtime, cuBLAS and cuDNN must
-# match its driver), glibc's, which every Linux has, and the C++ runtime: the GPU machine's is newer (its nvcc
+# Libraries the programs need, except the CUDA ones (the GPU machine's own runtime, cuBLAS, cuDNN and NCCL must
+# match its driver; NCCL is also 200 MB), glibc's, which every Linux has, and the C++ runtime: the GPU machine's is newer (its nvcc
 # and PyTorch need that) and backward compatible, while ours, first on LD_LIBRARY_PATH, would break its PyTorch.
-skip='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn|libnvrtc|libnvJitLink|linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so)'
+skip='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink|linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so)'
 for f in "$stage"/bin/* "$stage/lib/libstrata.so"; do
   LD_LIBRARY_PATH="$build" ldd "$f" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do

@@ -2,11 +2,11 @@
 # The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
-#   bash scripts/gpu_checks.sh [tests] [time] [pytorch] [train] [mpi2] [units]      (default: all six)
+#   bash scripts/gpu_checks.sh [tests] [time] [pytorch] [train] [mpi2] [units] [mpigpu] [overlap]   (default: all)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
-steps=${*:-tests time pytorch train mpi2 units}
+steps=${*:-tests time pytorch train mpi2 units mpigpu overlap}
 source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
 # The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
 # build/): point those at this checkout and the unpacked bundle.
@@ -58,6 +58,24 @@ for step in $steps; do
       for args in "--net alexnet --batch 256" "--net resnet50 --batch 64"; do
         env -u LD_LIBRARY_PATH timeout 150 python3 benchmarks/gpu_pytorch.py $args 2>&1 | tee -a "$summary"
       done
+      ;;
+    mpigpu)
+      # GradientSync's GPU path (docs/gpu.md): the staging on its own (HOST's copies wait for the compute stream;
+      # NCCL, or its error for ranks sharing a GPU) and training equivalence (N ranks with batch b against one rank
+      # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
+      for np in 1 2; do
+        timeout 280 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
+          strata_mpi_tests --gtest_filter='GradientStaging*:GradientSyncTest.Gpu*:GradientSyncTest.HostStaging*' \
+          >"$out/mpi_gpu_np$np.txt" 2>&1
+        say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"
+        grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | head -20 | tee -a "$summary"
+      done
+      ;;
+    overlap)
+      # AlexNet on 2 ranks sharing the GPU, overlap on and off (NCCL too with a GPU per rank): a table.
+      timeout 420 bash scripts/bench_gpu_overlap.sh "$out/overlap" >"$out/overlap.txt" 2>&1
+      say "GPU overlap benchmark: exit $?"
+      tee -a "$summary" <"$out/overlap/table.md"
       ;;
     train | mpi2)
       if [ ! -d .gpudata ]; then

@@ -121,6 +121,16 @@ TEST_F(StrataTool, TrainWithoutNetOrData) {
   ExpectError("train --solver=" + solver, {"missing_lmdb"});
 }
 
+// The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run
+// GradientSync, where the path is chosen).
+TEST_F(StrataTool, NcclGradientPathInCpuTraining) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string solver = Write("nccl_solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 2\n"
+                                   "comm_param { gpu_path: NCCL }\n");
+  ExpectError("train --timeline=" + dir_ / "timeline.json" + " --solver=" + solver,
+              {"comm_param.gpu_path NCCL applies to GPU training"});
+}
+
 TEST_F(StrataTool, TestWithCorruptWeights) {
   const std::string net = Write("net.prototxt", kNet);
   const std::string weights = Write("w.caffemodel", "\x0a\x04tiny\x3a\xff\xff");  // truncated NetParameter

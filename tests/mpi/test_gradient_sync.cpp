@@ -37,6 +37,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/gradient_sync.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/device.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -50,12 +51,7 @@ constexpr int kRecords = 1000;  // more than 8 ranks x 3 x 20 iterations x iter_
 using mpi_test::all_ranks;
 using mpi_test::world_rank;
 using mpi_test::world_size;
-bool same_on_all_ranks(uint64_t v) {
-  uint64_t lo = 0, hi = 0;
-  MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
+using mpi_test::same_on_all_ranks;
 
 // Record i: a 1 x 6 x 6 image of hashed pixels, label i mod 5. Deterministic, and varied enough that
 // every record moves the weights differently.
@@ -101,8 +97,9 @@ struct SolverSetting {
   float clip = -1;  // clip_gradients; < 0: off
   // K-FAC instead of SGD: 0 no, 1 each layer inverted by its owner rank, 2 every layer by every rank.
   int kfac = 0;
+  bool gpu = false;  // GPU training (the reference too)
   bool operator<(const SolverSetting& o) const {
-    return std::tie(iter_size, clip, kfac) < std::tie(o.iter_size, o.clip, o.kfac);
+    return std::tie(iter_size, clip, kfac, gpu) < std::tie(o.iter_size, o.clip, o.kfac, o.gpu);
   }
 };
 
@@ -114,12 +111,16 @@ struct Config {
   int threads = 1;  // see FusionThreadsAndChunkSizes for more
   int checksum_interval = 0;
   int poll_sleep_us = 0;
+  bool staged = false;  // CPU training through the GPU path's HOST staging (plain copies)
+  CommParameter::GpuPath gpu_path = CommParameter::HOST;
   SolverSetting solver;
   std::string describe() const {
     std::ostringstream s;
     s << algorithm << ", overlap " << (overlap ? "on" : "off") << ", chunks " << chunk_bytes << " B, fusion "
       << fusion_bytes << " B, " << threads << " thread(s), poll sleep " << poll_sleep_us << " us, iter_size "
-      << solver.iter_size << ", clip " << solver.clip << ", K-FAC " << solver.kfac;
+      << solver.iter_size << ", clip " << solver.clip << ", K-FAC " << solver.kfac
+      << (solver.gpu ? std::string(", GPU, ") + CommParameter::GpuPath_Name(gpu_path) : "")
+      << (staged ? ", HOST staging in CPU training" : "");
     return s.str();
   }
 };
@@ -198,19 +199,15 @@ class GradientSyncTest : public ::testing::Test {
     if (it != references_.end()) return it->second;
     Strata::set_solver_rank(0);
     Strata::set_solver_count(1);
+    Strata::set_mode(s.gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank * world_size(), s));
     initial_ = WeightsOf(*solver);
     solver->Solve();
+    Strata::set_mode(Strata::CPU);
     return references_[s] = WeightsOf(*solver);
   }
 
-  // Trains with GradientSync under `c` and checks the weights against the reference and across ranks.
-  void Check(const Config& c, float tolerance = 1e-5f) {
-    SCOPED_TRACE(c.describe());
-    const Weights& reference = Reference(c.solver);
-    Strata::set_solver_rank(world_rank());
-    Strata::set_solver_count(world_size());
-    auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, c.solver));
+  static GradientSyncOptions OptionsOf(const Config& c) {
     GradientSyncOptions o;
     o.overlap = c.overlap;
     o.chunk_bytes = c.chunk_bytes;
@@ -218,14 +215,29 @@ class GradientSyncTest : public ::testing::Test {
     o.threads = c.threads;
     o.checksum_interval = c.checksum_interval;
     o.poll_sleep_us = c.poll_sleep_us;
+    o.stage_in_cpu_mode = c.staged;
+    o.gpu_path = c.gpu_path;
+    return o;
+  }
+
+  // Trains with GradientSync under `c` and checks the weights against the reference and across ranks; their
+  // digest is left in digest_.
+  void Check(const Config& c, float tolerance = 1e-5f) {
+    SCOPED_TRACE(c.describe());
+    const Weights& reference = Reference(c.solver);
+    Strata::set_solver_rank(world_rank());
+    Strata::set_solver_count(world_size());
+    Strata::set_mode(c.solver.gpu ? Strata::GPU : Strata::CPU);
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, c.solver));
     uint64_t digest = 0;
     Weights w;
     {
-      GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name(c.algorithm), o);
+      GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name(c.algorithm), OptionsOf(c));
       solver->Solve();  // drains at the end
       digest = sync.WeightsDigest();
       w = WeightsOf(*solver);
     }
+    Strata::set_mode(Strata::CPU);
     Strata::set_solver_rank(0);
     Strata::set_solver_count(1);
     EXPECT_EQ(solver->iter(), kIterations);
@@ -247,8 +259,21 @@ class GradientSyncTest : public ::testing::Test {
     }
     EXPECT_TRUE(all_ranks(close)) << "some rank's weights differ from the single-rank reference";
     EXPECT_TRUE(same_on_all_ranks(digest)) << "the ranks' weights are not bit-identical";
+    digest_ = digest;
   }
 
+  // `c` with overlap on and off, each without fusion and with the biases and conv1's weights fused.
+  void CheckOverlapAndFusion(Config c) {
+    for (size_t fusion : {size_t(0), size_t(256)}) {
+      for (bool overlap : {true, false}) {
+        c.fusion_bytes = fusion;
+        c.overlap = overlap;
+        Check(c);
+      }
+    }
+  }
+
+  uint64_t digest_ = 0;
   static std::unique_ptr<testing_data::TempDir> dir_;
   static std::string db_;
   static std::unique_ptr<Communicator> comm_;
@@ -335,6 +360,87 @@ TEST_F(GradientSyncTest, KfacEqualsOneRankWithTheWholeBatch) {
   Check(c, 1e-4f);
   c.solver.kfac = 2;
   Check(c, 1e-4f);
+}
+
+// The GPU path's bookkeeping, in CPU training: through the HOST staging with plain copies in place of the device
+// copies, the ranks must end with exactly the CPU path's weights (the same chunks reduced with the same sums and
+// scaling), with overlap on and off, fused buckets, chunks dealt to several threads, iter_size and clipping.
+TEST_F(GradientSyncTest, HostStagingInCpuTrainingGivesTheCpuPathsWeightsBitForBit) {
+  std::vector<Config> configs(8);
+  configs[1].overlap = false;
+  configs[2].fusion_bytes = 256;
+  configs[3].fusion_bytes = 256;
+  configs[3].overlap = false;
+  configs[4].threads = 3;
+  configs[4].chunk_bytes = 302;
+  configs[5].fusion_bytes = 4096;
+  configs[5].chunk_bytes = 4 << 20;
+  configs[6].solver.iter_size = 2;
+  configs[7].solver.clip = 0.5f;
+  for (Config c : configs) {
+    Check(c);
+    const uint64_t plain = digest_;
+    c.staged = true;
+    Check(c);
+    EXPECT_TRUE(all_ranks(plain == digest_)) << c.describe() << ": the staged path's weights differ from the CPU path's";
+  }
+}
+
+TEST_F(GradientSyncTest, NcclInCpuTrainingIsOneClearError) {
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(world_size());
+  auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting()));
+  Config c;
+  c.gpu_path = CommParameter::NCCL;
+  try {
+    GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), OptionsOf(c));
+    ADD_FAILURE() << "gpu_path NCCL was accepted in CPU training";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu_path NCCL applies to GPU training"), std::string::npos) << e.what();
+  }
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
+// GPU training, N ranks sharing the machine's GPU(s) (batch b each) against one rank on the GPU with batch N*b:
+// the HOST staging (copy streams, events, pinned buffers, updates on the GPU) with overlap on and off, fused
+// buckets, several threads, and clipping (the whole reduced gradient, updated on the main thread).
+TEST_F(GradientSyncTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
+  const std::string missing = mpi_test::gpu_missing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  Config c;
+  c.solver.gpu = true;
+  CheckOverlapAndFusion(c);
+  c.fusion_bytes = 4096;
+  c.chunk_bytes = 4 << 20;
+  c.threads = 2;
+  Check(c);
+  c = Config();
+  c.solver.gpu = true;
+  c.threads = 3;
+  c.chunk_bytes = 302;
+  Check(c);
+  c = Config();
+  c.solver.gpu = true;
+  c.solver.clip = 0.5f;
+  Check(c);
+}
+
+// The NCCL path needs a GPU per rank (tests/mpi/test_gradient_staging.cpp checks the error when ranks share one).
+TEST_F(GradientSyncTest, GpuNcclEqualsOneRankWithTheWholeBatch) {
+  const std::string missing = mpi_test::gpu_missing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+#ifndef STRATA_HAVE_NCCL
+  GTEST_SKIP() << "this build has no NCCL (CMake found no nccl.h and libnccl)";
+#else
+  if (gpu_device_count() < world_size()) {
+    GTEST_SKIP() << "NCCL needs a GPU per rank: " << world_size() << " ranks, " << gpu_device_count() << " GPU(s)";
+  }
+  Config c;
+  c.solver.gpu = true;
+  c.gpu_path = CommParameter::NCCL;
+  CheckOverlapAndFusion(c);
+#endif
 }
 
 // BatchNorm's running statistics are each rank's own (forward writes them), so Drain averages them: after

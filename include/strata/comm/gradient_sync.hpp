@@ -12,6 +12,10 @@
 // Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to
 // thread k mod T, so the collectives on each thread's communicator match across ranks whatever the timing.
 //
+// GPU training: the gradients stay on the device; GradientStaging (strata/comm/gradient_staging.hpp) moves each
+// chunk to pinned host memory on a copy stream as backward produces it and back after the allreduce (or reduces
+// it on the device with NCCL), and a chunk counts as reduced once it is back on the device.
+//
 // Signals: SIGINT (stop) or SIGHUP (snapshot) can reach the ranks at different iterations, and a rank that
 // stops or snapshots alone leaves the others waiting in a collective. So each iteration's local requests
 // are summed across ranks by one more tiny allreduce queued on thread 0 behind that iteration's gradients,
@@ -33,6 +37,7 @@
 
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/gradient_staging.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/solver.hpp"
 
@@ -46,6 +51,8 @@ struct GradientSyncOptions {
   int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
   int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
   std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
+  CommParameter::GpuPath gpu_path = CommParameter::HOST;  // GPU training: host staging or NCCL
+  bool stage_in_cpu_mode = false;    // tests: CPU training through the HOST staging, with plain copies
   static GradientSyncOptions FromProto(const CommParameter& p);
 };
 
@@ -143,6 +150,7 @@ class GradientSync {
   std::vector<std::vector<int>> layer_buckets_;  // buckets that become complete after layer L's backward
   std::vector<std::vector<int>> layer_reads_;    // learnable ids layer L reads in forward
   std::vector<int> statistic_params_;
+  std::unique_ptr<GradientStaging<Dtype>> staging_;  // GPU training's path for gradients (null on the CPU)
 
   std::vector<std::unique_ptr<Worker>> workers_;
   uint64_t next_task_ = 0;

@@ -7,6 +7,7 @@
 
 #include "strata/comm/allreduce_kernels.hpp"
 #include "strata/comm/mpi_collectives.hpp"
+#include "strata/device.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/util/io.hpp"
 
@@ -20,6 +21,7 @@ GradientSyncOptions GradientSyncOptions::FromProto(const CommParameter& p) {
   o.fusion_bytes = p.fusion_bytes();
   o.checksum_interval = p.checksum_interval();
   o.poll_sleep_us = static_cast<int>(p.poll_sleep_us());
+  o.gpu_path = p.gpu_path();
   STRATA_REQUIRE(o.chunk_bytes >= 64) << "comm_param.chunk_bytes must be at least 64, got " << o.chunk_bytes;
   STRATA_REQUIRE(o.threads >= 1 && o.threads <= 16) << "comm_param.threads must be in [1, 16], got " << o.threads;
   STRATA_REQUIRE(o.checksum_interval >= 0) << "comm_param.checksum_interval must not be negative";
@@ -36,9 +38,6 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   timeline_ = !options_.timeline_file.empty();
   // Clipping and K-FAC need the whole reduced gradient: reduce every layer, then one ApplyUpdate.
   whole_gradient_ = solver_->needs_whole_gradient();
-  // On the CPU, each chunk is averaged and applied in one sweep right after its allreduce, while it is still
-  // in cache; the layer's update is then done when its last chunk is.
-  fused_update_ = !whole_gradient_ && solver_->has_fused_update() && Strata::mode() == Strata::CPU;
   const int threads = std::min(options_.threads, comm.num_comm_threads());
   STRATA_REQUIRE(threads >= 1) << "data-parallel training needs at least one communication thread";
   main_allreduce_ = policy.create(comm.world());
@@ -112,6 +111,22 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   param_remaining_.assign(num_params, 0);
   param_pending_.assign(num_params, 0);
 
+  // GPU training: the chunks reach the communication threads through staging (none in CPU training).
+  StagingSetup<Dtype> staging;
+  for (const Bucket& b : buckets_) {
+    staging.buckets.emplace_back();
+    for (int p : b.params) staging.buckets.back().push_back(net_->learnable_params()[p]);
+  }
+  staging.chunk_elems = options_.chunk_bytes / sizeof(Dtype);
+  staging.path = options_.gpu_path;
+  staging.world = comm.world();
+  staging.stage_in_cpu_mode = options_.stage_in_cpu_mode;
+  staging_ = MakeGradientStaging(staging);
+  // On the CPU, each chunk is averaged and applied in one sweep right after its allreduce, while it is still
+  // in cache; the layer's update is then done when its last chunk is. (Staged chunks, GPU training, come back
+  // averaged and are applied by update_layer.)
+  fused_update_ = !whole_gradient_ && !staging_ && solver_->has_fused_update() && Strata::mode() == Strata::CPU;
+
   net_->ClearParamDiffs();
   BroadcastParams();
 
@@ -152,7 +167,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
                                  << (options_.overlap ? "on" : "off") << ", " << threads
                                  << " communication thread(s), chunks of " << human_bytes(options_.chunk_bytes)
                                  << ", " << buckets_.size() << " reduction unit(s), allreduce "
-                                 << policy.describe();
+                                 << policy.describe() << (staging_ ? ", gradients by " + staging_->describe() : "");
 }
 
 template <typename Dtype>
@@ -267,11 +282,10 @@ void GradientSync<Dtype>::Submit(int bucket_id) {
       ++unreduced_params_;
     }
   }
+  if (staging_) staging_->Stage(bucket_id);
   // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
-  const size_t chunk = std::max<size_t>(1, options_.chunk_bytes / sizeof(Dtype));
-  const size_t step = b.params.size() == 1 ? chunk : b.elements;
-  for (size_t offset = 0; offset < b.elements; offset += step) {
-    Task t{bucket_id, offset, std::min(step, b.elements - offset), pending_rate_, pending_iter_};
+  for (const ElementRange& c : CutBucket(b.elements, b.params.size() > 1, options_.chunk_bytes / sizeof(Dtype))) {
+    Task t{bucket_id, c.offset, c.count, pending_rate_, pending_iter_};
     Worker& w = *workers_[next_task_++ % workers_.size()];
     {
       std::lock_guard<std::mutex> lock(w.mutex);
@@ -340,6 +354,7 @@ void GradientSync<Dtype>::WorkerLoop(int k) {
   // Waiting for the other ranks, this thread sleeps between polls instead of taking turns with the
   // computation on its core (comm_param.poll_sleep_us; 0: MPI's own polling waits).
   comm_detail::set_thread_poll_sleep_us(options_.poll_sleep_us);
+  bind_gpu_thread();  // a new thread starts on device 0; the updates and copies must go to this rank's GPU
   for (;;) {
     Task t;
     {
@@ -366,7 +381,10 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
   // The sum becomes the mean; the one-pass update folds this (and 1 / iter_size) into its sweep.
   const Dtype mean = Dtype(1) / ranks_;
   const bool scale = ranks_ > 1 && !fused_update_;
-  if (single) {
+  if (staging_) {
+    // GPU training: reduced in host staging (or by NCCL), averaged, and back on the device when this returns.
+    staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
+  } else if (single) {
     Dtype* g = net_->learnable_params()[b.params[0]]->mutable_cpu_diff() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
     if (scale) cpu_scal(static_cast<int>(t.count), mean, g);
