@@ -35,19 +35,23 @@ namespace strata {
 class ShmAllreduce : public Allreduce {
  public:
   // Collective over comm (every rank constructs it at the same point): agrees on and maps the segment.
-  // chunk_bytes: the per-rank share of the buffer one chunk covers (each slot holds two).
-  explicit ShmAllreduce(MPI_Comm comm, size_t chunk_bytes = kDefaultChunkBytes);
+  // chunk_bytes: the share of the buffer one chunk covers (each slot holds two); 0 picks it by placement
+  // (below); the environment variable STRATA_ALLREDUCE_SHM_CHUNK_BYTES overrides both.
+  explicit ShmAllreduce(MPI_Comm comm, size_t chunk_bytes = 0);
   ~ShmAllreduce() override;
   std::string name() const override { return "shm"; }
   void run(void* buf, size_t count, DataType type) override;
   using Allreduce::run;
 
-  // Measured at 2 ranks (docs/benchmarks.md): 4, 16 and 64 MiB messages took 1446 / 7956 / 34003 us
-  // with 1 MiB chunks, 761 / 4347 / 19437 with 4 MiB and 542 / 2738 / 11576 with 16 MiB. Each chunk
-  // costs more than its two flag waits: when the copied blocks fit the writer's L2 cache the readers
-  // take them line by line from that cache, and larger chunks have left it for the shared L3 by then.
-  // The price is 2 x 16 MiB of shared memory per rank and instance.
-  static constexpr size_t kDefaultChunkBytes = 16 << 20;
+  // The chunk size is a trade between the flag waits (two per chunk) and the cache (slots of small chunks
+  // stay in the shared L3 while the message streams past). When every rank has a core of its own a flag
+  // wait costs a microsecond or two, and small chunks win: on an idle machine at 2 ranks (docs/benchmarks.md)
+  // 16 / 64 / 256 MiB took 1.9-2.3 / 7.5-8.2 / 36 ms with 2 MiB chunks against 3.8-4.1 / 15.5-17.7 /
+  // 48-75 ms with 16 MiB. When ranks outnumber the cores every wait is a trip through the scheduler, and
+  // a loaded machine behaves alike: there 16 MiB chunks took 11.6 ms for 64 MiB against 19.4 ms with
+  // 4 MiB and 34 ms with 1 MiB. Shared memory: two chunks per rank and instance.
+  static constexpr size_t kDedicatedCoreChunkBytes = 2 << 20;
+  static constexpr size_t kSharedCoreChunkBytes = 16 << 20;
 
  private:
   struct Flags;  // one rank's flags, on cache lines of their own

@@ -40,8 +40,11 @@ const size_t kWholeSumBytes = [] {
   return env ? static_cast<size_t>(atoll(env)) : size_t(16384);
 }();
 
-size_t chunk_bytes_setting(size_t requested) {
+size_t chunk_bytes_setting(size_t requested, bool oversubscribed) {
   const char* env = getenv("STRATA_ALLREDUCE_SHM_CHUNK_BYTES");
+  if (requested == 0) {
+    requested = oversubscribed ? ShmAllreduce::kSharedCoreChunkBytes : ShmAllreduce::kDedicatedCoreChunkBytes;
+  }
   size_t bytes = env ? static_cast<size_t>(atoll(env)) : requested;
   // Whole cache lines, and room for at least one double.
   return std::max<size_t>(64, bytes / 64 * 64);
@@ -84,7 +87,7 @@ bool map_segment(MPI_Comm comm, int rank, size_t bytes, void** mapped) {
 
 ShmAllreduce::ShmAllreduce(MPI_Comm comm, size_t chunk_bytes)
     : Allreduce(comm),
-      chunk_bytes_(chunk_bytes_setting(chunk_bytes)),
+      chunk_bytes_(chunk_bytes_setting(chunk_bytes, size_ > sysconf(_SC_NPROCESSORS_ONLN))),
       // With more ranks than cores the rank being waited for may need this very core: yield at once.
       spin_polls_(size_ <= sysconf(_SC_NPROCESSORS_ONLN) ? kSpinPolls : 0) {
   if (size_ == 1) return;
