@@ -81,6 +81,10 @@ class Solver {
   // The data-parallel engine runs it on each chunk right after the chunk's allreduce, while the chunk is
   // still in cache. Only for solvers with has_fused_update(); safe to call concurrently on disjoint ranges.
   void UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale);
+  // Makes the CPU copies of the history and of the params' values and gradients exist now. SyncedMemory
+  // allocates lazily and is not thread-safe, so threads that call UpdateSlice on slices of one param must
+  // not be the first to touch it (two would each allocate a history, and one's updates would be lost).
+  void AllocateUpdateState();
   // Whether this solver has a one-pass CPU rule (the SGD family; a custom solver that only defines
   // ComputeUpdateValue does not, and is updated in separate passes).
   virtual bool has_fused_update() const { return false; }

@@ -4,6 +4,7 @@
 // ranks end bit-identical. Checks are EXPECTs aggregated over ranks after the collective, so a failing
 // rank never skips a collective the others are waiting in.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/allreduce_kernels.hpp"
 #include "strata/comm/shm_allreduce.hpp"
 
 namespace strata {
@@ -148,6 +150,26 @@ TEST_F(AllreduceTest, ShmInManyChunksAlternatesItsSlotHalvesCorrectly) {
     for (size_t i = 0; i < count; ++i)
       ok = ok && f[i] == static_cast<float>(expected_sum(i, n)) && d[i] == expected_sum(i, n);
   }
+  EXPECT_TRUE(all_ranks(ok));
+}
+
+TEST_F(AllreduceTest, ShmBlockingWaitsWakeEverySleeper) {
+  // GradientSync's communication threads sleep on shm's flags (futexes) instead of polling. Ranks arrive
+  // late by turns, so the others spin out and fall asleep, and a lost wake would hang this test; many
+  // 256-byte chunks give both flags of many rounds their turn.
+  ShmAllreduce alg(comm_, 256);
+  const int r = world_rank(), n = world_size();
+  comm_detail::set_thread_blocking_waits(true);
+  bool ok = true;
+  for (int call = 0; call < 12; ++call) {
+    if (call % n == r) usleep(3000);  // this rank arrives late this time
+    const size_t count = 257 + 97 * static_cast<size_t>(call);
+    std::vector<double> d(count);
+    for (size_t i = 0; i < count; ++i) d[i] = input_value(i, r);
+    alg.run(d.data(), count);
+    for (size_t i = 0; i < count; ++i) ok = ok && d[i] == expected_sum(i, n);
+  }
+  comm_detail::set_thread_blocking_waits(false);
   EXPECT_TRUE(all_ranks(ok));
 }
 

@@ -37,6 +37,11 @@ class ScratchBuffer {
 // so the benchmark and other callers keep blocking waits.
 void set_thread_poll_sleep_us(int us);
 int thread_poll_sleep_us();
+// Whether the calling thread may sleep in the kernel while it waits for the other ranks, where an algorithm
+// can be woken by them (`shm`'s flags, through a futex): what a communication thread beside the computation
+// wants. Off by default: a thread with a core to itself answers fastest by polling.
+void set_thread_blocking_waits(bool on);
+bool thread_blocking_waits();
 // MPI_Waitall under the calling thread's wait setting.
 void wait_all(int n, MPI_Request* reqs);
 

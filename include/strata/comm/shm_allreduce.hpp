@@ -17,6 +17,10 @@
 // whole and every rank sums all N copies itself after the first wait: one wait, and the sums are cheap. Half k % 2 of a slot is written again only
 // in chunk k + 2, after every rank has arrived at chunk k + 1 and so finished reading chunk k.
 //
+// A rank waiting on a flag spins briefly, then either yields its core (ranks with cores of their own, or
+// outnumbering them) or, on a thread that asked for blocking waits (GradientSync's communication threads,
+// which share a core with the computation), sleeps on the flag as a futex until its owner raises it.
+//
 // Every block is summed in one place and copied, so all ranks end bit-identical. When the ranks of the
 // communicator do not all share one machine the segment cannot exist, and the class runs ring_seg
 // instead (same results, by messages).
@@ -54,8 +58,11 @@ class ShmAllreduce : public Allreduce {
   static constexpr size_t kSharedCoreChunkBytes = 16 << 20;
 
  private:
+  struct Flag;
   struct Flags;  // one rank's flags, on cache lines of their own
-  void wait_all(std::atomic<uint64_t> Flags::*flag, uint64_t round) const;
+  // Raises this rank's flag to `round` (waking ranks asleep on it); waits until every rank's has reached it.
+  void raise(Flag Flags::*flag, uint64_t round);
+  void wait_all(Flag Flags::*flag, uint64_t round) const;
 
   size_t chunk_bytes_;
   int spin_polls_;  // polls before each yield

@@ -25,6 +25,7 @@ void sum_into_typed(T* __restrict dst, const T* __restrict src, size_t n) {
 
 namespace {
 thread_local int t_poll_sleep_us = 0;
+thread_local bool t_blocking_waits = false;
 // Polls before the first sleep: a message already on its way lands within microseconds, and a sleep
 // costs at least the timer's granularity (tens of microseconds).
 constexpr int kSpinPolls = 64;
@@ -32,6 +33,8 @@ constexpr int kSpinPolls = 64;
 
 void set_thread_poll_sleep_us(int us) { t_poll_sleep_us = us > 0 ? us : 0; }
 int thread_poll_sleep_us() { return t_poll_sleep_us; }
+void set_thread_blocking_waits(bool on) { t_blocking_waits = on; }
+bool thread_blocking_waits() { return t_blocking_waits; }
 
 void wait_all(int n, MPI_Request* reqs) {
   if (n <= 0) return;

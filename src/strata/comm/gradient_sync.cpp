@@ -126,6 +126,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   // in cache; the layer's update is then done when its last chunk is. (Staged chunks, GPU training, come back
   // averaged and are applied by update_layer.)
   fused_update_ = !whole_gradient_ && !staging_ && solver_->has_fused_update() && Strata::mode() == Strata::CPU;
+  if (fused_update_) solver_->AllocateUpdateState();  // before several threads update slices of one param
 
   net_->ClearParamDiffs();
   BroadcastParams();
@@ -354,6 +355,8 @@ void GradientSync<Dtype>::WorkerLoop(int k) {
   // Waiting for the other ranks, this thread sleeps between polls instead of taking turns with the
   // computation on its core (comm_param.poll_sleep_us; 0: MPI's own polling waits).
   comm_detail::set_thread_poll_sleep_us(options_.poll_sleep_us);
+  // And where the allreduce can be woken by the other ranks (shm), it sleeps in the kernel until they arrive.
+  comm_detail::set_thread_blocking_waits(true);
   bind_gpu_thread();  // a new thread starts on device 0; the updates and copies must go to this rank's GPU
   for (;;) {
     Task t;

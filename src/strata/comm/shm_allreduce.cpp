@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <immintrin.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <climits>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +25,33 @@ namespace strata {
 using comm_detail::at;
 using comm_detail::block_begin;
 
+// A flag a rank raises to a round number, and the count of threads asleep on it (see wait_all).
+struct ShmAllreduce::Flag {
+  std::atomic<uint32_t> round{0};
+  std::atomic<uint32_t> sleepers{0};
+};
+
 struct ShmAllreduce::Flags {
   // Separate lines: the owner writes one flag while the others poll the other.
-  alignas(64) std::atomic<uint64_t> arrived{0};
-  alignas(64) std::atomic<uint64_t> reduced{0};
+  alignas(64) Flag arrived;
+  alignas(64) Flag reduced;
 };
 
 namespace {
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+              "a futex is a plain 32-bit word");
+
+// Round numbers wrap at 2^32: a flag is behind while it is less than `round` modulo 2^32.
+bool behind(uint32_t flag, uint32_t round) { return static_cast<int32_t>(flag - round) < 0; }
+
+// The segment is shared between processes, so these are the shared (not process-private) futex calls.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, nullptr, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
 // Polls before giving the core away: a rank already on its way arrives within a microsecond or two, and
 // a rank that is not running only gets the core if this one yields it.
 constexpr int kSpinPolls = 64;
@@ -121,18 +145,38 @@ ShmAllreduce::~ShmAllreduce() {
   if (segment_) munmap(segment_, segment_bytes_);
 }
 
-void ShmAllreduce::wait_all(std::atomic<uint64_t> Flags::*flag, uint64_t round) const {
+void ShmAllreduce::raise(Flag Flags::*flag, uint64_t round) {
+  Flag& f = flags_[rank_]->*flag;
+  // Sequentially consistent, both here and in wait_all: either this load sees a sleeper's count, or that
+  // sleeper's own re-check (or the kernel's, in futex_wait) sees the new round. No wake is lost.
+  f.round.store(static_cast<uint32_t>(round), std::memory_order_seq_cst);
+  if (f.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&f.round);
+}
+
+void ShmAllreduce::wait_all(Flag Flags::*flag, uint64_t round64) const {
   const int sleep_us = comm_detail::thread_poll_sleep_us();
+  const bool block = comm_detail::thread_blocking_waits();
   const timespec pause{0, 1000L * sleep_us};
+  const uint32_t round = static_cast<uint32_t>(round64);
+  // A thread that may block spins a little even when ranks outnumber cores: the wait is often over at once.
+  const int spins = block ? std::max(spin_polls_, kSpinPolls) : spin_polls_;
   for (int q = 0; q < size_; ++q) {
-    const std::atomic<uint64_t>& f = flags_[q]->*flag;
-    for (int polls = 0; f.load(std::memory_order_acquire) < round; ++polls) {
-      if (polls < spin_polls_)
+    Flag& f = flags_[q]->*flag;
+    for (int polls = 0; behind(f.round.load(std::memory_order_acquire), round); ++polls) {
+      if (polls < spins) {
         _mm_pause();
-      else if (sleep_us > 0)
+      } else if (sleep_us > 0) {
         nanosleep(&pause, nullptr);
-      else
+      } else if (block) {
+        // Asleep in the kernel until rank q raises its flag: a communication thread beside the computation
+        // leaves the core to it instead of taking turns with it in sched_yield.
+        f.sleepers.fetch_add(1, std::memory_order_seq_cst);
+        const uint32_t seen = f.round.load(std::memory_order_seq_cst);
+        if (behind(seen, round)) futex_wait(&f.round, seen);
+        f.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      } else {
         sched_yield();
+      }
     }
   }
 }
@@ -156,7 +200,7 @@ void ShmAllreduce::run(void* buf, size_t count, DataType t) {
       // Small: every rank copies all of it in and, after one flag wait instead of two, sums all N copies
       // itself. Every rank adds the same operands in the same (rank) order, so all end bit-identical.
       memcpy(mine, data, len * es);
-      flags_[rank_]->arrived.store(round, std::memory_order_release);
+      raise(&Flags::arrived, round);
       wait_all(&Flags::arrived, round);
       memcpy(data, slots_[0] + half, len * es);
       for (int q = 1; q < n; ++q) comm_detail::sum_into(data, slots_[q] + half, len, t);
@@ -166,13 +210,13 @@ void ShmAllreduce::run(void* buf, size_t count, DataType t) {
     auto bytes = [&](int q) { return begin(q + 1) - begin(q); };
     for (int q = 0; q < n; ++q)
       if (q != rank_) memcpy(mine + begin(q), data + begin(q), bytes(q));
-    flags_[rank_]->arrived.store(round, std::memory_order_release);
+    raise(&Flags::arrived, round);
     wait_all(&Flags::arrived, round);
     const size_t own = begin(rank_), own_elems = bytes(rank_) / es;
     for (int q = 0; q < n; ++q)
       if (q != rank_) comm_detail::sum_into(data + own, slots_[q] + half + own, own_elems, t);
     memcpy(mine + own, data + own, bytes(rank_));
-    flags_[rank_]->reduced.store(round, std::memory_order_release);
+    raise(&Flags::reduced, round);
     wait_all(&Flags::reduced, round);
     for (int q = 0; q < n; ++q)
       if (q != rank_) memcpy(data + begin(q), slots_[q] + half + begin(q), bytes(q));

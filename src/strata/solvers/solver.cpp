@@ -409,6 +409,15 @@ void Solver<Dtype>::Regularize(int param_id) {
 }
 
 template <typename Dtype>
+void Solver<Dtype>::AllocateUpdateState() {
+  for (auto& h : history_) h->mutable_cpu_data();
+  for (Blob<Dtype>* p : net_->learnable_params()) {
+    p->mutable_cpu_data();
+    p->mutable_cpu_diff();
+  }
+}
+
+template <typename Dtype>
 void Solver<Dtype>::UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale) {
   CHECK(has_fused_update()) << type() << " has no one-pass update";
   CHECK_LE(end, static_cast<size_t>(net_->learnable_params()[param_id]->count()));
