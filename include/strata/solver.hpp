@@ -88,6 +88,8 @@ class Solver {
   // Whether this solver has a one-pass CPU rule (the SGD family; a custom solver that only defines
   // ComputeUpdateValue does not, and is updated in separate passes).
   virtual bool has_fused_update() const { return false; }
+  // Whether UpdateParam takes the one-pass path now: a one-pass rule, and the weights on the CPU.
+  bool updates_in_one_pass() const { return has_fused_update() && Strata::mode() == Strata::CPU; }
   // Whether the update needs the whole reduced gradient at once (gradient clipping; K-FAC's trust region):
   // then the data-parallel engine reduces every layer and calls ApplyUpdate, never update_layer.
   virtual bool needs_whole_gradient() const { return param_.clip_gradients() >= 0; }

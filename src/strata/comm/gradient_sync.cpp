@@ -125,7 +125,7 @@ GradientSync<Dtype>::GradientSync(Solver<Dtype>* solver, const Communicator& com
   // On the CPU, each chunk is averaged and applied in one sweep right after its allreduce, while it is still
   // in cache; the layer's update is then done when its last chunk is. (Staged chunks, GPU training, come back
   // averaged and are applied by update_layer.)
-  fused_update_ = !whole_gradient_ && !staging_ && solver_->has_fused_update() && Strata::mode() == Strata::CPU;
+  fused_update_ = !whole_gradient_ && !staging_ && solver_->updates_in_one_pass();
   if (fused_update_) solver_->AllocateUpdateState();  // before several threads update slices of one param
 
   net_->ClearParamDiffs();
@@ -383,14 +383,14 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
   const bool single = b.params.size() == 1;
   // The sum becomes the mean; the one-pass update folds this (and 1 / iter_size) into its sweep.
   const Dtype mean = Dtype(1) / ranks_;
-  const bool scale = ranks_ > 1 && !fused_update_;
+  const bool average_here = ranks_ > 1 && !fused_update_;
   if (staging_) {
     // GPU training: reduced in host staging (or by NCCL), averaged, and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
   } else if (single) {
     Dtype* g = net_->learnable_params()[b.params[0]]->mutable_cpu_diff() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
-    if (scale) cpu_scal(static_cast<int>(t.count), mean, g);
+    if (average_here) cpu_scal(static_cast<int>(t.count), mean, g);
   } else {
     Dtype* fused = b.fused.data();
     size_t at = 0;
@@ -400,7 +400,7 @@ void GradientSync<Dtype>::Reduce(Worker& w, const Task& t) {
       at += blob->count();
     }
     if (ranks_ > 1) w.allreduce->run(fused, b.elements);
-    if (scale) cpu_scal(static_cast<int>(b.elements), mean, fused);
+    if (average_here) cpu_scal(static_cast<int>(b.elements), mean, fused);
     at = 0;
     for (int p : b.params) {
       Blob<Dtype>* blob = net_->learnable_params()[p];

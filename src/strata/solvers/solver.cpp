@@ -428,7 +428,7 @@ void Solver<Dtype>::UpdateSlice(int param_id, size_t begin, size_t end, Dtype ra
 template <typename Dtype>
 void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = net_->learnable_params()[param_id];
-  const bool fused = has_fused_update() && Strata::mode() == Strata::CPU;
+  const bool fused = updates_in_one_pass();
   if (net_->params_lr()[param_id] == 0) {
     // Frozen: no step, but the one-pass path promises zero gradients after the update.
     if (fused && p->count() > 0) cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
@@ -459,7 +459,7 @@ void Solver<Dtype>::ApplyUpdate() {
     return;
   }
   for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
-  diffs_clear_ = has_fused_update() && Strata::mode() == Strata::CPU;
+  diffs_clear_ = updates_in_one_pass();
 }
 
 template <typename Dtype>
