@@ -30,7 +30,8 @@ MODELS = {
 def strata_ms(model, iters, threads):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     out = subprocess.run([STRATA, "time", f"--model={os.path.join(ROOT, MODELS[model][0])}",
-                          f"--iterations={iters}", "--warmup=1"], env=env, capture_output=True, text=True)
+                          f"--iterations={iters}", "--warmup=1", "--step=false"],
+                         env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"strata time failed for {model}:\n{out.stderr}")
     return float(re.search(r"Average Forward-Backward: ([0-9.]+) ms", out.stdout).group(1))

@@ -25,7 +25,7 @@ for b in $budgets; do configs+=("dp|dp|$b"); done
 configs+=("dp_memory|dp_memory|-")
 
 run() {  # planner budget -> "predicted measured ms", or "error MESSAGE"
-  local args=(time --model="$model" --iterations="$iterations" --warmup=1)
+  local args=(time --model="$model" --iterations="$iterations" --warmup=1 --step=false)
   [[ $1 != none ]] && args+=(--planner="$1" --budget="${2/-/1.0}")
   local out
   if ! out=$("$strata" "${args[@]}" 2>&1); then

@@ -58,8 +58,8 @@ def net(depth, batch, reversible, channels=32):
 
 
 def measure(path, iterations):
-    out = subprocess.run([STRATA, "time", f"--model={path}", f"--iterations={iterations}", "--warmup=1"],
-                         capture_output=True, text=True)
+    out = subprocess.run([STRATA, "time", f"--model={path}", f"--iterations={iterations}", "--warmup=1",
+                          "--step=false"], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"strata time failed on {path}:\n{out.stderr[-2000:]}")
     ms = float(re.search(r"Average Forward-Backward: ([0-9.]+) ms", out.stdout).group(1))

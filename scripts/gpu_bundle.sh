@@ -13,7 +13,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$out"
 
 progs=(strata strata_tests convert_mnist_data)
-[ -x "$build/bin/strata_mpi_tests" ] && progs+=(strata_mpi_tests)
+if [ -x "$build/bin/strata_mpi_tests" ]; then
+  progs+=(strata_mpi_tests)
+else
+  echo "warning: no $build/bin/strata_mpi_tests: gpu_checks.sh mpigpu will fail (build that target too)" >&2
+fi
 [ -x "$build/bin/allreduce_bench" ] && progs+=(allreduce_bench)
 for p in "${progs[@]}"; do
   cp "$build/bin/$p" "$stage/bin/"
@@ -47,7 +51,33 @@ if [ -d "$ompi_lib/openmpi3" ]; then
   cp -r /usr/share/openmpi "$stage/ompi/share/"
   cp -r /etc/openmpi "$stage/ompi/etc/"
 fi
+# Debian's Open MPI uses the separate PMIx 4, whose few plugins (compression, resource managers) and help files
+# sit in its own prefix; gpu_unpack.sh points PMIx at this copy of its plugins (without them every mpirun
+# prints "Sorry! You were supposed to get help about: unavailable ... help-pcompress.txt").
+pmix=/usr/lib/x86_64-linux-gnu/pmix2
+if [ -d "$pmix/lib/pmix" ]; then
+  mkdir -p "$stage/pmix2/lib"
+  cp -r "$pmix/lib/pmix" "$stage/pmix2/lib/"
+  [ -d "$pmix/share" ] && cp -r "$pmix/share" "$stage/pmix2/"
+  for f in "$stage"/pmix2/lib/pmix/*.so; do
+    ldd "$f" | awk '/=> \//{print $1, $3}'
+  done | sort -u | while read -r name path; do
+    if [[ $name =~ $skip ]] || [ -e "$stage/lib/$name" ]; then continue; fi
+    cp -L "$path" "$stage/lib/$name"
+  done
+fi
+# The tests find the sources and the tools at the absolute paths CMake had here (STRATA_SOURCE_DIR and
+# STRATA_BINARY_DIR are compiled in): gpu_checks.sh links them to the checkout and to the unpacked bundle.
+if [ -f "$build/CMakeCache.txt" ]; then
+  sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" >"$stage/source_dir"
+  sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" >"$stage/build_dir"
+fi
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
 
 XZ_OPT=${XZ_OPT:--3 -T2} tar -C "$stage" -cJf "$out/strata-gpu.tar.xz" .
 ls -l "$out/strata-gpu.tar.xz"
+# The device tool carries 64 MiB in all (checkout, bundle and .gpudata's 30 MB): a build with OpenCV does not fit.
+if [ "$(stat -c %s "$out/strata-gpu.tar.xz")" -gt $((30 << 20)) ]; then
+  echo "warning: the bundle is over 30 MiB; with .gpudata it will not fit the device tool's 64 MiB" \
+       "(a build with OpenCV? docs/gpu.md builds build-gpu without it)" >&2
+fi

@@ -2,16 +2,21 @@
 # The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
-#   bash scripts/gpu_checks.sh [tests] [time] [pytorch] [train] [mpi2] [units] [mpigpu] [overlap]   (default: all)
+#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [overlap] [units]   (default: all)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
-steps=${*:-tests time pytorch train mpi2 units mpigpu overlap}
+steps=${*:-tests mpigpu time pytorch train mpi2 overlap units}
 source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
 # The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
-# build/): point those at this checkout and the unpacked bundle.
+# build folder, which gpu_bundle.sh recorded): point those at this checkout and the unpacked bundle.
+src_dir=$(cat /tmp/strata/source_dir 2>/dev/null)
+src_dir=${src_dir:-/work/main}
+bin_dir=$(cat /tmp/strata/build_dir 2>/dev/null)
+bin_dir=${bin_dir:-$src_dir/build}
 [ -e build ] || ln -s /tmp/strata build
-[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+[ -e "$src_dir" ] || { mkdir -p "$(dirname "$src_dir")" && ln -s "$PWD" "$src_dir"; }
+[ -e "$bin_dir" ] || ln -s /tmp/strata "$bin_dir"
 mkdir -p /tmp/nets
 summary=$out/summary.txt
 : >"$summary"
@@ -20,8 +25,10 @@ say() { echo "$*" | tee -a "$summary"; }
 pack() { [ -n "${OUT:-}" ] && tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs && cp "$summary" "$OUT/"; }
 
 nvidia-smi -L | tee -a "$summary"
-missing=$(ldd /tmp/strata/bin/strata /tmp/strata/bin/strata_tests | grep "not found" | sort -u)
+missing=$(ldd /tmp/strata/bin/* /tmp/strata/lib/libstrata.so | grep "not found" | sort -u)
 [ -n "$missing" ] && say "MISSING LIBRARIES: $missing"
+# Which CUDA libraries the loader picked (PyTorch's wheels, the toolkit's): for the record.
+ldd /tmp/strata/lib/libstrata.so | grep -E "libcudart|libcublas|libcudnn\.|libnccl" | tee -a "$summary"
 strata device_query 2>&1 | tee "$out/device_query.txt"
 
 for step in $steps; do
@@ -49,7 +56,9 @@ for step in $steps; do
         for tf in false true; do
           log=$out/time_$(basename "$net" .prototxt)_tf32_$tf.txt
           timeout 120 strata time --model="$net" --gpu=0 --tf32=$tf --iterations=20 --warmup=3 >"$log" 2>&1
-          say "strata time $(basename "$net") tf32=$tf: exit $? $(grep -E 'Average Forward-Backward' "$log")"
+          say "strata time $(basename "$net") tf32=$tf: exit $? $(grep -E 'Average (Forward-Backward|SGD step)' "$log" |
+            tr '\n' ' ')"
+          pack
         done
       done
       ;;

@@ -23,7 +23,9 @@
 #include "gradient_checker.hpp"
 #include "strata/device.hpp"
 #include "strata/layer_factory.hpp"
+#include "strata/memory_tracker.hpp"
 #include "strata/solver.hpp"
+#include "strata/syncedmem.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -102,7 +104,8 @@ void CompareWithCpu(const LayerCase& c) {
   std::vector<bool> down(bottom.size(), true);
   if (c.label_bottom >= 0) down[c.label_bottom] = false;
 
-  // One pass in the current mode; returns tops, then bottom gradients, then parameter gradients.
+  // One pass in the current mode; returns tops, then bottom gradients, then parameter gradients, then the
+  // parameters themselves (BatchNorm's forward updates its running statistics there).
   std::vector<std::vector<float>> dy;
   auto run = [&]() {
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
@@ -127,6 +130,7 @@ void CompareWithCpu(const LayerCase& c) {
       if (down[b]) out.push_back(Copy(bottom[b]->cpu_diff(), bottom[b]->count()));
     }
     for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_diff(), p->count()));
+    for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_data(), p->count()));
     return out;
   };
   const auto cpu = run();
@@ -138,7 +142,11 @@ void CompareWithCpu(const LayerCase& c) {
   for (size_t k = 0; k < cpu.size(); ++k) {
     ASSERT_EQ(cpu[k].size(), gpu[k].size());
     const double err = NormalisedError(gpu[k].data(), cpu[k].data(), static_cast<int>(cpu[k].size()));
-    const char* what = k < top.size() ? "top" : (k < cpu.size() - layer->blobs().size() ? "bottom diff" : "param diff");
+    const size_t params = layer->blobs().size();
+    const char* what = k < top.size()                 ? "top"
+                       : k + 2 * params < cpu.size() ? "bottom diff"
+                       : k + params < cpu.size()     ? "param diff"
+                                                     : "param";
     EXPECT_LT(err, bound) << what << " #" << k << " (" << cpu[k].size() << " values)";
     std::printf("[gpu-vs-cpu] %-18s %-12s %-11s #%zu  n=%-7zu normalised error %.3g\n", param.type().c_str(),
                 param.name().c_str(), what, k, cpu[k].size(), err);
@@ -213,6 +221,9 @@ std::vector<LayerCase> AlexNetResNetCases() {
        {{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}}},
       {R"(name: "eltwise_max" type: "Eltwise" eltwise_param { operation: MAX })", {{2, 3, 4, 5}, {2, 3, 4, 5}}},
       {R"(name: "flatten" type: "Flatten")", {{2, 3, 4, 5}}},
+      {R"(name: "slice_points" type: "Slice" slice_param { slice_point: 1 slice_point: 4 })", {{2, 6, 3, 4}}, 3},
+      {R"(name: "slice_axis0" type: "Slice" slice_param { axis: 0 })", {{4, 3, 5}}, 2},
+      {R"(name: "upsample" type: "Upsample")", {{2, 3, 4, 5}}},
   };
 }
 
@@ -289,6 +300,27 @@ TEST_F(GpuTest, BlobArithmeticOnDevice) {
   for (int i = 0; i < b.count(); ++i) ASSERT_FLOAT_EQ(b.cpu_diff()[i], 2 * d[i]);
 }
 
+// Device memory is counted by category, apart from the host's: `strata time --gpu` reports the device's peak.
+TEST_F(GpuTest, DeviceMemoryIsCountedApartFromTheHosts) {
+  using MT = MemoryTracker;
+  const size_t act = MT::current(MemoryCategory::kActivation, MemorySpace::kDevice);
+  const size_t work = MT::current(MemoryCategory::kWorkspace, MemorySpace::kDevice);
+  const size_t host = MT::current(MemoryCategory::kActivation);
+  {
+    SyncedMemory m(4096, MemoryCategory::kActivation);
+    m.mutable_gpu_data();
+    EXPECT_EQ(MT::current(MemoryCategory::kActivation, MemorySpace::kDevice), act + 4096);
+    EXPECT_EQ(MT::current(MemoryCategory::kActivation), host);
+    m.cpu_data();  // a host copy too: counted on the host
+    EXPECT_EQ(MT::current(MemoryCategory::kActivation), host + 4096);
+    m.set_category(MemoryCategory::kWorkspace);
+    EXPECT_EQ(MT::current(MemoryCategory::kActivation, MemorySpace::kDevice), act);
+    EXPECT_EQ(MT::current(MemoryCategory::kWorkspace, MemorySpace::kDevice), work + 4096);
+  }
+  EXPECT_EQ(MT::current(MemoryCategory::kWorkspace, MemorySpace::kDevice), work);
+  EXPECT_EQ(MT::current(MemoryCategory::kActivation), host);
+}
+
 // A few SGD steps of a small net on the GPU land where the CPU's do, and the weights stay on the device.
 TEST_F(GpuTest, SolverStepsMatchCpu) {
   const std::string net = R"(
@@ -336,7 +368,7 @@ TEST_F(GpuTest, SolverStepsMatchCpu) {
   ASSERT_EQ(results[0].size(), results[1].size());
   for (size_t k = 0; k < results[0].size(); ++k) {
     const double err = NormalisedError(results[1][k].data(), results[0][k].data(), results[0][k].size());
-    EXPECT_LT(err, 1e-5) << "param " << k;
+    EXPECT_LT(err, 1e-4) << "param " << k;  // the net has a Convolution: its bound (above)
     std::printf("[gpu-vs-cpu] SGD 5 steps param #%zu normalised error %.3g\n", k, err);
   }
 }

@@ -73,7 +73,11 @@ TEST_F(StrataTool, ValidNetTimes) {
   const std::string net = Write("net.prototxt", kNet);
   EXPECT_EQ(Shell(kStrata + " time --model=" + net + " --iterations=2 > " + dir_ / "out" + " 2>&1"), 0)
       << ReadAll(dir_ / "out");
-  EXPECT_NE(ReadAll(dir_ / "out").find("Total learnable parameters: 16"), std::string::npos);
+  const std::string out = ReadAll(dir_ / "out");
+  EXPECT_NE(out.find("Total learnable parameters: 16"), std::string::npos) << out;
+  // Then whole SGD steps of the same net, with the batch the Input layer gives.
+  EXPECT_NE(out.find("Average SGD step"), std::string::npos) << out;
+  EXPECT_NE(out.find("images/s (batch 2)"), std::string::npos) << out;
 }
 
 TEST_F(StrataTool, UnknownLayerTypeListsKnownTypes) {

@@ -1,5 +1,6 @@
 // strata: the command-line front end.
 //   strata time  --model=NET [--iterations=N] [--phase=TRAIN|TEST]   per-layer forward/backward timing
+//                                                                   and whole SGD steps (images/s)
 //                [--budget=B --planner=P]                              ... under a recomputation plan
 //   strata train --solver=S [--weights=W | --snapshot=S]             (training issue)
 //   strata test  --model=NET --weights=W --iterations=N               (training issue)
@@ -46,6 +47,8 @@ DEFINE_int32(level, 0, "Net state level.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
 DEFINE_int32(iterations, 50, "time: iterations to time; test: batches to score; train: overrides max_iter.");
 DEFINE_int32(warmup, 2, "Untimed iterations before timing.");
+DEFINE_bool(step, true, "time: also time whole SGD steps (forward, backward, update) with no per-layer "
+            "synchronisation, and print images/s.");
 DEFINE_int64(seed, 1701, "Random seed for fillers and random inputs.");
 DEFINE_string(solver, "", "The solver definition (prototxt), for train.");
 DEFINE_string(weights, "", "Comma-separated caffemodels to initialise from (train) or to test (test).");
@@ -192,21 +195,20 @@ RecomputePlan install_plan(Net<float>* net) {
   return plan;
 }
 
-int time_command() {
-  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
-  STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
+// GPU work is asynchronous: a timed span ends when the device has finished it.
+void sync_device(bool gpu) {
+  if (gpu) gpu_synchronize();
+}
+
+// Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
+// on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
+void time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
   Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
-  const Phase phase = parse_phase(FLAGS_phase);
-  const std::vector<std::string> stages = parse_stages();
-  const bool gpu = setup_gpu(false);
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
   fill_inputs(net);
   RecomputePlan plan;
   if (!FLAGS_budget.empty()) plan = install_plan(&net);
-  // GPU work is asynchronous: each timed span ends when the device has finished it.
-  auto sync = [gpu] {
-    if (gpu) gpu_synchronize();
-  };
+  auto sync = [gpu] { sync_device(gpu); };
 
   const int n = net.num_layers();
   std::vector<double> fwd_ms(n, 0), bwd_ms(n, 0);
@@ -249,15 +251,66 @@ int time_command() {
   std::printf("Average Forward-Backward: %.4f ms.\n", (total_fwd + total_bwd) / it);
   std::printf("Total Time: %.4f ms.\n", total_fwd + total_bwd);
   std::printf("Total learnable parameters: %zu\n", net.num_learnable_values());
-  std::printf("Peak activation memory: %zu bytes (%s)\n", MemoryTracker::peak(MemoryCategory::kActivation),
-              human_bytes(static_cast<double>(MemoryTracker::peak(MemoryCategory::kActivation))).c_str());
-  std::printf("Peak workspace memory: %zu bytes\n", MemoryTracker::peak(MemoryCategory::kWorkspace));
+  // On the GPU, the device's bytes (the host holds only the inputs' staging copies).
+  const MemorySpace space = gpu ? MemorySpace::kDevice : MemorySpace::kHost;
+  const size_t peak_activation = MemoryTracker::peak(MemoryCategory::kActivation, space);
+  std::printf("Peak activation memory: %zu bytes (%s)%s\n", peak_activation,
+              human_bytes(static_cast<double>(peak_activation)).c_str(), gpu ? " on the GPU" : "");
+  std::printf("Peak workspace memory: %zu bytes%s\n", MemoryTracker::peak(MemoryCategory::kWorkspace, space),
+              gpu ? " on the GPU" : "");
   if (!FLAGS_budget.empty()) {
     std::printf("Recompute plan: %s, %zu segments, predicted peak activation memory %zu bytes (%s; data, "
                 "gradients and layers' saved state), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
                 plan.segments.size(), plan.peak_bytes, human_bytes(static_cast<double>(plan.peak_bytes)).c_str(),
                 plan.recompute_flops / 1e9);
   }
+}
+
+// Whole training steps as `strata train` runs them on one rank: forward, backward and the update of an SGD
+// solver (momentum 0.9, weight decay 5e-4: the usual ImageNet settings, and what benchmarks/gpu_pytorch.py runs),
+// with no synchronisation inside a step, timed over --iterations steps after --warmup.
+void time_sgd_steps(bool gpu, const std::vector<std::string>& stages) {
+  SolverParameter param;
+  param.set_net(FLAGS_model);
+  param.set_type("SGD");
+  param.set_base_lr(0.01f);
+  param.set_lr_policy("fixed");
+  param.set_momentum(0.9f);
+  param.set_weight_decay(5e-4f);
+  param.set_max_iter(FLAGS_warmup + FLAGS_iterations);
+  param.set_display(0);
+  param.set_random_seed(FLAGS_seed);
+  param.mutable_train_state()->set_level(FLAGS_level);
+  for (const auto& stage : stages) param.mutable_train_state()->add_stage(stage);
+  auto solver = SolverRegistry<float>::Create(param);
+  Net<float>& net = *solver->net();
+  fill_inputs(net);
+  if (!FLAGS_budget.empty()) install_plan(&net);
+  int batch = 0;
+  for (int l = 0; l < net.num_layers() && batch == 0; ++l) {
+    if (std::string(net.layers()[l]->type()) == "Input") batch = net.blobs()[net.top_ids()[l][0]]->shape(0);
+  }
+  solver->Step(FLAGS_warmup);
+  sync_device(gpu);
+  const auto t0 = Clock::now();
+  solver->Step(FLAGS_iterations);
+  sync_device(gpu);
+  const double ms = ms_since(t0) / FLAGS_iterations;
+  std::printf("Average SGD step (forward, backward, update; not synchronised per layer): %.4f ms", ms);
+  if (batch > 0) std::printf(", %.1f images/s (batch %d)", batch * 1000.0 / ms, batch);
+  std::printf(".\n");
+}
+
+int time_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
+  STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
+  STRATA_REQUIRE(FLAGS_warmup >= 0) << "--warmup must not be negative";
+  const Phase phase = parse_phase(FLAGS_phase);
+  const std::vector<std::string> stages = parse_stages();
+  const bool gpu = setup_gpu(false);
+  time_layers(gpu, phase, stages);
+  // The layer-by-layer net is gone by now: the step's net does not share the device with it.
+  if (FLAGS_step && phase == TRAIN) time_sgd_steps(gpu, stages);
   return 0;
 }
 
@@ -345,8 +398,9 @@ int train(int* argc, char*** argv) {
   options.timeline_file = FLAGS_timeline;
   const AllreducePolicy policy = gradient_policy(param.comm_param());
 
-  // The GPU is chosen before MPI comes up: a CUDA-aware MPI picks its device at MPI_Init.
-  const bool gpu = setup_gpu(param.solver_mode() == SolverParameter::GPU);
+  // The GPU is chosen before MPI comes up: a CUDA-aware MPI picks its device at MPI_Init. As in Caffe, only a
+  // solver_mode the solver states selects the GPU (the field's default is GPU).
+  const bool gpu = setup_gpu(param.has_solver_mode() && param.solver_mode() == SolverParameter::GPU);
   // MPI comes up here: one communicator per communication thread, waiting threads yield their core.
   Communicator::set_default_mpi_tuning();
   Communicator comm(argc, argv, options.threads);
@@ -553,8 +607,8 @@ const std::vector<Command>& commands() {
                 "[--iterations=N] [--timeline=F]", train},
       {"test", "score a trained net: --model=NET --weights=W [--iterations=N]",
        [](int*, char***) { return test_command(); }},
-      {"time", "time a net's forward and backward, layer by layer: --model=NET [--budget=B --planner=P: under a "
-               "recomputation plan]",
+      {"time", "time a net's forward and backward, layer by layer, then whole SGD steps: --model=NET "
+               "[--budget=B --planner=P: under a recomputation plan]",
        [](int*, char***) { return time_command(); }},
       {"plan", "recomputation plans within a memory budget, each planner side by side: --model=NET "
                "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",

@@ -135,6 +135,9 @@ template <typename Dtype>
 Dtype gpu_asum(int n, const Dtype* x);
 template <typename Dtype>
 void gpu_copy(int n, const Dtype* x, Dtype* y);
+// cpu_copy_rows on the device: one 2-D copy.
+template <typename Dtype>
+void gpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride);
 template <typename Dtype>
 void gpu_set(int n, Dtype alpha, Dtype* y);
 template <typename Dtype>

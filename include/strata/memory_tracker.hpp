@@ -1,5 +1,6 @@
 // The one place where Strata counts memory: every SyncedMemory allocation and release reports here with its
-// category, so `strata time`, `strata plan` and the recompute executor see real activation bytes.
+// category and where it lives (host or GPU), so `strata time`, `strata plan` and the recompute executor see real
+// activation bytes.
 #pragma once
 
 #include <atomic>
@@ -8,24 +9,33 @@
 namespace strata {
 
 enum class MemoryCategory { kActivation = 0, kParameter = 1, kWorkspace = 2, kOther = 3 };
+// Host memory (pageable or pinned), or GPU memory. A block with both copies counts in both.
+enum class MemorySpace { kHost = 0, kDevice = 1 };
 
 class MemoryTracker {
  public:
   static constexpr int kNumCategories = 4;
+  static constexpr int kNumSpaces = 2;
 
-  static void allocated(MemoryCategory c, size_t bytes);
-  static void released(MemoryCategory c, size_t bytes);
+  static void allocated(MemoryCategory c, size_t bytes, MemorySpace s = MemorySpace::kHost);
+  static void released(MemoryCategory c, size_t bytes, MemorySpace s = MemorySpace::kHost);
 
-  static size_t current(MemoryCategory c) { return current_[idx(c)].load(std::memory_order_relaxed); }
-  static size_t peak(MemoryCategory c) { return peak_[idx(c)].load(std::memory_order_relaxed); }
+  static size_t current(MemoryCategory c, MemorySpace s = MemorySpace::kHost) {
+    return current_[idx(c, s)].load(std::memory_order_relaxed);
+  }
+  static size_t peak(MemoryCategory c, MemorySpace s = MemorySpace::kHost) {
+    return peak_[idx(c, s)].load(std::memory_order_relaxed);
+  }
   // Restarts peak tracking from the current level (e.g. after setup, before the timed iterations).
-  static void reset_peak(MemoryCategory c);
+  static void reset_peak(MemoryCategory c, MemorySpace s = MemorySpace::kHost);
   static void reset_all_peaks();
 
  private:
-  static int idx(MemoryCategory c) { return static_cast<int>(c); }
-  static std::atomic<size_t> current_[kNumCategories];
-  static std::atomic<size_t> peak_[kNumCategories];
+  static int idx(MemoryCategory c, MemorySpace s) {
+    return static_cast<int>(s) * kNumCategories + static_cast<int>(c);
+  }
+  static std::atomic<size_t> current_[kNumSpaces * kNumCategories];
+  static std::atomic<size_t> peak_[kNumSpaces * kNumCategories];
 };
 
 }  // namespace strata

@@ -33,10 +33,12 @@ class SyncedMemory {
   SyncedHead head() const { return head_; }
   size_t size() const { return size_; }
   MemoryCategory category() const { return category_; }
-  // Moves this block (and its host bytes, if allocated) to another tracker category.
+  // Moves this block (and its host and device bytes, if allocated) to another tracker category.
   void set_category(MemoryCategory c);
   // Bytes this block currently holds on the host (0 when released or not yet touched).
   size_t resident_bytes() const { return (cpu_ptr_ && own_cpu_data_) ? size_ : 0; }
+  // The device bytes this block owns.
+  size_t device_bytes() const { return (gpu_ptr_ && own_gpu_data_) ? size_ : 0; }
 
 #ifdef STRATA_USE_CUDA
   // Starts a host-to-device copy on `stream` (the caller synchronises).
@@ -48,6 +50,7 @@ class SyncedMemory {
   void to_gpu();
   void free_cpu();
   void free_gpu();
+  void alloc_gpu();  // device memory of our own, on the current device (GPU builds)
 
   void* cpu_ptr_ = nullptr;
   void* gpu_ptr_ = nullptr;

@@ -7,6 +7,7 @@
 
 #include "strata/common.hpp"
 #include "strata/cuda.hpp"
+#include "strata/memory_tracker.hpp"
 
 namespace strata {
 
@@ -137,7 +138,10 @@ struct ThreadState {
 #ifdef STRATA_USE_CUDNN
     if (cudnn) cudnnDestroy(cudnn);
 #endif
-    if (workspace) cudaFree(workspace);
+    if (workspace) {
+      cudaFree(workspace);
+      MemoryTracker::released(MemoryCategory::kWorkspace, workspace_bytes, MemorySpace::kDevice);
+    }
   }
 };
 
@@ -167,13 +171,17 @@ cudnnHandle_t cudnn() {
 void* workspace(size_t bytes) {
   ThreadState& s = state();
   if (bytes > s.workspace_bytes) {
-    if (s.workspace) STRATA_CUDA_CHECK(cudaFree(s.workspace));
+    if (s.workspace) {
+      STRATA_CUDA_CHECK(cudaFree(s.workspace));
+      MemoryTracker::released(MemoryCategory::kWorkspace, s.workspace_bytes, MemorySpace::kDevice);
+    }
     s.workspace = nullptr;
     s.workspace_bytes = 0;
     // Round up so that slowly growing requests do not reallocate every time.
     const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
     STRATA_CUDA_CHECK(cudaMalloc(&s.workspace, rounded));
     s.workspace_bytes = rounded;
+    MemoryTracker::allocated(MemoryCategory::kWorkspace, rounded, MemorySpace::kDevice);
   }
   return s.workspace;
 }

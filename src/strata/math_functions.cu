@@ -130,6 +130,13 @@ void gpu_copy(int n, const Dtype* x, Dtype* y) {
 }
 
 template <typename Dtype>
+void gpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
+  if (rows <= 0 || width <= 0) return;
+  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(Dtype) * dst_stride, src, sizeof(Dtype) * src_stride,
+                                 sizeof(Dtype) * width, rows, cudaMemcpyDeviceToDevice));
+}
+
+template <typename Dtype>
 void gpu_set(int n, Dtype alpha, Dtype* y) {
   if (n <= 0) return;
   if (alpha == Dtype(0)) {
@@ -203,6 +210,7 @@ void gpu_abs(int n, const Dtype* a, Dtype* y) {
 #define STRATA_INSTANTIATE_GPU_MATH(Dtype)                                             \
   template void gpu_axpby<Dtype>(int, Dtype, const Dtype*, Dtype, Dtype*);             \
   template void gpu_copy<Dtype>(int, const Dtype*, Dtype*);                            \
+  template void gpu_copy_rows<Dtype>(int, int, const Dtype*, int, Dtype*, int);        \
   template void gpu_set<Dtype>(int, Dtype, Dtype*);                                    \
   template void gpu_scale<Dtype>(int, Dtype, const Dtype*, Dtype*);                    \
   template void gpu_add_scalar<Dtype>(int, Dtype, Dtype*);                             \

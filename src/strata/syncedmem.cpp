@@ -84,18 +84,32 @@ void SyncedMemory::free_gpu() {
   if (gpu_ptr_ && own_gpu_data_) {
     const cudaError_t err = cudaFree(gpu_ptr_);  // never throw from here (destructors)
     if (err != cudaSuccess) LOG(ERROR) << "cudaFree: " << cudaGetErrorString(err);
+    MemoryTracker::released(category_, size_, MemorySpace::kDevice);
   }
 #endif
   gpu_ptr_ = nullptr;
   own_gpu_data_ = false;
 }
 
+void SyncedMemory::alloc_gpu() {
+#ifdef STRATA_USE_CUDA
+  STRATA_CUDA_CHECK(cudaGetDevice(&device_));
+  STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+  own_gpu_data_ = true;
+  MemoryTracker::allocated(category_, size_, MemorySpace::kDevice);
+#endif
+}
+
 void SyncedMemory::set_category(MemoryCategory c) {
   if (c == category_) return;
-  const size_t held = resident_bytes();
+  const size_t held = resident_bytes(), on_device = device_bytes();
   if (held) {
     MemoryTracker::released(category_, held);
     MemoryTracker::allocated(c, held);
+  }
+  if (on_device) {
+    MemoryTracker::released(category_, on_device, MemorySpace::kDevice);
+    MemoryTracker::allocated(c, on_device, MemorySpace::kDevice);
   }
   category_ = c;
 }
@@ -138,18 +152,12 @@ void SyncedMemory::to_gpu() {
 #ifdef STRATA_USE_CUDA
   switch (head_) {
     case UNINITIALIZED:
-      STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-      STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+      alloc_gpu();
       STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, 0, size_));
-      own_gpu_data_ = true;
       head_ = HEAD_AT_GPU;
       break;
     case HEAD_AT_CPU:
-      if (gpu_ptr_ == nullptr) {
-        STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-        STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
-        own_gpu_data_ = true;
-      }
+      if (gpu_ptr_ == nullptr) alloc_gpu();
       STRATA_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
       head_ = SYNCED;
       break;
@@ -203,11 +211,7 @@ void SyncedMemory::set_gpu_data(void* data) {
 #ifdef STRATA_USE_CUDA
 void SyncedMemory::async_gpu_push(void* stream) {
   CHECK_EQ(head_, HEAD_AT_CPU);
-  if (gpu_ptr_ == nullptr) {
-    STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-    STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
-    own_gpu_data_ = true;
-  }
+  if (gpu_ptr_ == nullptr) alloc_gpu();
   STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream)));
   head_ = SYNCED;

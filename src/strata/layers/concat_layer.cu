@@ -1,19 +1,8 @@
 #include "strata/cuda.hpp"
 #include "strata/layers/concat_layer.hpp"
+#include "strata/math_functions.hpp"
 
 namespace strata {
-
-namespace {
-
-// `rows` runs of `width` values, src rows `src_stride` apart, dst rows `dst_stride` apart: one 2-D copy.
-template <typename Dtype>
-void copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
-  if (rows == 0 || width == 0) return;
-  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(Dtype) * dst_stride, src, sizeof(Dtype) * src_stride,
-                                 sizeof(Dtype) * width, rows, cudaMemcpyDeviceToDevice));
-}
-
-}  // namespace
 
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
@@ -23,7 +12,7 @@ void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) 
   int offset = 0;
   for (Blob<Dtype>* x : bottom) {
     const int width = x->shape(axis_) * inner_;
-    copy_rows(outer_, width, x->gpu_data(), width, y + offset, top_width);
+    gpu_copy_rows(outer_, width, x->gpu_data(), width, y + offset, top_width);
     offset += width;
   }
 }
@@ -37,7 +26,7 @@ void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool
   int offset = 0;
   for (size_t b = 0; b < bottom.size(); ++b) {
     const int width = bottom[b]->shape(axis_) * inner_;
-    if (propagate_down[b]) copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_gpu_diff(), width);
+    if (propagate_down[b]) gpu_copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_gpu_diff(), width);
     offset += width;
   }
 }

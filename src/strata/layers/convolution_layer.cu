@@ -106,7 +106,9 @@ void configure(CudnnConvolution* c, const ConvGeometry& g, int num, int num_outp
     << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << "," << g.stride_w << " dilation "
     << g.dilation_h << "," << g.dilation_w << " group " << group << (o.allow_tf32 ? " tf32" : "")
     << (o.deterministic ? " deterministic" : "") << " limit " << o.workspace_limit;
-  if (c->key == k.str()) return;
+  const std::string key = k.str();
+  if (c->key == key) return;
+  c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
   const cudnnDataType_t t = data_type<Dtype>();
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width));
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w));
@@ -121,13 +123,12 @@ void configure(CudnnConvolution* c, const ConvGeometry& g, int num, int num_outp
     STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, group));
     STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
   }
-  c->key = k.str();
 
   Algorithms a{};
   bool cached = false;
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
-    auto it = g_cache.find(c->key);
+    auto it = g_cache.find(key);
     if (it != g_cache.end()) {
       a = it->second;
       cached = true;
@@ -139,34 +140,35 @@ void configure(CudnnConvolution* c, const ConvGeometry& g, int num, int num_outp
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     STRATA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, c->x, c->w, c->fwd, c->y,
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, fp));
-    const auto* f = pick(fp, returned, "forward", c->key);
+    const auto* f = pick(fp, returned, "forward", key);
     a.fwd = f->algo;
     a.fwd_math = f->mathType;
     a.fwd_bytes = f->memory;
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
         h, c->w, c->y, c->bwd_data, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp));
-    const auto* d = pick(dp, returned, "backward-data", c->key);
+    const auto* d = pick(dp, returned, "backward-data", key);
     a.bwd_data = d->algo;
     a.bwd_data_math = d->mathType;
     a.bwd_data_bytes = d->memory;
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
         h, c->x, c->y, c->bwd_filter, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp));
-    const auto* wf = pick(wp, returned, "backward-filter", c->key);
+    const auto* wf = pick(wp, returned, "backward-filter", key);
     a.bwd_filter = wf->algo;
     a.bwd_filter_math = wf->mathType;
     a.bwd_filter_bytes = wf->memory;
-    VLOG(1) << "cuDNN algorithms for " << c->key << ": forward " << a.fwd << ", backward data " << a.bwd_data
+    VLOG(1) << "cuDNN algorithms for " << key << ": forward " << a.fwd << ", backward data " << a.bwd_data
             << ", backward filter " << a.bwd_filter;
     std::lock_guard<std::mutex> lock(g_cache_mutex);
-    g_cache[c->key] = a;
+    g_cache[key] = a;
   }
   // Run each direction with the math type its algorithm was measured with.
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->fwd, a.fwd_math));
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_data, a.bwd_data_math));
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_filter, a.bwd_filter_math));
   c->algo = a;
+  c->key = key;
 }
 
 }  // namespace
