@@ -174,9 +174,8 @@ void fill_inputs(Net<float>& net) {
 
 size_t parse_budget(const std::string& s, size_t store_all);
 
-// The plan --planner names (dp for "all") within --budget, installed as the net's recompute schedule.
-RecomputePlan install_plan(Net<float>* net) {
-  const RecomputeGraph g = ExtractGraph(*net);
+// The plan --planner names (dp for "all") within --budget.
+RecomputePlan choose_plan(const RecomputeGraph& g) {
   const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
   LowerSetPlanner dp(g, FLAGS_max_lower_sets);
   RecomputePlan plan;
@@ -191,6 +190,14 @@ RecomputePlan install_plan(Net<float>* net) {
         << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
     plan = dp.Plan(budget);
   }
+  return plan;
+}
+
+// Installs a plan as the net's recompute schedule: `chosen` (made for a net built from the same definition), or
+// else the one --planner names. Returns the plan installed.
+RecomputePlan install_plan(Net<float>* net, const RecomputePlan* chosen = nullptr) {
+  const RecomputeGraph g = ExtractGraph(*net);
+  RecomputePlan plan = chosen ? *chosen : choose_plan(g);
   net->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net, g, plan)));
   return plan;
 }
@@ -202,7 +209,8 @@ void sync_device(bool gpu) {
 
 // Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
 // on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
-void time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
+// Returns the recompute plan it ran under (none without --budget).
+RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
   Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
   fill_inputs(net);
@@ -264,12 +272,13 @@ void time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) 
                 plan.segments.size(), plan.peak_bytes, human_bytes(static_cast<double>(plan.peak_bytes)).c_str(),
                 plan.recompute_flops / 1e9);
   }
+  return plan;
 }
 
 // Whole training steps as `strata train` runs them on one rank: forward, backward and the update of an SGD
 // solver (momentum 0.9, weight decay 5e-4: the usual ImageNet settings, and what benchmarks/gpu_pytorch.py runs),
-// with no synchronisation inside a step, timed over --iterations steps after --warmup.
-void time_sgd_steps(bool gpu, const std::vector<std::string>& stages) {
+// with no synchronisation inside a step, timed over --iterations steps after --warmup; under `plan` with --budget.
+void time_sgd_steps(bool gpu, const std::vector<std::string>& stages, const RecomputePlan& plan) {
   SolverParameter param;
   param.set_net(FLAGS_model);
   param.set_type("SGD");
@@ -285,7 +294,7 @@ void time_sgd_steps(bool gpu, const std::vector<std::string>& stages) {
   auto solver = SolverRegistry<float>::Create(param);
   Net<float>& net = *solver->net();
   fill_inputs(net);
-  if (!FLAGS_budget.empty()) install_plan(&net);
+  if (!FLAGS_budget.empty()) install_plan(&net, &plan);
   int batch = 0;
   for (int l = 0; l < net.num_layers() && batch == 0; ++l) {
     if (std::string(net.layers()[l]->type()) == "Input") batch = net.blobs()[net.top_ids()[l][0]]->shape(0);
@@ -308,9 +317,9 @@ int time_command() {
   const Phase phase = parse_phase(FLAGS_phase);
   const std::vector<std::string> stages = parse_stages();
   const bool gpu = setup_gpu(false);
-  time_layers(gpu, phase, stages);
+  const RecomputePlan plan = time_layers(gpu, phase, stages);
   // The layer-by-layer net is gone by now: the step's net does not share the device with it.
-  if (FLAGS_step && phase == TRAIN) time_sgd_steps(gpu, stages);
+  if (FLAGS_step && phase == TRAIN) time_sgd_steps(gpu, stages, plan);
   return 0;
 }
 
