@@ -1,5 +1,5 @@
-// The bookkeeping of GradientSync's GPU path (strata/comm/gradient_staging.hpp), which needs no GPU: how buckets
-// are cut into chunks, and which pieces of which gradients each chunk's copies move. A wrong piece would copy the
+// The bookkeeping of the data-parallel engine's GPU path (strata/engine/gradient_staging.hpp), which needs no GPU:
+// how buckets are cut into chunks, and which pieces of which gradients each chunk's copies move. A wrong piece would copy the
 // wrong elements to or from the staging buffer silently; tests/mpi/test_gradient_staging.cpp runs the copies.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "strata/comm/gradient_staging.hpp"
+#include "strata/engine/gradient_staging.hpp"
 
 namespace strata {
 namespace {
@@ -22,7 +22,7 @@ TEST(StagingLayoutTest, CutBucketChunksSingleGradientsAndKeepsFusedBucketsWhole)
   auto fused = CutBucket(10, true, 4);
   ASSERT_EQ(fused.size(), 1u);
   EXPECT_EQ(fused[0].count, 10u);
-  // chunk_bytes below one element (GradientSync requires 64 bytes, doubles are 8): one element per chunk.
+  // chunk_bytes below one element (the engine requires 64 bytes, doubles are 8): one element per chunk.
   EXPECT_EQ(CutBucket(3, false, 0).size(), 3u);
   EXPECT_EQ(CutBucket(8, false, 8).size(), 1u);
 }
@@ -58,7 +58,7 @@ TEST(StagingLayoutTest, PiecesOfChunksAndFusedBuckets) {
 }
 
 // Random buckets and chunk sizes: every element of every gradient is moved by exactly one piece of exactly one
-// chunk, to its place in the buffer, and the chunks are what GradientSync's tasks are (CutBucket).
+// chunk, to its place in the buffer, and the chunks are what the engine's tasks are (CutBucket).
 TEST(StagingLayoutTest, PiecesCoverEveryGradientElementExactlyOnce) {
   std::mt19937 rng(1701);
   for (int trial = 0; trial < 200; ++trial) {

@@ -126,7 +126,7 @@ TEST_F(StrataTool, TrainWithoutNetOrData) {
 }
 
 // The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run
-// GradientSync, where the path is chosen).
+// DataParallelEngine, where the path is chosen).
 TEST_F(StrataTool, NcclGradientPathInCpuTraining) {
   const std::string net = Write("net.prototxt", kNet);
   const std::string solver = Write("nccl_solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 2\n"

@@ -29,10 +29,11 @@
 #include <unistd.h>
 
 #include "strata/comm/communicator.hpp"
-#include "strata/comm/gradient_sync.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/common.hpp"
 #include "strata/device.hpp"
+#include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/timeline.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
 #include "strata/recompute/graph.hpp"
@@ -56,7 +57,8 @@ DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
 DEFINE_string(sigint_effect, "stop", "What SIGINT and SIGTERM do during training: stop, snapshot or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: stop, snapshot or none.");
 DEFINE_string(timeline, "", "train: write a Chrome-trace JSON of every layer's forward, backward, chunk "
-                            "transfers and updates on every rank to this file.");
+                            "transfers and updates on every rank to this file; time: of every layer's forward and "
+                            "backward in the timed iterations.");
 DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time); device_query: the GPU to describe (default all). "
                       "train with solver_mode GPU and no --gpu: the GPU of this rank's local rank.");
 DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for float (faster, ~1e-3 relative "
@@ -220,12 +222,19 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
 
   const int n = net.num_layers();
   std::vector<double> fwd_ms(n, 0), bwd_ms(n, 0);
-  Clock::time_point layer_t0;
+  Timeline timeline(!FLAGS_timeline.empty());  // the timed iterations' layers, for chrome://tracing
+  double layer_t0 = 0;
   bool timing = false;
-  net.add_before_forward_hook([&](int) { sync(); layer_t0 = Clock::now(); });
-  net.add_after_forward_hook([&](int i) { sync(); if (timing) fwd_ms[i] += ms_since(layer_t0); });
-  net.add_before_backward_hook([&](int) { sync(); layer_t0 = Clock::now(); });
-  net.add_after_backward_hook([&](int i) { sync(); if (timing) bwd_ms[i] += ms_since(layer_t0); });
+  auto end_layer = [&](int i, std::vector<double>& ms, const char* what) {
+    sync();
+    if (!timing) return;
+    ms[i] += (timeline.now_us() - layer_t0) / 1000;
+    timeline.Record(net.layer_names()[i], what, 0, layer_t0);
+  };
+  net.add_before_forward_hook([&](int) { sync(); layer_t0 = timeline.now_us(); });
+  net.add_after_forward_hook([&](int i) { end_layer(i, fwd_ms, "forward"); });
+  net.add_before_backward_hook([&](int) { sync(); layer_t0 = timeline.now_us(); });
+  net.add_after_backward_hook([&](int i) { end_layer(i, bwd_ms, "backward"); });
 
   LOG(INFO) << "Warming up for " << FLAGS_warmup << " iteration(s)";
   for (int i = 0; i < FLAGS_warmup; ++i) {
@@ -266,6 +275,10 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
               human_bytes(static_cast<double>(peak_activation)).c_str(), gpu ? " on the GPU" : "");
   std::printf("Peak workspace memory: %zu bytes%s\n", MemoryTracker::peak(MemoryCategory::kWorkspace, space),
               gpu ? " on the GPU" : "");
+  if (timeline.enabled()) {
+    timeline.Write(FLAGS_timeline);
+    std::printf("Timeline of the %d timed iteration(s): %s\n", FLAGS_iterations, FLAGS_timeline.c_str());
+  }
   if (!FLAGS_budget.empty()) {
     std::printf("Recompute plan: %s, %zu segments, predicted peak activation memory %zu bytes (%s; data, "
                 "gradients and layers' saved state), predicted recomputation %.4g GFLOP\n", plan.planner.c_str(),
@@ -403,7 +416,7 @@ int train(int* argc, char*** argv) {
     if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
     param.set_snapshot_prefix(prefix);
   }
-  GradientSyncOptions options = GradientSyncOptions::FromProto(param.comm_param());
+  DataParallelOptions options = DataParallelOptions::FromProto(param.comm_param());
   options.timeline_file = FLAGS_timeline;
   const AllreducePolicy policy = gradient_policy(param.comm_param());
 
@@ -429,19 +442,12 @@ int train(int* argc, char*** argv) {
       LOG(INFO) << "Initialising from " << w;
       solver->net()->CopyTrainedLayersFrom(w);
     }
-    std::unique_ptr<GradientSync<float>> sync;
+    // Several ranks (or a timeline, which only this engine records): the data-parallel engine. It checks at the
+    // end of Solve that every rank holds the same weights, and writes the timeline.
     if (comm.size() > 1 || !FLAGS_timeline.empty()) {
-      sync = std::make_unique<GradientSync<float>>(solver.get(), comm, policy, options);
+      solver->set_engine(std::make_unique<DataParallelEngine<float>>(solver.get(), comm, policy, options));
     }
-    if (!FLAGS_snapshot.empty()) {
-      solver->Solve(FLAGS_snapshot);
-    } else {
-      solver->Solve();
-    }
-    if (sync) {
-      sync->CheckConsistency(solver->iter());
-      sync->WriteTimeline();
-    }
+    solver->Solve(FLAGS_snapshot);
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.
     if (comm.size() > 1) mpi_abort(std::string("rank ") + std::to_string(comm.rank()) + ": " + e.what());

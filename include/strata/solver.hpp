@@ -1,10 +1,12 @@
-// Solver: the training loop around a Net (Caffe's semantics and log format), with the update split per
-// layer so that data-parallel training can update a layer as soon as its gradient is reduced.
+// Solver: the training loop around a Net (Caffe's semantics and log format). How one iteration's gradients are
+// computed, reduced and applied belongs to the solver's TrainingEngine (strata/engine/training_engine.hpp): a
+// LocalEngine unless a data-parallel (or other) engine is installed. The solver keeps the loop, the learning
+// rate, tests, snapshots, signals and logs, and the update rule, split per layer so that an engine can update a
+// layer as soon as its gradient is reduced.
 //
-// One iteration:  ClearParamDiffs -> iter_size x (Forward + Backward) -> for each layer, update_layer(i)
 // update_layer(i), for the learnable params whose gradient is final after layer i's backward:
-//   normalise (1/iter_size) -> regularise (L2/L1 weight decay x decay_mult) -> ComputeUpdateValue (the
-//   solver type: SGD momentum, Nesterov, Adam...) -> data -= diff.
+//   scale (gradient_scale(): 1 / (replicas x iter_size)) -> regularise (L2/L1 weight decay x decay_mult) ->
+//   ComputeUpdateValue (the solver type: SGD momentum, Nesterov, Adam...) -> data -= diff.
 #pragma once
 
 #include <functional>
@@ -14,40 +16,18 @@
 #include <vector>
 
 #include "strata/blob.hpp"
+#include "strata/comm/collectives.hpp"
+#include "strata/engine/training_engine.hpp"
 #include "strata/net.hpp"
 #include "strata/proto/strata.pb.h"
 
 namespace strata {
 
-// What a solver that communicates more than the gradient needs from the ranks of a data-parallel job (K-FAC: its
-// factors and preconditioned gradients). GradientSync provides it over MPI (strata/comm/mpi_collectives.hpp); a
-// single rank has none. Called from the solver's thread, collectively: every rank makes the same calls.
-class SolverCollectives {
- public:
-  virtual ~SolverCollectives() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  // Sums buf over the ranks, in place; every rank ends with identical values.
-  virtual void Allreduce(float* buf, size_t n) = 0;
-  virtual void Allreduce(double* buf, size_t n) = 0;
-  // buf holds one block per rank in rank order, counts[r] values for rank r. Afterwards this rank's block holds
-  // that block summed over the ranks; the other blocks are left as they were.
-  virtual void ReduceScatter(float* buf, const std::vector<int>& counts) = 0;
-  virtual void ReduceScatter(double* buf, const std::vector<int>& counts) = 0;
-  // buf holds this rank's block at its place (the same layout); afterwards every rank holds every block.
-  virtual void Allgather(float* buf, const std::vector<int>& counts) = 0;
-  virtual void Allgather(double* buf, const std::vector<int>& counts) = 0;
-};
-
-// What the solver does when a signal arrives (Caffe's --sigint_effect / --sighup_effect).
-enum class SignalAction { kNone, kStop, kSnapshot };
-SignalAction ParseSignalAction(const std::string& name);
-
 template <typename Dtype>
 class Solver {
  public:
   explicit Solver(const SolverParameter& param);
-  virtual ~Solver() = default;
+  virtual ~Solver();
   Solver(const Solver&) = delete;
   Solver& operator=(const Solver&) = delete;
 
@@ -68,6 +48,9 @@ class Solver {
   Dtype current_rate() const { return rate_; }
   // Updates all layers (what one rank does after backward; the overlapped engine calls update_layer itself).
   virtual void ApplyUpdate();
+  // Whether the last ApplyUpdate left every gradient at zero (one-pass updates): the next iteration need not
+  // clear them.
+  bool gradients_zeroed() const { return gradients_zeroed_; }
   // What a one-pass update does before the solver's rule: g <- grad_scale * g + weight decay.
   struct FusedStep {
     Dtype grad_scale;
@@ -75,11 +58,11 @@ class Solver {
     bool l1;      // regularization_type "L1": decay x sign(w), else decay x w
   };
   // The one-pass update on the CPU: for elements [begin, end) of learnable param `param_id`, the gradient is
-  // scaled by `grad_scale` (1 / iter_size, times 1 / ranks in data-parallel training) and regularised, the
-  // solver's rule advances its history and moves the weights, and the gradient is left at zero, all in one
-  // sweep over memory (normalise, regularise, ComputeUpdateValue and Blob::Update would take five).
-  // The data-parallel engine runs it on each chunk right after the chunk's allreduce, while the chunk is
-  // still in cache. Only for solvers with has_fused_update(); safe to call concurrently on disjoint ranges.
+  // scaled by `grad_scale` (gradient_scale() in training) and regularised, the solver's rule advances its
+  // history and moves the weights, and the gradient is left at zero, all in one sweep over memory (normalise,
+  // regularise, ComputeUpdateValue and Blob::Update would take five). The data-parallel engine runs it on each
+  // chunk right after the chunk's allreduce, while the chunk is still in cache. Only for solvers with
+  // has_fused_update(); safe to call concurrently on disjoint ranges.
   void UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale);
   // Makes the CPU copies of the history and of the params' values and gradients exist now. SyncedMemory
   // allocates lazily and is not thread-safe, so threads that call UpdateSlice on slices of one param must
@@ -98,8 +81,15 @@ class Solver {
   // True while the solver runs a backward of its own, for statistics: its gradients are not the iteration's,
   // so hooks that ship gradients must leave them alone.
   bool in_statistics_pass() const { return statistics_pass_; }
-  // The ranks of a data-parallel job, for solvers that communicate (set by the data-parallel engine).
-  void set_collectives(std::shared_ptr<SolverCollectives> c) { collectives_ = std::move(c); }
+
+  // The engine: how iterations are run (LocalEngine until another is installed). Installing one (null: back to
+  // a LocalEngine) also fixes gradient_scale(). Returns the engine installed.
+  TrainingEngine<Dtype>* set_engine(std::unique_ptr<TrainingEngine<Dtype>> engine);
+  TrainingEngine<Dtype>* engine() { return engine_.get(); }
+  // What every reduced gradient is multiplied by before regularisation and the rule: engines sum the gradients
+  // of replicas() replicas, each summed over iter_size passes, so the mean is 1 / (replicas x iter_size). The one
+  // place this is computed; the engine's reductions, staging and NCCL return sums.
+  Dtype gradient_scale() const { return gradient_scale_; }
   // The learning rate at the current iteration (advances the step counter of step/multistep policies).
   Dtype GetLearningRate();
 
@@ -115,25 +105,6 @@ class Solver {
 
   // Signal handling: polled once per iteration.
   void SetActionFunction(std::function<SignalAction()> f) { action_ = std::move(f); }
-  // Turns this rank's polled action into the one every rank takes at this iteration (the data-parallel
-  // engine: a signal that reaches ranks at different iterations must still stop or snapshot all of them at
-  // the same one). Called once per iteration, right after the action function.
-  void set_action_agreement(std::function<SignalAction(SignalAction)> f) { action_agreement_ = std::move(f); }
-  // Called after each iteration's update (data-parallel consistency checks, timing).
-  void add_iteration_callback(std::function<void(int iter)> cb) { iteration_callbacks_.push_back(std::move(cb)); }
-
-  // Replaces how one iteration's gradients are computed and applied (default: clear the gradients,
-  // forward/backward, ApplyUpdate). The data-parallel engine installs its overlapped version here; it then
-  // owns clearing the gradients, since updates of iteration t may still run while iteration t+1 starts.
-  using IterationFn = std::function<Dtype()>;
-  void set_iteration_function(IterationFn f) { iteration_fn_ = std::move(f); }
-  // The default iteration: iter_size x ForwardBackward, then ApplyUpdate. Returns the mean loss.
-  Dtype DefaultIteration();
-  // Called before anything reads the weights outside the training step (test, snapshot, end of Solve):
-  // the data-parallel engine finishes its pending updates here.
-  void set_drain_function(std::function<void()> f) { drain_fn_ = std::move(f); }
-  // Combines test scores across ranks (the data-parallel engine averages them); default: as they are.
-  void set_score_reducer(std::function<void(std::vector<Dtype>*)> f) { score_reducer_ = std::move(f); }
   // Throws the Error for a non-finite loss at the current iteration.
   void CheckLoss(Dtype loss) const;
 
@@ -150,9 +121,13 @@ class Solver {
   std::vector<std::shared_ptr<Blob<Dtype>>>& history() { return history_; }
   virtual void PreSolve() {}
 
+  // The gradient times gradient_scale() (nothing when that is 1).
   void Normalize(int param_id);
   void Regularize(int param_id);
-  void ClipGradients();
+  // Scales the gradients down so that the L2 norm of diff_scale x diff is at most clip_gradients.
+  void ClipGradients(Dtype diff_scale);
+  // The replicas' collectives, from the engine (null: one rank).
+  Collectives* collectives() const { return engine_->collectives(); }
 
   SolverParameter param_;
   int iter_ = 0;
@@ -163,7 +138,7 @@ class Solver {
   std::vector<std::shared_ptr<Blob<Dtype>>> history_;
   Dtype rate_ = 0;  // the learning rate of the current iteration
   bool statistics_pass_ = false;
-  std::shared_ptr<SolverCollectives> collectives_;  // null: one rank
+  bool gradients_zeroed_ = false;
 
  private:
   void InitTrainNet();
@@ -178,14 +153,9 @@ class Solver {
   std::vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   std::function<SignalAction()> action_;
-  std::function<SignalAction(SignalAction)> action_agreement_;
-  std::vector<std::function<void(int)>> iteration_callbacks_;
-  IterationFn iteration_fn_;
-  std::function<void()> drain_fn_;
-  std::function<void(std::vector<Dtype>*)> score_reducer_;
   bool requested_early_exit_ = false;
-  // The last ApplyUpdate left every gradient at zero (one-pass updates), so the next iteration need not clear.
-  bool diffs_clear_ = false;
+  Dtype gradient_scale_ = 1;
+  std::unique_ptr<TrainingEngine<Dtype>> engine_;
 };
 
 // The solver registry: "SGD", "Nesterov", "Adam", ... (the legacy solver_type enum maps to these names).

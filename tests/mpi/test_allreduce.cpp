@@ -154,8 +154,8 @@ TEST_F(AllreduceTest, ShmInManyChunksAlternatesItsSlotHalvesCorrectly) {
 }
 
 TEST_F(AllreduceTest, ShmBlockingWaitsWakeEverySleeper) {
-  // GradientSync's communication threads sleep on shm's flags (futexes) instead of polling. Ranks arrive
-  // late by turns, so the others spin out and fall asleep, and a lost wake would hang this test; many
+  // The data-parallel engine's communication threads sleep on shm's flags (futexes) instead of polling. Ranks
+  // arrive late by turns, so the others spin out and fall asleep, and a lost wake would hang this test; many
   // 256-byte chunks give both flags of many rounds their turn.
   ShmAllreduce alg(comm_, 256);
   const int r = world_rank(), n = world_size();

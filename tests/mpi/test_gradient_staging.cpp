@@ -1,7 +1,7 @@
-// GradientStaging on its own (strata/comm/gradient_staging.hpp), on however many ranks mpirun started. Each rank's
+// GradientStaging on its own (strata/engine/gradient_staging.hpp), on however many ranks mpirun started. Each rank's
 // gradients hold values that differ by rank; the main thread stages every bucket and another thread reduces every
-// chunk, as GradientSync's communication threads do. Afterwards every rank must hold the mean over the ranks, bit
-// for bit the same on every rank. The buckets: one gradient cut into 5 chunks (the last one short), a fused bucket of
+// chunk, as the data-parallel engine's communication threads do. Afterwards every rank must hold the sum over the
+// ranks, bit for bit the same on every rank. The buckets: one gradient cut into 5 chunks (the last one short), a fused bucket of
 // three gradients, and one gradient that is exactly one chunk.
 //
 // The CPU test mode (plain copies in place of the device copies) runs everywhere. The device versions, HOST with its
@@ -22,7 +22,7 @@
 
 #include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
-#include "strata/comm/gradient_staging.hpp"
+#include "strata/engine/gradient_staging.hpp"
 #include "strata/common.hpp"
 #include "strata/device.hpp"
 #include "strata/math_functions.hpp"
@@ -68,7 +68,7 @@ Gradients MakeGradients(CommParameter::GpuPath path) {
 }
 
 // Makes the staging, runs `before_stage` (after the setup's allocations, which may wait for the device), stages
-// every bucket (this thread) and reduces every chunk on a second thread, then checks the mean. `factor`: what the
+// every bucket (this thread) and reduces every chunk on a second thread, then checks the sum. `factor`: what the
 // values are multiplied by before staging.
 void StageReduceAndCheck(Gradients& g, float factor, const std::string& what,
                          const std::function<void()>& before_stage = [] {}) {
@@ -109,12 +109,11 @@ void StageReduceAndCheck(Gradients& g, float factor, const std::string& what,
       const Blob<float>* blob = g.setup.buckets[b][s];
       const float* d = blob->cpu_diff();
       for (int i = 0; i < blob->count(); ++i) {
-        double mean = 0;
-        for (int r = 0; r < n; ++r) mean += factor * Value(b, s, i, r);
-        mean /= n;
-        const bool near = std::fabs(d[i] - mean) <= 1e-6 * std::fabs(mean);
-        EXPECT_TRUE(near) << "bucket " << b << " gradient " << s << "[" << i << "] = " << d[i] << ", mean over "
-                          << n << " rank(s) " << mean;
+        double sum = 0;
+        for (int r = 0; r < n; ++r) sum += factor * Value(b, s, i, r);
+        const bool near = std::fabs(d[i] - sum) <= 1e-6 * std::fabs(sum);
+        EXPECT_TRUE(near) << "bucket " << b << " gradient " << s << "[" << i << "] = " << d[i] << ", sum over "
+                          << n << " rank(s) " << sum;
         ok = ok && near;
         uint32_t bits;
         std::memcpy(&bits, &d[i], sizeof(bits));
@@ -126,7 +125,7 @@ void StageReduceAndCheck(Gradients& g, float factor, const std::string& what,
   EXPECT_TRUE(same_on_all_ranks(digest)) << "the ranks' reduced gradients are not bit-identical";
 }
 
-TEST(GradientStagingTest, HostStagingWithPlainCopiesAveragesEveryChunk) {
+TEST(GradientStagingTest, HostStagingWithPlainCopiesSumsEveryChunk) {
   Strata::set_mode(Strata::CPU);
   Gradients g = MakeGradients(CommParameter::HOST);
   g.setup.stage_in_cpu_mode = true;
@@ -160,7 +159,7 @@ void DoubleOnTheDeviceBehindSlowWork(Gradients& g) {
 }
 #endif
 
-TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndAveragesEveryChunk) {
+TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndSumsEveryChunk) {
   const std::string missing = gpu_missing();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifdef STRATA_USE_CUDA
@@ -175,7 +174,7 @@ TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndAveragesEveryC
 // NCCL refuses ranks that share a GPU: on a machine with fewer GPUs than ranks every rank must stop with the same
 // clear error (and none wait in a collective); with a GPU per rank (or one rank) the chunks are averaged on the
 // device.
-TEST(GradientStagingTest, NcclAveragesEveryChunkOrRefusesRanksSharingAGpu) {
+TEST(GradientStagingTest, NcclSumsEveryChunkOrRefusesRanksSharingAGpu) {
   const std::string missing = gpu_missing();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifndef STRATA_HAVE_NCCL

@@ -32,7 +32,7 @@ class ScratchBuffer {
 // How the calling thread waits for its messages. By default (0) it blocks in MPI, which polls: fastest
 // when the thread has a core to itself. With a positive value it polls with MPI_Testall and, once a short
 // spin has not finished the wait, sleeps that many microseconds between polls: a communication thread
-// that shares its core with computation (GradientSync's workers) then gives the core back while it waits
+// that shares its core with computation (the data-parallel engine's) then gives the core back while it waits
 // for the other ranks, instead of taking turns with the computation in sched_yield. A per-thread setting,
 // so the benchmark and other callers keep blocking waits.
 void set_thread_poll_sleep_us(int us);

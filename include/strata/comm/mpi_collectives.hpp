@@ -1,6 +1,7 @@
-// SolverCollectives over MPI: what GradientSync hands a solver that communicates more than the gradient
-// (K-FAC). Sums go through the allreduce library (the same hybrid the gradients use); the block-wise reduce
-// and gather are MPI_Reduce_scatter and MPI_Allgatherv, whose blocks differ in size from rank to rank.
+// Collectives over MPI: what the data-parallel engine hands a solver that communicates more than the gradient
+// (K-FAC), and what it averages scores and statistics with. Sums go through the allreduce library (the same
+// hybrid the gradients use); the block-wise reduce and gather are MPI_Reduce_scatter and MPI_Allgatherv, whose
+// blocks differ in size from rank to rank.
 #pragma once
 
 #include <mpi.h>
@@ -9,14 +10,14 @@
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
-#include "strata/solver.hpp"
+#include "strata/comm/collectives.hpp"
 
 namespace strata {
 
-class MpiSolverCollectives : public SolverCollectives {
+class MpiCollectives : public Collectives {
  public:
   // `allreduce` (not owned; it must outlive this object) runs on `comm`, which only the solver's thread may use.
-  MpiSolverCollectives(MPI_Comm comm, strata::Allreduce* allreduce);
+  MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

@@ -18,8 +18,8 @@
 // in chunk k + 2, after every rank has arrived at chunk k + 1 and so finished reading chunk k.
 //
 // A rank waiting on a flag spins briefly, then either yields its core (ranks with cores of their own, or
-// outnumbering them) or, on a thread that asked for blocking waits (GradientSync's communication threads,
-// which share a core with the computation), sleeps on the flag as a futex until its owner raises it.
+// outnumbering them) or, on a thread that asked for blocking waits (the data-parallel engine's communication
+// threads, which share a core with the computation), sleeps on the flag as a futex until its owner raises it.
 //
 // Every block is summed in one place and copied, so all ranks end bit-identical. When the ranks of the
 // communicator do not all share one machine the segment cannot exist, and the class runs ring_seg

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <glog/logging.h>
+
 #include "strata/comm/communicator.hpp"
 
 namespace strata {
@@ -17,14 +19,14 @@ std::vector<int> offsets_of(const std::vector<int>& counts) {
 
 }  // namespace
 
-MpiSolverCollectives::MpiSolverCollectives(MPI_Comm comm, strata::Allreduce* allreduce)
+MpiCollectives::MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce)
     : comm_(comm), allreduce_(allreduce) {
   STRATA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   STRATA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
 
 template <typename T>
-void MpiSolverCollectives::ReduceScatterT(T* buf, const std::vector<int>& counts) {
+void MpiCollectives::ReduceScatterT(T* buf, const std::vector<int>& counts) {
   CHECK_EQ(static_cast<int>(counts.size()), size_);
   const MPI_Datatype type = mpi_type_of(data_type_of<T>());
   // MPI_IN_PLACE would leave this rank's block at the front of buf, not at its place: receive aside instead.
@@ -34,7 +36,7 @@ void MpiSolverCollectives::ReduceScatterT(T* buf, const std::vector<int>& counts
 }
 
 template <typename T>
-void MpiSolverCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
+void MpiCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
   CHECK_EQ(static_cast<int>(counts.size()), size_);
   const std::vector<int> offsets = offsets_of(counts);
   STRATA_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), offsets.data(),

@@ -215,7 +215,7 @@ void KfacSolver<Dtype>::BeforeBackward(int pass) {
   Net<Dtype>* net = this->net_.get();
   if (!fisher_rng_seeded_) {
     // Each rank draws its own labels for its own samples.
-    const int rank = this->collectives_ ? this->collectives_->rank() : 0;
+    const int rank = this->collectives() ? this->collectives()->rank() : 0;
     const int64_t seed = this->param_.random_seed() >= 0 ? this->param_.random_seed() : 20161123;
     fisher_rng_.seed(static_cast<uint32_t>(seed + 7919 * rank));
     fisher_rng_seeded_ = true;
@@ -262,7 +262,7 @@ void KfacSolver<Dtype>::BeforeBackward(int pass) {
 
 template <typename Dtype>
 void KfacSolver<Dtype>::AssignOwners() {
-  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const int ranks = this->collectives() ? this->collectives()->size() : 1;
   distributed_ = ranks > 1 && kp_.distribute_inverses();
   owners_.assign(blocks_.size(), 0);
   order_ = owner_order(owners_);
@@ -287,12 +287,12 @@ void KfacSolver<Dtype>::AssignOwners() {
 
 template <typename Dtype>
 bool KfacSolver<Dtype>::Owns(int b) const {
-  return !distributed_ || owners_[b] == this->collectives_->rank();
+  return !distributed_ || owners_[b] == this->collectives()->rank();
 }
 
 template <typename Dtype>
 void KfacSolver<Dtype>::ReduceFactors() {
-  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const int ranks = this->collectives() ? this->collectives()->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0);
   for (int b : order) counts[owners_[b]] += blocks_[b]->packed_factor_size();
@@ -310,9 +310,9 @@ void KfacSolver<Dtype>::ReduceFactors() {
   if (ranks > 1) {
     Stopwatch watch(&times_.communication_ms);
     if (distributed_) {
-      this->collectives_->ReduceScatter(factor_buffer_.data(), counts);
+      this->collectives()->ReduceScatter(factor_buffer_.data(), counts);
     } else {
-      this->collectives_->Allreduce(factor_buffer_.data(), factor_buffer_.size());
+      this->collectives()->Allreduce(factor_buffer_.data(), factor_buffer_.size());
     }
   }
   Stopwatch watch(&times_.factors_ms);
@@ -326,12 +326,12 @@ void KfacSolver<Dtype>::ReduceFactors() {
 template <typename Dtype>
 void KfacSolver<Dtype>::GatherFactoredInputs() {
   // An inner product's gradient is dy^T [x 1] summed over the batch: over every rank's batch, averaged, once
-  // GradientSync has reduced it. With one pass and no clipping it is exactly that, and where the batch is
+  // the engine has reduced it and the solver scaled it. With one pass and no clipping it is exactly that, and where the batch is
   // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
   // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
   // Every rank decides alike: same net, same shapes.
   Net<Dtype>* net = this->net_.get();
-  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const int ranks = this->collectives() ? this->collectives()->size() : 1;
   factored_.assign(blocks_.size(), Factored());
   // A recompute plan frees activations and their gradients as backward passes them: only D is left then.
   if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping() ||
@@ -358,7 +358,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
   if (ranks == 1 || chosen.empty()) return;
   Stopwatch watch(&times_.communication_ms);
   // [rank 0: block x rows, block dy rows, next block ...][rank 1: ...]
-  const int rank = this->collectives_->rank();
+  const int rank = this->collectives()->rank();
   factored_buffer_.resize(per_rank * ranks);
   Dtype* mine = factored_buffer_.data() + per_rank * rank;
   for (int b : chosen) {
@@ -367,8 +367,9 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
     mine = std::copy(f.x, f.x + static_cast<size_t>(rows) * k, mine);
     mine = std::copy(f.dy, f.dy + static_cast<size_t>(rows) * g, mine);
   }
-  this->collectives_->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
-  // Each block's rows of all ranks, contiguous; dy scaled by 1/N, as GradientSync averages the gradients.
+  this->collectives()->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
+  // Each block's rows of all ranks, contiguous; dy scaled as the solver scales the summed gradient (1/N here,
+  // with one pass).
   size_t offset = 0;
   for (int b : chosen) {
     Factored& f = factored_[b];
@@ -379,7 +380,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
       const Dtype* src = factored_buffer_.data() + per_rank * r + offset;
       std::copy(src, src + static_cast<size_t>(rows) * k, f.x_all.data() + static_cast<size_t>(r) * rows * k);
       src += static_cast<size_t>(rows) * k;
-      cpu_scale(rows * g, Dtype(1) / ranks, src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
+      cpu_scale(rows * g, this->gradient_scale(), src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
     }
     f.x = f.x_all.data();
     f.dy = f.dy_all.data();
@@ -398,7 +399,7 @@ bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
 template <typename Dtype>
 void KfacSolver<Dtype>::PreconditionAll() {
   const auto& params = this->net_->learnable_params();
-  const int ranks = this->collectives_ ? this->collectives_->size() : 1;
+  const int ranks = this->collectives() ? this->collectives()->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0), offset(blocks_.size(), 0);
   size_t total = 0;
@@ -432,7 +433,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
   }
   if (distributed_) {
     Stopwatch watch(&times_.communication_ms);
-    this->collectives_->Allgather(update_buffer_.data(), counts);
+    this->collectives()->Allgather(update_buffer_.data(), counts);
   }
   // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
   // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
@@ -461,8 +462,9 @@ void KfacSolver<Dtype>::PreconditionAll() {
 template <typename Dtype>
 void KfacSolver<Dtype>::ApplyUpdate() {
   const auto& params = this->net_->learnable_params();
+  // The reduced gradient is a sum over the ranks and passes: its mean first, and K-FAC clips that.
   for (size_t p = 0; p < params.size(); ++p) this->Normalize(static_cast<int>(p));
-  this->ClipGradients();
+  this->ClipGradients(1);
   if (owners_.empty()) AssignOwners();
   const int iter = this->iter_;
   if (!blocks_.empty()) {

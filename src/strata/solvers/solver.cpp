@@ -14,14 +14,6 @@
 
 namespace strata {
 
-SignalAction ParseSignalAction(const std::string& name) {
-  if (name == "stop") return SignalAction::kStop;
-  if (name == "snapshot") return SignalAction::kSnapshot;
-  if (name == "none") return SignalAction::kNone;
-  STRATA_FAIL() << "unknown signal effect '" << name << "' (expected stop, snapshot or none)";
-  return SignalAction::kNone;
-}
-
 SolverParameter ReadSolverParam(const std::string& filename) {
   SolverParameter param;
   ReadSolverParamsFromTextFile(filename, &param);
@@ -76,7 +68,21 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
   InitTrainNet();
   InitTestNets();
   for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
-  iteration_fn_ = [this] { return DefaultIteration(); };
+  set_engine(nullptr);
+}
+
+// The engine goes first: its threads may still be updating this solver's weights until it is destroyed.
+template <typename Dtype>
+Solver<Dtype>::~Solver() {
+  engine_.reset();
+}
+
+template <typename Dtype>
+TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<Dtype>> engine) {
+  engine_.reset();  // the old one finishes before the new one attaches to the net
+  engine_ = engine ? std::move(engine) : std::make_unique<LocalEngine<Dtype>>(this);
+  gradient_scale_ = Dtype(1) / (static_cast<Dtype>(engine_->replicas()) * static_cast<Dtype>(param_.iter_size()));
+  return engine_.get();
 }
 
 template <typename Dtype>
@@ -175,24 +181,6 @@ void Solver<Dtype>::CheckLoss(Dtype loss) const {
 }
 
 template <typename Dtype>
-Dtype Solver<Dtype>::DefaultIteration() {
-  if (!diffs_clear_) net_->ClearParamDiffs();
-  diffs_clear_ = false;
-  Dtype loss = 0;
-  for (int pass = 0; pass < param_.iter_size(); ++pass) {
-    Dtype l = 0;
-    net_->Forward(&l);
-    BeforeBackward(pass);
-    net_->Backward();
-    loss += l;
-  }
-  loss /= param_.iter_size();
-  CheckLoss(loss);
-  ApplyUpdate();
-  return loss;
-}
-
-template <typename Dtype>
 void Solver<Dtype>::Solve(const std::string& resume_file) {
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
@@ -203,8 +191,9 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   PreSolve();
   requested_early_exit_ = false;
   Step(param_.max_iter() - iter_);
-  if (drain_fn_) drain_fn_();
+  engine_->Drain();
   if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
+  engine_->Finish(iter_);
   if (requested_early_exit_) {
     LOG(INFO) << "Optimization stopped early.";
     return;
@@ -242,8 +231,7 @@ void Solver<Dtype>::Step(int iters) {
       TestAll();
     }
     if (action_) {
-      SignalAction a = action_();
-      if (action_agreement_) a = action_agreement_(a);
+      const SignalAction a = engine_->AgreeOnAction(action_(), iter_);
       if (a == SignalAction::kSnapshot) Snapshot();
       if (a == SignalAction::kStop) {
         requested_early_exit_ = true;
@@ -252,7 +240,7 @@ void Solver<Dtype>::Step(int iters) {
     }
     const bool display = param_.display() && iter_ % param_.display() == 0;
     rate_ = GetLearningRate();
-    const Dtype loss = iteration_fn_();
+    const Dtype loss = engine_->Iterate(rate_, iter_);
     UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     if (display) {
       const double secs =
@@ -275,7 +263,7 @@ void Solver<Dtype>::Step(int iters) {
       window_iter = iter_;
     }
     ++iter_;
-    for (auto& cb : iteration_callbacks_) cb(iter_);
+    engine_->AfterIteration(iter_);
     if (param_.snapshot() && iter_ % param_.snapshot() == 0) Snapshot();
   }
 }
@@ -316,7 +304,7 @@ void Solver<Dtype>::DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, con
 
 template <typename Dtype>
 std::vector<std::vector<Dtype>> Solver<Dtype>::TestAll() {
-  if (drain_fn_) drain_fn_();
+  engine_->Drain();
   std::vector<std::vector<Dtype>> all;
   for (size_t i = 0; i < test_nets_.size(); ++i) all.push_back(Test(static_cast<int>(i)));
   return all;
@@ -342,7 +330,7 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
     }
   }
   for (auto& s : scores) s /= test_iter;
-  if (score_reducer_) score_reducer_(&scores);
+  engine_->ReduceScores(&scores);
   if (Strata::root_solver()) {
     if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / test_iter;
     size_t k = 0;
@@ -364,12 +352,12 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
 }
 
 template <typename Dtype>
-void Solver<Dtype>::ClipGradients() {
+void Solver<Dtype>::ClipGradients(Dtype diff_scale) {
   const Dtype clip = param_.clip_gradients();
   if (clip < 0) return;
   Dtype sumsq = 0;
   for (Blob<Dtype>* p : net_->learnable_params()) sumsq += p->sumsq_diff();
-  const Dtype norm = std::sqrt(sumsq);
+  const Dtype norm = std::sqrt(sumsq) * diff_scale;
   if (norm > clip) {
     const Dtype scale = clip / norm;
     LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << clip << ") by scale "
@@ -380,8 +368,8 @@ void Solver<Dtype>::ClipGradients() {
 
 template <typename Dtype>
 void Solver<Dtype>::Normalize(int param_id) {
-  if (param_.iter_size() == 1) return;
-  net_->learnable_params()[param_id]->scale_diff(Dtype(1) / param_.iter_size());
+  if (gradient_scale_ == 1) return;
+  net_->learnable_params()[param_id]->scale_diff(gradient_scale_);
 }
 
 template <typename Dtype>
@@ -435,7 +423,7 @@ void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
     return;
   }
   if (fused) {
-    UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, Dtype(1) / param_.iter_size());
+    UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, gradient_scale_);
     return;
   }
   Normalize(param_id);
@@ -454,12 +442,13 @@ void Solver<Dtype>::update_layer(int layer_id, Dtype rate, int iter) {
 template <typename Dtype>
 void Solver<Dtype>::ApplyUpdate() {
   if (param_.clip_gradients() >= 0) {
-    ClipGradients();
+    // Caffe clips the gradient summed over iter_size's passes; over replicas, their mean.
+    ClipGradients(Dtype(1) / static_cast<Dtype>(engine_->replicas()));
     for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p), rate_, iter_);
-    return;
+  } else {
+    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
   }
-  for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
-  diffs_clear_ = updates_in_one_pass();
+  gradients_zeroed_ = updates_in_one_pass();
 }
 
 template <typename Dtype>
@@ -489,7 +478,7 @@ void Solver<Dtype>::SetDataPositions(const std::vector<uint64_t>& positions) {
 
 template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
-  if (drain_fn_) drain_fn_();
+  engine_->Drain();
   if (!Strata::root_solver()) return;
   STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
       << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";

@@ -1,4 +1,4 @@
-#include "strata/comm/gradient_staging.hpp"
+#include "strata/engine/gradient_staging.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,15 +17,6 @@
 #endif
 
 namespace strata {
-
-std::vector<ElementRange> CutBucket(size_t elements, bool fused, size_t chunk_elems) {
-  const size_t step = fused ? elements : std::max<size_t>(1, chunk_elems);
-  std::vector<ElementRange> chunks;
-  for (size_t offset = 0; offset < elements; offset += step) {
-    chunks.push_back({offset, std::min(step, elements - offset)});
-  }
-  return chunks;
-}
 
 StagingLayout::StagingLayout(const std::vector<std::vector<size_t>>& sizes, size_t chunk_elems) {
   for (const auto& grads : sizes) {
@@ -253,11 +244,8 @@ class HostStaging : public GradientStaging<Dtype> {
     const int id = layout_.chunk_id(bucket, c);
     copies_->WaitToHost(id);
     Dtype* chunk = host_[bucket] + offset;
-    if (allreduce.size() > 1) {
-      // The same sum and scaling as CPU training's, so both give the same bits from the same gradients.
-      allreduce.run(chunk, count);
-      cpu_scal(static_cast<int>(count), Dtype(1) / allreduce.size(), chunk);
-    }
+    // The same sum as CPU training's, so both give the same bits from the same gradients.
+    if (allreduce.size() > 1) allreduce.run(chunk, count);
     const std::vector<Dtype*>& grads = grads_[bucket];
     for (const auto& p : layout_.pieces(bucket, c)) {
       copies_->ToDevice(grads[p.slot] + p.grad_offset, host_[bucket] + p.staging_offset, sizeof(Dtype) * p.count);
@@ -283,9 +271,6 @@ class HostStaging : public GradientStaging<Dtype> {
 };
 
 #ifdef STRATA_HAVE_NCCL
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
-#error "Strata's NCCL path averages with ncclAvg, which needs NCCL 2.10 or newer"
-#endif
 
 #define STRATA_NCCL_CHECK(expr)                                                          \
   do {                                                                                   \
@@ -356,7 +341,7 @@ class NcclStaging : public GradientStaging<Dtype> {
       if (pieces.size() > 1) STRATA_NCCL_CHECK(ncclGroupStart());
       for (const auto& p : pieces) {
         Dtype* g = grads[p.slot] + p.grad_offset;
-        STRATA_NCCL_CHECK(ncclAllReduce(g, g, p.count, kType, ncclAvg, comm_, stream_));
+        STRATA_NCCL_CHECK(ncclAllReduce(g, g, p.count, kType, ncclSum, comm_, stream_));
       }
       if (pieces.size() > 1) STRATA_NCCL_CHECK(ncclGroupEnd());
       STRATA_CUDA_CHECK(cudaEventRecord(reduced_[layout_.chunk_id(bucket, c)], stream_));
@@ -379,7 +364,7 @@ class NcclStaging : public GradientStaging<Dtype> {
 
  private:
   void Release() {
-    // Normally every chunk was waited for (GradientSync drains first); after an error the job is being aborted.
+    // Normally every chunk was waited for (the engine drains first); after an error the job is being aborted.
     if (stream_) LogIfFailed(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     if (comm_) {
       const ncclResult_t r = ncclCommDestroy(comm_);

@@ -1,21 +1,22 @@
-// How GradientSync moves gradients that live on the GPU (the seed paper's section 4, steps 1 to 4; docs/gpu.md).
+// How the data-parallel engine moves gradients that live on the GPU (the seed paper's section 4, steps 1 to 4;
+// docs/gpu.md).
 //
 //   HOST (comm_param.gpu_path, the default)
 //     main thread, backward has enqueued layer L -> an event on the compute stream; the copy-out stream waits for it
 //                                                 and copies each chunk of L's gradients into the bucket's pinned
 //                                                 host buffer, one event per chunk
 //     communication thread                      -> sleeps on its chunk's event, allreduces the host chunk exactly
-//                                                 as CPU training does, averages it, copies it back on the copy-in
-//                                                 stream and waits for that copy
+//                                                 as CPU training does, copies the sum back on the copy-in stream
+//                                                 and waits for that copy
 //   NCCL
 //     main thread                               -> the communication stream waits for the same compute event and
-//                                                 averages each chunk in device memory with ncclAllReduce, one
-//                                                 event per chunk
+//                                                 sums each chunk in device memory with ncclAllReduce, one event
+//                                                 per chunk
 //     communication thread                      -> sleeps on its chunk's event
 //
-// Either way Reduce returns only once the chunk's averaged values are back in the gradient on the device, so
-// GradientSync's bookkeeping is unchanged: when the last chunk of a layer is reduced, that thread enqueues the
-// layer's update, and the next forward of the layer, enqueued after it on the same stream, waits for it. The
+// Either way Reduce returns only once the chunk's sum over the ranks is back in the gradient on the device (the
+// solver scales it, Solver::gradient_scale), so the engine's bookkeeping is the CPU's: when the last chunk of a
+// layer is reduced, that thread enqueues the layer's update, and the next forward of the layer, enqueued after it on the same stream, waits for it. The
 // ordering argument is in docs/gpu.md. Communication threads never touch SyncedMemory here: the main thread
 // takes the gradients' device pointers when it stages a bucket.
 #pragma once
@@ -29,18 +30,10 @@
 
 #include "strata/blob.hpp"
 #include "strata/comm/allreduce.hpp"
+#include "strata/engine/bucket_plan.hpp"
 #include "strata/proto/strata.pb.h"
 
 namespace strata {
-
-struct ElementRange {
-  size_t offset = 0;
-  size_t count = 0;
-};
-
-// How GradientSync cuts a bucket of `elements` into the tasks of its communication threads: a single gradient into
-// chunks of chunk_elems (the last one shorter), a fused bucket (at most fusion_bytes) into one chunk.
-std::vector<ElementRange> CutBucket(size_t elements, bool fused, size_t chunk_elems);
 
 // Plain bookkeeping of the staged path: each bucket's gradients lie back to back in its staging buffer, in bucket
 // order; a chunk of the bucket covers a range of that buffer, made of pieces of one or more gradients.
@@ -83,15 +76,16 @@ class GradientStaging {
   // Main thread, when backward has enqueued the last kernel that writes the bucket's gradients: starts moving and
   // (NCCL) reducing its chunks, behind that work.
   virtual void Stage(int bucket) = 0;
-  // A communication thread, for a chunk of a staged bucket: returns when the chunk's values, averaged over the
+  // A communication thread, for a chunk of a staged bucket: returns when the chunk's values, summed over the
   // ranks (`allreduce`'s communicator), are in the gradients on the device.
   virtual void Reduce(int bucket, size_t offset, size_t count, Allreduce& allreduce) = 0;
   // For the log: the path and what it holds.
   virtual std::string describe() const = 0;
 };
 
-// What GradientSync hands over: each bucket's gradients (learnable blobs whose diff is reduced), the chunk size in
-// elements, the path, and the communicator of all ranks (NCCL's unique id travels on it).
+// What the data-parallel engine hands over: each bucket's gradients (learnable blobs whose diff is reduced, in the
+// BucketPlan's buckets), the chunk size in elements, the path, and the communicator of all ranks (NCCL's unique id
+// travels on it).
 template <typename Dtype>
 struct StagingSetup {
   std::vector<std::vector<Blob<Dtype>*>> buckets;

@@ -1,6 +1,6 @@
-// GradientSync on however many ranks mpirun started (ctest: 1, 2, 3, 4, 5, 7 and 8).
+// DataParallelEngine on however many ranks mpirun started (ctest: 1, 2, 3, 4, 5, 7 and 8).
 //
-// Equivalence: N ranks with batch b each, trained k iterations through GradientSync, must end with the
+// Equivalence: N ranks with batch b each, trained k iterations through the data-parallel engine, must end with the
 // weights one rank reaches with batch N*b (SGD with momentum and weight decay). The Data layer gives rank r
 // records [s + r*b, s + (r+1)*b) of every global batch starting at s, so the N shards together are exactly
 // the single rank's batch, and the mean of N per-rank mean gradients is the mean over the global batch.
@@ -35,9 +35,9 @@
 #include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
-#include "strata/comm/gradient_sync.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/device.hpp"
+#include "strata/engine/data_parallel_engine.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -91,7 +91,7 @@ std::string NetText(const std::string& source, int batch, bool batch_norm) {
   return s.str();
 }
 
-// What the solver does; the single-rank reference depends on these and not on the GradientSync options.
+// What the solver does; the single-rank reference depends on these and not on the engine options.
 struct SolverSetting {
   int iter_size = 1;
   float clip = -1;  // clip_gradients; < 0: off
@@ -133,7 +133,7 @@ Weights WeightsOf(Solver<float>& solver) {
   return w;
 }
 
-class GradientSyncTest : public ::testing::Test {
+class DataParallelEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // The tests build many solvers; their INFO lines on 8 ranks would bury a failure.
@@ -193,7 +193,7 @@ class GradientSyncTest : public ::testing::Test {
     return p;
   }
 
-  // One rank, batch N*b, no GradientSync: what N ranks together must reproduce.
+  // One rank, batch N*b, the local engine: what N ranks together must reproduce.
   static const Weights& Reference(const SolverSetting& s) {
     auto it = references_.find(s);
     if (it != references_.end()) return it->second;
@@ -207,8 +207,8 @@ class GradientSyncTest : public ::testing::Test {
     return references_[s] = WeightsOf(*solver);
   }
 
-  static GradientSyncOptions OptionsOf(const Config& c) {
-    GradientSyncOptions o;
+  static DataParallelOptions OptionsOf(const Config& c) {
+    DataParallelOptions o;
     o.overlap = c.overlap;
     o.chunk_bytes = c.chunk_bytes;
     o.fusion_bytes = c.fusion_bytes;
@@ -220,7 +220,14 @@ class GradientSyncTest : public ::testing::Test {
     return o;
   }
 
-  // Trains with GradientSync under `c` and checks the weights against the reference and across ranks; their
+  // Installs the data-parallel engine with `o` in `solver`.
+  static DataParallelEngine<float>* Install(Solver<float>* solver, const DataParallelOptions& o,
+                                            const std::string& algorithm = "hybrid") {
+    auto engine = std::make_unique<DataParallelEngine<float>>(solver, *comm_, AllreducePolicy::from_name(algorithm), o);
+    return static_cast<DataParallelEngine<float>*>(solver->set_engine(std::move(engine)));
+  }
+
+  // Trains with the data-parallel engine under `c` and checks the weights against the reference and across ranks; their
   // digest is left in digest_.
   void Check(const Config& c, float tolerance = 1e-5f) {
     SCOPED_TRACE(c.describe());
@@ -232,10 +239,11 @@ class GradientSyncTest : public ::testing::Test {
     uint64_t digest = 0;
     Weights w;
     {
-      GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name(c.algorithm), OptionsOf(c));
+      DataParallelEngine<float>* engine = Install(solver.get(), OptionsOf(c), c.algorithm);
       solver->Solve();  // drains at the end
-      digest = sync.WeightsDigest();
+      digest = engine->WeightsDigest();
       w = WeightsOf(*solver);
+      solver->set_engine(nullptr);
     }
     Strata::set_mode(Strata::CPU);
     Strata::set_solver_rank(0);
@@ -281,14 +289,14 @@ class GradientSyncTest : public ::testing::Test {
   static Weights initial_;
   static int saved_minloglevel_;
 };
-std::unique_ptr<testing_data::TempDir> GradientSyncTest::dir_;
-std::string GradientSyncTest::db_;
-std::unique_ptr<Communicator> GradientSyncTest::comm_;
-std::map<SolverSetting, Weights> GradientSyncTest::references_;
-Weights GradientSyncTest::initial_;
-int GradientSyncTest::saved_minloglevel_ = 0;
+std::unique_ptr<testing_data::TempDir> DataParallelEngineTest::dir_;
+std::string DataParallelEngineTest::db_;
+std::unique_ptr<Communicator> DataParallelEngineTest::comm_;
+std::map<SolverSetting, Weights> DataParallelEngineTest::references_;
+Weights DataParallelEngineTest::initial_;
+int DataParallelEngineTest::saved_minloglevel_ = 0;
 
-TEST_F(GradientSyncTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWithTheWholeBatch) {
   std::vector<std::string> algorithms = allreduce_algorithm_names();
   algorithms.push_back("hybrid");
   for (const auto& name : algorithms) {
@@ -298,7 +306,7 @@ TEST_F(GradientSyncTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWithTheW
   }
 }
 
-TEST_F(GradientSyncTest, OverlapOffEqualsOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, OverlapOffEqualsOneRankWithTheWholeBatch) {
   for (const auto& name : {"hybrid", "ring_seg", "brd"}) {
     Config c;
     c.algorithm = name;
@@ -307,7 +315,7 @@ TEST_F(GradientSyncTest, OverlapOffEqualsOneRankWithTheWholeBatch) {
   }
 }
 
-TEST_F(GradientSyncTest, FusionThreadsAndChunkSizes) {
+TEST_F(DataParallelEngineTest, FusionThreadsAndChunkSizes) {
   Config c;
   c.fusion_bytes = 256;  // the biases and conv1's weights fuse; ip1's weights stay alone, in chunks
   Check(c);
@@ -338,7 +346,7 @@ TEST_F(GradientSyncTest, FusionThreadsAndChunkSizes) {
   }
 }
 
-TEST_F(GradientSyncTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {
   Config c;
   c.solver.iter_size = 2;  // only the last pass's gradients are reduced
   Check(c);
@@ -352,7 +360,7 @@ TEST_F(GradientSyncTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {
 // K-FAC: the factors are means over the batch too, reduced to each layer's owner (or to every rank); the owner's
 // preconditioned gradients reach every rank by an allgather. The inverses amplify the factors' float rounding by
 // up to their condition number, hence a looser bound than SGD's.
-TEST_F(GradientSyncTest, KfacEqualsOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, KfacEqualsOneRankWithTheWholeBatch) {
   Config c;
   c.solver.kfac = 1;
   Check(c, 1e-4f);
@@ -365,7 +373,7 @@ TEST_F(GradientSyncTest, KfacEqualsOneRankWithTheWholeBatch) {
 // The GPU path's bookkeeping, in CPU training: through the HOST staging with plain copies in place of the device
 // copies, the ranks must end with exactly the CPU path's weights (the same chunks reduced with the same sums and
 // scaling), with overlap on and off, fused buckets, chunks dealt to several threads, iter_size and clipping.
-TEST_F(GradientSyncTest, HostStagingInCpuTrainingGivesTheCpuPathsWeightsBitForBit) {
+TEST_F(DataParallelEngineTest, HostStagingInCpuTrainingGivesTheCpuPathsWeightsBitForBit) {
   std::vector<Config> configs(8);
   configs[1].overlap = false;
   configs[2].fusion_bytes = 256;
@@ -386,14 +394,14 @@ TEST_F(GradientSyncTest, HostStagingInCpuTrainingGivesTheCpuPathsWeightsBitForBi
   }
 }
 
-TEST_F(GradientSyncTest, NcclInCpuTrainingIsOneClearError) {
+TEST_F(DataParallelEngineTest, NcclInCpuTrainingIsOneClearError) {
   Strata::set_solver_rank(world_rank());
   Strata::set_solver_count(world_size());
   auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting()));
   Config c;
   c.gpu_path = CommParameter::NCCL;
   try {
-    GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), OptionsOf(c));
+    Install(solver.get(), OptionsOf(c));
     ADD_FAILURE() << "gpu_path NCCL was accepted in CPU training";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gpu_path NCCL applies to GPU training"), std::string::npos) << e.what();
@@ -405,7 +413,7 @@ TEST_F(GradientSyncTest, NcclInCpuTrainingIsOneClearError) {
 // GPU training, N ranks sharing the machine's GPU(s) (batch b each) against one rank on the GPU with batch N*b:
 // the HOST staging (copy streams, events, pinned buffers, updates on the GPU) with overlap on and off, fused
 // buckets, several threads, and clipping (the whole reduced gradient, updated on the main thread).
-TEST_F(GradientSyncTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
   const std::string missing = mpi_test::gpu_missing();
   if (!missing.empty()) GTEST_SKIP() << missing;
   Config c;
@@ -427,7 +435,7 @@ TEST_F(GradientSyncTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
 }
 
 // The NCCL path needs a GPU per rank (tests/mpi/test_gradient_staging.cpp checks the error when ranks share one).
-TEST_F(GradientSyncTest, GpuNcclEqualsOneRankWithTheWholeBatch) {
+TEST_F(DataParallelEngineTest, GpuNcclEqualsOneRankWithTheWholeBatch) {
   const std::string missing = mpi_test::gpu_missing();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifndef STRATA_HAVE_NCCL
@@ -445,14 +453,14 @@ TEST_F(GradientSyncTest, GpuNcclEqualsOneRankWithTheWholeBatch) {
 
 // BatchNorm's running statistics are each rank's own (forward writes them), so Drain averages them: after
 // it every rank holds the mean of the ranks' statistics, bit for bit the same on every rank.
-TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
+TEST_F(DataParallelEngineTest, DrainAveragesBatchNormStatistics) {
   const int n = world_size();
   Strata::set_solver_rank(world_rank());
   Strata::set_solver_count(n);
   auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting(), true));
-  GradientSyncOptions o;
+  DataParallelOptions o;
   o.chunk_bytes = 64;
-  GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), o);
+  DataParallelEngine<float>& engine = *Install(solver.get(), o);
   solver->Step(5);  // no drain at the end, unlike Solve
   Net<float>& net = *solver->net();
   std::vector<int> stats;
@@ -476,7 +484,7 @@ TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
     EXPECT_TRUE(differ) << "the ranks' statistics were equal before Drain: the test proves nothing";
   }
 
-  sync.Drain();
+  engine.Drain();
   size_t at = 0;
   bool ok = true;
   for (int p : stats) {
@@ -492,7 +500,7 @@ TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
     }
   }
   EXPECT_TRUE(all_ranks(ok));
-  EXPECT_TRUE(same_on_all_ranks(sync.WeightsDigest())) << "statistics or weights differ across ranks after Drain";
+  EXPECT_TRUE(same_on_all_ranks(engine.WeightsDigest())) << "statistics or weights differ across ranks after Drain";
   Strata::set_solver_rank(0);
   Strata::set_solver_count(1);
 }
@@ -500,7 +508,7 @@ TEST_F(GradientSyncTest, DrainAveragesBatchNormStatistics) {
 // A signal reaches one rank only (the last): every rank must still snapshot, and stop, at the same iteration,
 // two iterations after the request. Alone, the rank would snapshot on its own (Drain's statistics allreduce
 // would wait for the others forever) and stop on its own (the others would wait in the next gradient's).
-TEST_F(GradientSyncTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration) {
+TEST_F(DataParallelEngineTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration) {
   const int n = world_size();
   Strata::set_solver_rank(world_rank());
   Strata::set_solver_count(n);
@@ -508,9 +516,9 @@ TEST_F(GradientSyncTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration) {
   const std::string dir = db_.substr(0, db_.rfind('/'));
   p.set_snapshot_prefix(dir + "/signal");
   auto solver = SolverRegistry<float>::Create(p);
-  GradientSyncOptions o;
+  DataParallelOptions o;
   o.chunk_bytes = 64;
-  GradientSync<float> sync(solver.get(), *comm_, AllreducePolicy::from_name("hybrid"), o);
+  DataParallelEngine<float>& engine = *Install(solver.get(), o);
   Solver<float>* s = solver.get();
   const bool signalled = world_rank() == n - 1;
   solver->SetActionFunction([s, signalled] {
@@ -526,7 +534,7 @@ TEST_F(GradientSyncTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration) {
     const std::string snapshot = dir + "/signal_iter_" + std::to_string(4 + lag) + ".solverstate";
     EXPECT_TRUE(FileExists(snapshot)) << snapshot << " was not written";
   }
-  EXPECT_TRUE(same_on_all_ranks(sync.WeightsDigest()));
+  EXPECT_TRUE(same_on_all_ranks(engine.WeightsDigest()));
   Strata::set_solver_rank(0);
   Strata::set_solver_count(1);
 }

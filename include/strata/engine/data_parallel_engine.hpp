@@ -1,0 +1,174 @@
+// DataParallelEngine: data-parallel training with layer-wise, chunked, overlapped allreduce (the seed paper's
+// section 4). One iteration, as Iterate runs it:
+//
+//   forward of layer i             -> first waits only for the parameters layer i reads (overtaking: the rest of
+//                                      the previous iteration's updates may still be running)
+//   backward of layer L finishes   -> the buckets complete after L (BucketPlan) are cut into chunks and queued to
+//                                      the communication threads; backward moves on at once
+//   communication thread k         -> allreduces its chunks in order on its own communicator (a sum); on the CPU
+//                                      it then applies each chunk in one sweep (Solver::UpdateSlice, which scales
+//                                      by Solver::gradient_scale)
+//   last chunk of layer L reduced  -> layer L is updated (GPU, or a solver without a one-pass rule: that thread
+//                                      runs update_layer(L) now and clears L's gradients)
+//   end of backward                -> a control message with this rank's signal request follows the gradients
+//                                      (SignalAgreement)
+//
+// Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to thread
+// k mod T, so the collectives on each thread's communicator match across ranks whatever the timing, and every
+// rank ends with bit-identical weights (checked by comm_param.checksum_interval, and at the end of training).
+//
+// Solvers that need the whole reduced gradient (clipping, K-FAC) get every bucket reduced, still overlapped with
+// backward, and one ApplyUpdate on the main thread. Overlap off reduces everything after backward (the baseline).
+//
+// GPU training: the gradients stay on the device; GradientStaging (strata/engine/gradient_staging.hpp) moves each
+// chunk to pinned host memory on a copy stream as backward produces it and back after the allreduce (or sums it
+// on the device with NCCL), and a chunk counts as reduced once it is back on the device.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/mpi_collectives.hpp"
+#include "strata/engine/bucket_plan.hpp"
+#include "strata/engine/gradient_staging.hpp"
+#include "strata/engine/signal_agreement.hpp"
+#include "strata/engine/timeline.hpp"
+#include "strata/engine/training_engine.hpp"
+#include "strata/solver.hpp"
+
+namespace strata {
+
+struct DataParallelOptions {
+  bool overlap = true;               // false: reduce everything after backward (the baseline)
+  size_t chunk_bytes = 4 << 20;      // gradients larger than this are cut into chunks of this size
+  int threads = 1;                   // communication threads, each with its own communicator
+  size_t fusion_bytes = 0;           // gradients smaller than this are packed into buckets of this size
+  int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
+  int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
+  std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
+  CommParameter::GpuPath gpu_path = CommParameter::HOST;  // GPU training: host staging or NCCL
+  bool stage_in_cpu_mode = false;    // tests: CPU training through the HOST staging, with plain copies
+  static DataParallelOptions FromProto(const CommParameter& p);
+};
+
+template <typename Dtype>
+class DataParallelEngine : public TrainingEngine<Dtype> {
+ public:
+  // Attaches to the solver's train net (hooks); install it with solver->set_engine. `comm` must have at least
+  // options.threads communication threads. Broadcasts rank 0's weights so every rank starts equal.
+  DataParallelEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
+                     const DataParallelOptions& options);
+  ~DataParallelEngine() override;
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
+  Dtype Iterate(Dtype rate, int iter) override;
+  // Waits for every pending update and control message, then averages the statistic parameters (BatchNorm).
+  void Drain() override;
+  SignalAction AgreeOnAction(SignalAction local, int iter) override { return signals_.Agree(local, iter); }
+  void ReduceScores(std::vector<Dtype>* scores) override { collectives_.AllreduceMean(scores->data(), scores->size()); }
+  // The consistency check (checksum_interval) and the per-display statistics line.
+  void AfterIteration(int iterations_done) override;
+  // Checks that every rank holds the same weights and writes the timeline (if asked for).
+  void Finish(int iterations_done) override;
+  int replicas() const override { return ranks_; }
+  Collectives* collectives() override { return &collectives_; }
+
+  // Copies rank 0's learnable parameters (statistics included) to every rank.
+  void BroadcastParams();
+  // Drains, then ends the job if the ranks' weights differ.
+  void CheckConsistency(int iter);
+  // A digest of this rank's weights (WeightsDigest).
+  uint64_t WeightsDigest() const;
+
+ private:
+  // Accumulated over the iterations since the last display (main thread). wait_ms is the exposed
+  // communication: the time the compute thread waited for reductions and updates, after backward (overlap
+  // off, clipping) or in forward (waiting for a layer's update); forward_wait_ms is the forward part of it.
+  // tail_ms sums, over `tails` iterations, the time from the end of backward to that iteration's last update.
+  struct Stats {
+    double forward_ms = 0, forward_wait_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
+    int iterations = 0, tails = 0;
+  };
+  // A chunk of a bucket to reduce, or (bucket kControlTask) the iteration's signal message.
+  struct Task {
+    int bucket;
+    size_t offset = 0;
+    size_t count = 0;
+    Dtype rate = 0;  // the iteration this gradient belongs to, for its update
+    int iter = 0;
+    SignalAction action = SignalAction::kNone;
+  };
+  static constexpr int kControlTask = -1;
+  struct Worker {
+    int index = 0;  // 0-based; its timeline row is index + 1
+    std::thread thread;
+    std::unique_ptr<Allreduce> allreduce;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::deque<Task> queue;
+  };
+
+  void AttachHooks();
+  void OnBackward(int layer_id);
+  void WaitForLayer(int layer_id);
+  void Submit(int bucket);
+  void Enqueue(Worker& w, const Task& t);
+  void WorkerLoop(int k);
+  void Reduce(Worker& w, const Task& t);
+  void ParamsReduced(const Task& t);
+  void FinishUnit(int layer_id, Dtype rate, int iter);
+  void UpdateWholeGradient();
+  void WaitAllUpdated();
+  void AverageStatistics();
+  void LogStats(int iter);
+
+  Solver<Dtype>* solver_;
+  Net<Dtype>* net_;
+  const Communicator& comm_;
+  DataParallelOptions options_;
+  int ranks_;
+  std::unique_ptr<Allreduce> main_allreduce_;  // collectives on the main thread's communicator
+  MpiCollectives collectives_;
+  BucketPlan plan_;
+  std::vector<std::vector<Dtype>> fused_;             // a fused bucket's staging buffer (empty for others)
+  std::unique_ptr<GradientStaging<Dtype>> staging_;  // GPU training's path for gradients (null on the CPU)
+  SignalAgreement signals_;
+  Timeline timeline_;
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  uint64_t next_task_ = 0;
+  bool stop_ = false;
+
+  // Bookkeeping under state_mutex_.
+  std::mutex state_mutex_;
+  std::condition_variable state_cv_;
+  std::vector<size_t> param_remaining_;  // elements still to reduce this iteration
+  std::vector<int> unit_remaining_;      // reduced params of each update unit (layer) still to reduce
+  std::vector<char> param_pending_;      // submitted and not yet updated
+  int pending_params_ = 0;               // submitted, not yet updated
+  int unreduced_params_ = 0;             // submitted, not yet reduced
+  bool last_pass_ = true;
+  Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
+  int pending_iter_ = 0;
+  bool whole_gradient_ = false;  // the solver updates the whole net at once (clipping, K-FAC)
+  bool fused_update_ = false;    // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
+
+  // Measurement.
+  Stats stats_;
+  double backward_end_us_ = 0;
+  double last_update_us_ = 0;  // under state_mutex_
+  double busy_us_ = 0;         // under state_mutex_: time the workers spent in allreduces since the last display
+  double layer_t0_us_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+// TrainingEngine: how one training iteration's gradients are computed, reduced and applied. The Solver owns one
+// and keeps everything around it: the loop, the learning rate, tests, snapshots, signals and logs.
+//
+//   Solver::Step, per iteration:
+//     action = engine.AgreeOnAction(polled signal, iter)    every rank stops or snapshots at the same iteration
+//     loss   = engine.Iterate(rate, iter)                   forward, backward, reduce, update
+//     engine.AfterIteration(iter + 1)                       checks and statistics of the engine
+//   before a test or snapshot reads the weights: engine.Drain()
+//   test scores: engine.ReduceScores(&scores)              the mean over the ranks
+//   end of Solve: engine.Finish(iter)
+//
+// Engines:
+//   LocalEngine (this file)                   one process: Solver's own iteration, read top to bottom below
+//   DataParallelEngine (data_parallel_engine.hpp)   N ranks, each layer's gradient reduced during backward
+//
+// Gradient scaling has one owner: engines sum gradients over their replicas() and never divide; the solver scales
+// every gradient by Solver::gradient_scale() = 1 / (replicas x iter_size) as part of its update.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class Collectives;
+template <typename Dtype>
+class Solver;
+
+// What the solver does when a signal arrives (Caffe's --sigint_effect / --sighup_effect).
+enum class SignalAction { kNone, kStop, kSnapshot };
+SignalAction ParseSignalAction(const std::string& name);
+
+template <typename Dtype>
+class TrainingEngine {
+ public:
+  virtual ~TrainingEngine() = default;
+
+  // Runs iteration `iter` at learning rate `rate`: computes the gradients (iter_size passes), reduces them over
+  // the replicas and applies the solver's update (possibly still in flight when this returns; the next forward
+  // of each layer waits for its own update). Returns the loss averaged over the passes (this rank's).
+  virtual Dtype Iterate(Dtype rate, int iter) = 0;
+  // Finishes every pending update and makes the weights whole and equal on every replica: called before
+  // anything reads the weights outside the step (test, snapshot, end of training).
+  virtual void Drain() {}
+  // Turns this rank's polled request at iteration `iter` into the action every rank takes now.
+  virtual SignalAction AgreeOnAction(SignalAction local, int iter) { return local; }
+  // Test scores computed by each rank on its own: afterwards the mean over the ranks.
+  virtual void ReduceScores(std::vector<Dtype>* scores) {}
+  // After an iteration's update was started; `iterations_done` is the solver's new iteration count.
+  virtual void AfterIteration(int iterations_done) {}
+  // The end of training, after the last Drain (consistency checks, the timeline). Collective.
+  virtual void Finish(int iterations_done) {}
+
+  // How many gradient contributions each reduced gradient sums (the ranks of a data-parallel job).
+  virtual int replicas() const { return 1; }
+  // Collectives over the replicas for solvers that communicate more than the gradient (K-FAC); null: one rank.
+  virtual Collectives* collectives() { return nullptr; }
+};
+
+// One process: clear the gradients, iter_size x (forward, backward), then the solver's ApplyUpdate.
+template <typename Dtype>
+class LocalEngine : public TrainingEngine<Dtype> {
+ public:
+  explicit LocalEngine(Solver<Dtype>* solver) : solver_(solver) {}
+  Dtype Iterate(Dtype rate, int iter) override;
+
+ private:
+  Solver<Dtype>* solver_;
+  // The last update left every gradient at zero (one-pass updates), so this iteration need not clear them.
+  bool diffs_clear_ = false;
+};
+
+}  // namespace strata

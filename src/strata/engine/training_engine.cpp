@@ -1,0 +1,38 @@
+#include "strata/engine/training_engine.hpp"
+
+#include "strata/common.hpp"
+#include "strata/solver.hpp"
+
+namespace strata {
+
+SignalAction ParseSignalAction(const std::string& name) {
+  if (name == "stop") return SignalAction::kStop;
+  if (name == "snapshot") return SignalAction::kSnapshot;
+  if (name == "none") return SignalAction::kNone;
+  STRATA_FAIL() << "unknown signal effect '" << name << "' (expected stop, snapshot or none)";
+  return SignalAction::kNone;
+}
+
+// The solver has set `rate` and `iter` as its current ones; ApplyUpdate reads them there.
+template <typename Dtype>
+Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
+  Net<Dtype>& net = *solver_->net();
+  if (!solver_->gradients_zeroed()) net.ClearParamDiffs();
+  const int passes = solver_->param().iter_size();
+  Dtype loss = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    Dtype l = 0;
+    net.Forward(&l);
+    solver_->BeforeBackward(pass);
+    net.Backward();
+    loss += l;
+  }
+  loss /= passes;
+  solver_->CheckLoss(loss);
+  solver_->ApplyUpdate();
+  return loss;
+}
+
+STRATA_INSTANTIATE_CLASS(LocalEngine);
+
+}  // namespace strata

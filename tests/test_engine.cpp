@@ -1,0 +1,246 @@
+// The training-engine seam on one process: the order in which the solver calls its engine, the one gradient
+// scale (1 / (replicas x iter_size)) and that the update really uses it, the bucket plan the data-parallel engine
+// reduces by, and the timeline. The data-parallel engine itself runs under mpirun (tests/mpi).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data_test_util.hpp"
+#include "strata/engine/bucket_plan.hpp"
+#include "strata/engine/timeline.hpp"
+#include "strata/engine/training_engine.hpp"
+#include "strata/solver.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+// x (2 x 6) -> ip1 (4 outputs: 24 weights, 4 biases) -> ip2 (3 outputs: 12 weights, 3 biases) -> softmax loss.
+const char* kNet = R"(name: "engine"
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 6 } shape { dim: 2 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.5 }
+                              bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "z"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
+)";
+
+SolverParameter MakeParam(const std::string& extra) {
+  SolverParameter p;
+  ReadProtoFromTextString("base_lr: 0.5 lr_policy: 'fixed' random_seed: 7 display: 0 snapshot_after_train: false " +
+                              extra,
+                          &p);
+  ReadProtoFromTextString(kNet, p.mutable_net_param());
+  return p;
+}
+
+// Fixed inputs: x from a formula, labels 1 and 2.
+void SetInputs(Net<float>* net) {
+  float* x = net->blob_by_name("x")->mutable_cpu_data();
+  for (int i = 0; i < 12; ++i) x[i] = std::sin(0.7f * i) + 0.1f * i;
+  float* y = net->blob_by_name("y")->mutable_cpu_data();
+  y[0] = 1;
+  y[1] = 2;
+}
+
+std::vector<float> AllWeights(Solver<float>& solver) {
+  std::vector<float> w;
+  for (Blob<float>* p : solver.net()->learnable_params()) w.insert(w.end(), p->cpu_data(), p->cpu_data() + p->count());
+  return w;
+}
+
+// An engine that logs what the solver asks of it, runs iterations as one process does, and claims `replicas`
+// replicas (so the solver's gradient scale must follow) while summing nothing: the gradient it hands the update is
+// one replica's.
+class RecordingEngine : public TrainingEngine<float> {
+ public:
+  RecordingEngine(Solver<float>* solver, int replicas, std::vector<std::string>* calls)
+      : local_(solver), replicas_(replicas), calls_(calls) {}
+  float Iterate(float rate, int iter) override {
+    Log("Iterate " + std::to_string(iter));
+    return local_.Iterate(rate, iter);
+  }
+  void Drain() override { Log("Drain"); }
+  SignalAction AgreeOnAction(SignalAction local, int iter) override {
+    Log("Agree " + std::to_string(iter));
+    return local;
+  }
+  void ReduceScores(std::vector<float>* scores) override {
+    Log("ReduceScores");
+    for (float& s : *scores) s = 100 + s;  // a mark the solver's returned scores must carry
+  }
+  void AfterIteration(int n) override { Log("After " + std::to_string(n)); }
+  void Finish(int n) override { Log("Finish " + std::to_string(n)); }
+  int replicas() const override { return replicas_; }
+
+ private:
+  void Log(const std::string& s) {
+    if (calls_) calls_->push_back(s);
+  }
+  LocalEngine<float> local_;
+  int replicas_;
+  std::vector<std::string>* calls_;
+};
+
+TEST(TrainingEngine, SolverCallsItsEngineInOrder) {
+  auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 2 test_interval: 2 test_iter: 1"));
+  std::vector<std::string> calls;
+  solver->set_engine(std::make_unique<RecordingEngine>(solver.get(), 1, &calls));
+  solver->SetActionFunction([] { return SignalAction::kNone; });
+  solver->Solve();
+  const std::vector<std::string> expected = {
+      "Drain", "ReduceScores",                         // the test at iteration 0
+      "Agree 0", "Iterate 0", "After 1",               // iteration 0
+      "Agree 1", "Iterate 1", "After 2",               // iteration 1
+      "Drain", "Finish 2",                             // the end of training
+      "Drain", "ReduceScores"};                        // the final test
+  EXPECT_EQ(calls, expected);
+  // The scores the solver reports are the engine's reduction of them.
+  calls.clear();
+  const auto scores = solver->TestAll();
+  ASSERT_EQ(scores.size(), 1u);
+  ASSERT_EQ(scores[0].size(), 1u);
+  EXPECT_GT(scores[0][0], 100.f);
+}
+
+TEST(TrainingEngine, GradientScaleIsOneOverReplicasTimesIterSize) {
+  auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 1 iter_size: 2"));
+  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.5f);  // the local engine: one replica
+  solver->set_engine(std::make_unique<RecordingEngine>(solver.get(), 4, nullptr));
+  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.125f);
+  solver->set_engine(nullptr);  // back to a local engine
+  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.25f * 2);
+}
+
+// Plain SGD written only as a rule (no one-pass update), so the update takes the separate passes.
+class PlainSgdSolver : public Solver<float> {
+ public:
+  using Solver<float>::Solver;
+  const char* type() const override { return "PlainSgd"; }
+
+ protected:
+  void ComputeUpdateValue(int param_id, float rate, int iter) override {
+    net_->learnable_params()[param_id]->scale_diff(rate);
+  }
+};
+
+// The update applies the solver's scale, whichever path it takes: with an engine that claims 4 replicas but sums one,
+// every weight moves a quarter as far as with the local engine (SGD without momentum or decay, one pass; and the
+// same rule in separate passes).
+TEST(TrainingEngine, UpdatesUseTheSolversScale) {
+  for (bool one_pass : {true, false}) {
+    SCOPED_TRACE(one_pass ? "one pass" : "separate passes");
+    std::vector<float> moved[2];
+    for (int replicas : {1, 4}) {
+      const SolverParameter param = MakeParam("max_iter: 1");
+      std::unique_ptr<Solver<float>> solver;
+      if (one_pass) {
+        solver = SolverRegistry<float>::Create(param);
+      } else {
+        solver = std::make_unique<PlainSgdSolver>(param);
+      }
+      ASSERT_EQ(solver->updates_in_one_pass(), one_pass);
+      if (replicas > 1) solver->set_engine(std::make_unique<RecordingEngine>(solver.get(), replicas, nullptr));
+      SetInputs(solver->net());
+      const std::vector<float> before = AllWeights(*solver);
+      solver->Step(1);
+      const std::vector<float> after = AllWeights(*solver);
+      for (size_t i = 0; i < before.size(); ++i) moved[replicas > 1].push_back(after[i] - before[i]);
+    }
+    ASSERT_EQ(moved[0].size(), moved[1].size());
+    double largest = 0;
+    for (size_t i = 0; i < moved[0].size(); ++i) {
+      largest = std::max(largest, std::fabs(static_cast<double>(moved[0][i])));
+      EXPECT_NEAR(moved[1][i], moved[0][i] / 4, 1e-6 + 1e-5 * std::fabs(moved[0][i])) << "weight " << i;
+    }
+    EXPECT_GT(largest, 1e-3) << "the weights hardly moved: the test would prove nothing";
+  }
+}
+
+// Which param is which: the display names of ip1 and ip2's weights and biases.
+int ParamId(const Net<float>& net, const std::string& layer, int k) {
+  const auto& lp = net.layer_by_name(layer)->blobs();
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    if (net.learnable_params()[p] == lp[k].get()) return static_cast<int>(p);
+  }
+  ADD_FAILURE() << layer << " param " << k << " is not learnable";
+  return -1;
+}
+
+TEST(BucketPlan, FusesSmallGradientsInBackwardOrderAndCutsLargeOnes) {
+  Net<float> net(MakeParam("").net_param());
+  const int ip1 = net.layer_index("ip1"), ip2 = net.layer_index("ip2");
+  const int w1 = ParamId(net, "ip1", 0), b1 = ParamId(net, "ip1", 1);
+  const int w2 = ParamId(net, "ip2", 0), b2 = ParamId(net, "ip2", 1);
+  // Fusion below 16 elements, chunks of 10. Backward finishes ip2 (w 12, b 3) first: fused, 15 elements. Then ip1's
+  // w (24) alone, in chunks of 10, 10 and 4, and ip1's b (4) in a bucket of its own, the last one.
+  BucketPlan plan(net, 16, 10);
+  ASSERT_EQ(plan.num_buckets(), 3);
+  EXPECT_EQ(plan.bucket(0).params, (std::vector<int>{w2, b2}));
+  EXPECT_EQ(plan.bucket(0).elements, 15u);
+  EXPECT_TRUE(plan.bucket(0).fused());
+  EXPECT_EQ(plan.bucket(1).params, (std::vector<int>{w1}));
+  EXPECT_EQ(plan.bucket(2).params, (std::vector<int>{b1}));
+  EXPECT_EQ(plan.buckets_after(ip2), (std::vector<int>{0}));
+  EXPECT_EQ(plan.buckets_after(ip1), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(plan.buckets_after(net.layer_index("loss")).empty());
+  // A fused bucket is one chunk; a single gradient is cut.
+  ASSERT_EQ(plan.chunks(0).size(), 1u);
+  EXPECT_EQ(plan.chunks(0)[0].count, 15u);
+  const auto chunks = plan.chunks(1);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[2].offset, 20u);
+  EXPECT_EQ(chunks[2].count, 4u);
+  // Units and what each forward waits for.
+  EXPECT_EQ(plan.unit_of(w2), ip2);
+  EXPECT_EQ(plan.unit_of(b1), ip1);
+  EXPECT_EQ(plan.params_in_unit(ip1), 2);
+  EXPECT_EQ(plan.reads(ip2), (std::vector<int>{w2, b2}));
+  EXPECT_TRUE(plan.reads(net.layer_index("in")).empty());
+
+  // No fusion: every gradient alone, still in backward order.
+  BucketPlan alone(net, 0, 1000);
+  ASSERT_EQ(alone.num_buckets(), 4);
+  for (int b = 0; b < 4; ++b) EXPECT_FALSE(alone.bucket(b).fused());
+  EXPECT_EQ(alone.bucket_of(w2), 0);
+  EXPECT_EQ(alone.bucket_of(b1), 3);
+}
+
+TEST(BucketPlan, FrozenParamsAreNotReduced) {
+  SolverParameter p = MakeParam("");
+  LayerParameter* ip1 = p.mutable_net_param()->mutable_layer(1);
+  ip1->add_param()->set_lr_mult(0);
+  ip1->add_param()->set_lr_mult(0);
+  Net<float> net(p.net_param());
+  BucketPlan plan(net, 0, 1000);
+  EXPECT_EQ(plan.num_buckets(), 2);
+  EXPECT_EQ(plan.bucket_of(ParamId(net, "ip1", 0)), -1);
+  EXPECT_EQ(plan.params_in_unit(net.layer_index("ip1")), 0);
+  EXPECT_TRUE(plan.reads(net.layer_index("ip1")).empty());
+}
+
+TEST(Timeline, WritesChromeTraceSpans) {
+  testing_data::TempDir dir;
+  Timeline timeline;
+  const double t0 = timeline.now_us();
+  timeline.Record("conv1", "forward", 0, t0);
+  timeline.Record("conv1.w", "allreduce", 2, t0);
+  timeline.Write(dir / "trace.json");
+  const std::string json = testing_data::ReadAll(dir / "trace.json");
+  EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u) << json;
+  EXPECT_NE(json.find("\"name\":\"conv1\",\"cat\":\"forward\",\"ph\":\"X\",\"pid\":0,\"tid\":0"), std::string::npos);
+  EXPECT_NE(json.find("\"cat\":\"allreduce\",\"ph\":\"X\",\"pid\":0,\"tid\":2"), std::string::npos);
+  EXPECT_EQ(json.find(",\n]"), std::string::npos) << "a trailing comma is not JSON";
+
+  Timeline off(false);
+  off.Record("conv1", "forward", 0, off.now_us());
+  off.Write(dir / "off.json");
+  EXPECT_EQ(testing_data::ReadAll(dir / "off.json").find("conv1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
