@@ -80,6 +80,24 @@ TEST_F(StrataTool, ValidNetTimes) {
   EXPECT_NE(out.find("images/s (batch 2)"), std::string::npos) << out;
 }
 
+// --timeline: the timed iterations' layers as Chrome-trace spans, forward and backward of every layer.
+TEST_F(StrataTool, TimeWritesATimeline) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string trace = dir_ / "trace.json";
+  EXPECT_EQ(Shell(kStrata + " time --model=" + net + " --iterations=3 --step=false --timeline=" + trace + " > " +
+                  dir_ / "out" + " 2>&1"),
+            0)
+      << ReadAll(dir_ / "out");
+  const std::string json = ReadAll(trace);
+  EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u) << json;
+  for (const std::string& span : {"\"name\":\"ip\",\"cat\":\"forward\"", "\"name\":\"ip\",\"cat\":\"backward\"",
+                                  "\"name\":\"loss\",\"cat\":\"forward\""}) {
+    size_t count = 0;
+    for (size_t at = json.find(span); at != std::string::npos; at = json.find(span, at + 1)) ++count;
+    EXPECT_EQ(count, 3u) << span << " once per timed iteration in:\n" << json;
+  }
+}
+
 TEST_F(StrataTool, UnknownLayerTypeListsKnownTypes) {
   const std::string net = Write("net.prototxt", Replace(kNet, "\"InnerProduct\"", "\"InnerProdukt\""));
   ExpectError("time --model=" + net, {"InnerProdukt", "'ip'", "InnerProduct", "Convolution"});
