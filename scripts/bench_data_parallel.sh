@@ -24,7 +24,7 @@
 # does (and `echo 0` after). That is how docs/benchmarks.md ran it.
 #
 # Speed-up s = t(1, b) / t(N, b) x N (time per iteration on 1 rank and on N ranks, batch b per rank).
-# Exposed communication is GradientSync's own measure, logged by rank 0 every display interval: the
+# Exposed communication is the data-parallel engine's own measure, logged by rank 0 every display interval: the
 # time the compute thread waited for reductions and updates (after backward, and in the next forward).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -164,7 +164,7 @@ sync_re = re.compile(r"per iteration: forward ([\d.]+) ms, backward ([\d.]+) ms,
                      r"overlap ratio ([\d.]+)")
 
 def parse(path):
-    """Time per iteration (ms) over every display window but the first (warm-up), and GradientSync's
+    """Time per iteration (ms) over every display window but the first (warm-up), and the engine's
     forward / backward / exposed / tail averages over the same windows (None on 1 rank)."""
     secs = iters = 0
     windows = []

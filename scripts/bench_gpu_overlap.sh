@@ -53,7 +53,7 @@ sync = re.compile(r"exposed communication ([\d.]+) ms .*allreduce busy ([\d.]+) 
                   r"([\d.]+) ms, overlap ratio ([\d.]+)")
 
 def run(path):
-    """ms per iteration over the display windows after the first, and GradientSync's averages over the same."""
+    """ms per iteration over the display windows after the first, and the data-parallel engine's averages over the same."""
     text = open(path, errors="replace").read()
     timed = [(float(s), int(n)) for s, n in window.findall(text)][1:]
     stats = [tuple(map(float, m)) for m in sync.findall(text)][1:]

@@ -69,7 +69,7 @@ for step in $steps; do
       done
       ;;
     mpigpu)
-      # GradientSync's GPU path (docs/gpu.md): the staging on its own (HOST's copies wait for the compute stream;
+      # The data-parallel engine's GPU path (docs/gpu.md): the staging on its own (HOST's copies wait for the compute stream;
       # NCCL, or its error for ranks sharing a GPU) and training equivalence (N ranks with batch b against one rank
       # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
       for np in 1 2; do

@@ -3,7 +3,7 @@
 // (unsplit) and against the split form's own dense formula, the true Fisher's G against its expectation under
 // the model's softmax, the fallback for factors that cannot be inverted, and the errors of a bad kfac_param.
 // The data-parallel forms (owners, reduce-scatter, allgather) are checked against one rank in
-// tests/mpi/test_gradient_sync.cpp.
+// tests/mpi/test_data_parallel_engine.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
