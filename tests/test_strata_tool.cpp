@@ -143,6 +143,27 @@ TEST_F(StrataTool, TrainWithoutNetOrData) {
   ExpectError("train --solver=" + solver, {"missing_lmdb"});
 }
 
+// Output paths that cannot be written fail before the first iteration, naming the setting: a snapshot_prefix or a
+// --timeline under a regular file (root may write anywhere else). The solver would otherwise train for 5,000
+// iterations before its first snapshot failed. A missing directory is created.
+TEST_F(StrataTool, UnwritableOutputPathsFailBeforeTraining) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string file = Write("plain_file", "not a directory");
+  const std::string solver = "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 100000000\nsnapshot: 5000\n";
+  ExpectError("train --solver=" + Write("s1.prototxt", solver + "snapshot_prefix: \"" + file + "/snap/lenet\"\n"),
+              {"snapshot_prefix", "plain_file"});
+  ExpectError("train --timeline=" + file + "/trace.json --solver=" +
+                  Write("s2.prototxt", solver + "snapshot_prefix: \"" + dir_ / "snap" + "\"\n"),
+              {"--timeline", "plain_file"});
+  ExpectError("time --model=" + net + " --timeline=" + file + "/trace.json", {"--timeline", "plain_file"});
+
+  const std::string fresh = dir_ / "made/for/snapshots/lenet";
+  const std::string ok = Write("s3.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 2\nsnapshot_prefix: \"" +
+                                                  fresh + "\"\n");
+  EXPECT_EQ(Shell(kStrata + " train --solver=" + ok + " > " + dir_ / "out" + " 2>&1"), 0) << ReadAll(dir_ / "out");
+  EXPECT_TRUE(std::filesystem::exists(fresh + "_iter_2.caffemodel")) << ReadAll(dir_ / "out");
+}
+
 // The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run
 // DataParallelEngine, where the path is chosen).
 TEST_F(StrataTool, NcclGradientPathInCpuTraining) {

@@ -329,6 +329,7 @@ int time_command() {
   STRATA_REQUIRE(FLAGS_warmup >= 0) << "--warmup must not be negative";
   const Phase phase = parse_phase(FLAGS_phase);
   const std::vector<std::string> stages = parse_stages();
+  if (!FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
   const bool gpu = setup_gpu(false);
   const RecomputePlan plan = time_layers(gpu, phase, stages);
   // The layer-by-layer net is gone by now: the step's net does not share the device with it.
@@ -435,6 +436,8 @@ int train(int* argc, char*** argv) {
   }
   if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 logs progress
   try {
+    // Output paths are checked before any work, by rank 0, which writes them (Solve checks the snapshots').
+    if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(param);
     solver->SetActionFunction(install_signal_handlers());

@@ -21,6 +21,10 @@ void WriteProtoToBinaryFile(const google::protobuf::Message& proto, const std::s
 // Writes `bytes` to `filename` atomically: temporary file in the same directory, fsync, rename, fsync dir.
 void WriteFileAtomically(const std::string& filename, const std::string& bytes);
 bool FileExists(const std::string& filename);
+// Makes sure `filename` can be written later: creates its directory (and any missing ones above it), then creates
+// and removes a probe file there. Otherwise throws an Error naming `what` (a flag or field) and the reason. For
+// checks before long work: a bad output path fails in the first second, not at the first snapshot.
+void RequireWritableLocation(const std::string& filename, const std::string& what);
 
 // Reads a net definition (text), upgrading Caffe's legacy V1 `layers` to `layer`.
 void ReadNetParamsFromTextFile(const std::string& filename, NetParameter* param);

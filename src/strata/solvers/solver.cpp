@@ -188,6 +188,10 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
+  // Snapshots go where the rank that writes them can write: checked now, not at the first snapshot hours in.
+  if (Strata::root_solver() && (param_.snapshot() > 0 || param_.snapshot_after_train())) {
+    RequireWritableLocation(SnapshotFilename(".caffemodel"), "snapshot_prefix");
+  }
   PreSolve();
   requested_early_exit_ = false;
   Step(param_.max_iter() - iter_);

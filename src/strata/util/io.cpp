@@ -55,6 +55,28 @@ bool FileExists(const std::string& filename) {
   return ::stat(filename.c_str(), &st) == 0;
 }
 
+void RequireWritableLocation(const std::string& filename, const std::string& what) {
+  const size_t slash = filename.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : filename.substr(0, slash);
+  // mkdir -p: each prefix in turn; one that exists (as a directory) is fine.
+  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
+    const std::string part = dir.substr(0, at);
+    struct stat st;
+    if (::stat(part.c_str(), &st) != 0) {
+      STRATA_REQUIRE(::mkdir(part.c_str(), 0755) == 0 || errno == EEXIST)
+          << what << " '" << filename << "': cannot create directory " << part << ": " << std::strerror(errno);
+    } else {
+      STRATA_REQUIRE(S_ISDIR(st.st_mode)) << what << " '" << filename << "': " << part << " is not a directory";
+    }
+    if (at == std::string::npos) break;
+  }
+  const std::string probe = dir + "/.strata-write-check." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  STRATA_REQUIRE(fd >= 0) << what << " '" << filename << "': cannot write in " << dir << ": " << std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 void ReadProtoFromTextString(const std::string& text, Message* proto, const std::string& origin) {
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors(origin);
