@@ -35,9 +35,9 @@
 #include "strata/device.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
-#include "strata/recompute/schedule.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -177,28 +177,17 @@ size_t parse_budget(const std::string& s, size_t store_all);
 // The plan --planner names (dp for "all") within --budget.
 RecomputePlan choose_plan(const RecomputeGraph& g) {
   const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
-  LowerSetPlanner dp(g, FLAGS_max_lower_sets);
-  RecomputePlan plan;
-  if (FLAGS_planner == "store_all") {
-    plan = StoreAllPlan(g);
-  } else if (FLAGS_planner == "sqrt") {
-    plan = SqrtPlan(g);
-  } else if (FLAGS_planner == "dp_memory") {
-    plan = dp.MinMemoryPlan();
-  } else {
-    STRATA_REQUIRE(FLAGS_planner == "dp" || FLAGS_planner == "all")
-        << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
-    plan = dp.Plan(budget);
-  }
-  return plan;
+  const std::string planner = FLAGS_planner == "all" ? "dp" : FLAGS_planner;
+  STRATA_REQUIRE(planner == "store_all" || planner == "sqrt" || planner == "dp" || planner == "dp_memory")
+      << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
+  return MakePlan(g, planner, budget, FLAGS_max_lower_sets);
 }
 
-// Installs a plan as the net's recompute schedule: `chosen` (made for a net built from the same definition), or
-// else the one --planner names. Returns the plan installed.
+// Runs the net under a recomputation plan (InstallRecomputePlan): `chosen` (made for a net built from the same
+// definition), or else the one --planner names. Returns the plan installed.
 RecomputePlan install_plan(Net<float>* net, const RecomputePlan* chosen = nullptr) {
-  const RecomputeGraph g = ExtractGraph(*net);
-  RecomputePlan plan = chosen ? *chosen : choose_plan(g);
-  net->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net, g, plan)));
+  const RecomputePlan plan = chosen ? *chosen : choose_plan(ExtractGraph(*net));
+  InstallRecomputePlan(net, plan);
   return plan;
 }
 

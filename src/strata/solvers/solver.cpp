@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "strata/math_functions.hpp"
+#include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
-#include "strata/recompute/schedule.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -105,14 +105,8 @@ void Solver<Dtype>::InitTrainNet() {
   const RecomputeParameter& rp = param_.recompute_param();
   if (param_.has_recompute_param() && rp.planner() != "store_all") {
     const RecomputeGraph g = ExtractGraph(*net_);
-    size_t budget = g.total_bytes();
-    if (rp.has_budget_bytes()) budget = rp.budget_bytes();
-    if (rp.has_budget_fraction()) {
-      STRATA_REQUIRE(rp.budget_fraction() > 0) << "recompute_param.budget_fraction must be positive";
-      budget = static_cast<size_t>(rp.budget_fraction() * static_cast<double>(g.total_bytes()));
-    }
-    const RecomputePlan plan = MakePlan(g, rp.planner(), budget);
-    net_->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net_, g, plan)));
+    const RecomputePlan plan = MakePlan(g, rp);
+    InstallRecomputePlan(net_.get(), plan);
     LOG(INFO) << "Recompute plan " << plan.planner << ": " << plan.segments.size() << " segments, predicted peak "
               << "activation data " << human_bytes(static_cast<double>(plan.peak_bytes)) << " of "
               << human_bytes(static_cast<double>(g.total_bytes())) << ", recomputation "
