@@ -117,8 +117,15 @@ class Net {
   // Caffe's convention, updated by forward rather than by gradients) are excluded.
   size_t num_learnable_values() const;
 
+  // The net's inputs, which the caller fills before Forward: the tops of its Input layers (Layer::IsNetInput).
   const std::vector<Blob<Dtype>*>& input_blobs() const { return net_input_blobs_; }
+  const std::vector<int>& input_blob_ids() const { return net_input_blob_indices_; }
+  // The blobs no layer consumes (losses, accuracies...), in blob id order.
   const std::vector<Blob<Dtype>*>& output_blobs() const { return net_output_blobs_; }
+  const std::vector<int>& output_blob_ids() const { return net_output_blob_indices_; }
+  // Records (images) per Forward: the first axis of the first top of the first layer that brings a batch into
+  // the net (Layer::IsBatchSource: Input, Data); 1 for a scalar input, 0 when no layer brings one.
+  int batch_size() const;
   bool has_blob(const std::string& name) const { return blob_names_index_.count(name) > 0; }
   std::shared_ptr<Blob<Dtype>> blob_by_name(const std::string& name) const;
   bool has_layer(const std::string& name) const { return layer_names_index_.count(name) > 0; }

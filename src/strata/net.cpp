@@ -235,7 +235,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   std::sort(net_output_blob_indices_.begin(), net_output_blob_indices_.end());
   for (int id : net_output_blob_indices_) net_output_blobs_.push_back(blobs_[id].get());
   for (int layer_id = 0; layer_id < num_layers; ++layer_id) {
-    if (std::string(layers_[layer_id]->type()) != "Input") continue;
+    if (!layers_[layer_id]->IsNetInput()) continue;
     for (int id : top_id_vecs_[layer_id]) {
       net_input_blob_indices_.push_back(id);
       net_input_blobs_.push_back(blobs_[id].get());
@@ -262,7 +262,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
         const bool in_place =
             std::find(top_id_vecs_[l].begin(), top_id_vecs_[l].end(), b) != top_id_vecs_[l].end();
         const int p = producer[b];
-        if (readers[b] != 1 || in_place || p < 0 || p >= l || std::string(layers_[p]->type()) == "Input") continue;
+        if (readers[b] != 1 || in_place || p < 0 || p >= l || layers_[p]->IsNetInput()) continue;
         drop_after_forward_[l].push_back(b);
         drop_after_backward_[p].push_back(b);
       }
@@ -451,6 +451,16 @@ void Net<Dtype>::Backward() {
 }
 
 template <typename Dtype>
+int Net<Dtype>::batch_size() const {
+  for (int l = 0; l < num_layers(); ++l) {
+    if (!layers_[l]->IsBatchSource() || top_vecs_[l].empty()) continue;
+    const Blob<Dtype>& first = *top_vecs_[l][0];
+    return first.num_axes() ? first.shape(0) : 1;
+  }
+  return 0;
+}
+
+template <typename Dtype>
 void Net<Dtype>::Reshape() {
   for (int i = 0; i < num_layers(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
 }
@@ -569,7 +579,7 @@ void Net<Dtype>::ToProto(NetParameter* param, bool write_diff) const {
   param->set_name(name_);
   for (int i = 0; i < num_layers(); ++i) {
     // Split layers are an artefact of this build of the graph, not part of the model.
-    if (std::string(layers_[i]->type()) == "Split") continue;
+    if (layers_[i]->IsSplit()) continue;
     layers_[i]->ToProto(param->add_layer(), write_diff);
   }
 }
