@@ -284,5 +284,22 @@ TEST(DataLayer, RunsInsideANet) {
   EXPECT_EQ(label.cpu_data()[2], 0);  // wrapped
 }
 
+// A Data layer brings the net's batch, though the caller fills none of its tops.
+TEST(DataLayer, IsTheNetsBatchSource) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(6));
+  NetParameter param;
+  ReadProtoFromTextString(
+      "layer { name: 'mnist' type: 'Data' top: 'data' top: 'label' "
+      "  data_param { source: '" + dir / "db" + "' batch_size: 3 backend: LMDB } }",
+      &param);
+  Net<float> net(param);
+  const Layer<float>& data = *net.layer_by_name("mnist");
+  EXPECT_TRUE(data.IsBatchSource());
+  EXPECT_FALSE(data.IsNetInput());
+  EXPECT_TRUE(net.input_blobs().empty());
+  EXPECT_EQ(net.batch_size(), 3);
+}
+
 }  // namespace
 }  // namespace strata

@@ -527,7 +527,7 @@ TEST(Kfac, RecomputePlanGivesTheSameWeights) {
     ReadProtoFromTextString("fisher: EMPIRICAL factor_interval: 2 inverse_interval: 2", p.mutable_kfac_param());
     if (planned) ReadProtoFromTextString("planner: \"sqrt\"", p.mutable_recompute_param());
     KfacSolver<double> solver(p);
-    ASSERT_EQ(solver.net()->recompute_schedule() != nullptr, planned == 1);
+    ASSERT_EQ(solver.net()->pass_runner() != nullptr, planned == 1);
     FillInputs(*solver.net(), 3, 16);
     solver.Step(4);
     for (const char* name : {"ip1", "ip2"}) {

@@ -2,6 +2,7 @@
 // hooks, custom layers registered from outside the library, and the errors a bad prototxt gives.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -256,6 +257,93 @@ layer { name: "fc" type: "InnerProduct" bottom: "data" top: "y" inner_product_pa
 )"));
   ASSERT_EQ(net.input_blobs().size(), 1u);
   EXPECT_EQ(net.input_blobs()[0]->shape(), (std::vector<int>{1, 3}));
+}
+
+// A classifier with labels: a label blob read by a loss and by Accuracy (so it is split), scores likewise.
+const char* kClassifier = R"(
+name: "classifier"
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 5 dim: 3 } shape { dim: 5 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "s"
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "y" top: "l" }
+layer { name: "acc" type: "Accuracy" bottom: "s" bottom: "y" top: "a" }
+)";
+
+// The traits that Net, the planner, the solver and the tools ask instead of comparing type strings.
+TEST(Net, LayerTraits) {
+  Net<float> net(ParseNet(kClassifier));
+  const Layer<float>& in = *net.layer_by_name("in");
+  EXPECT_TRUE(in.IsBatchSource());
+  EXPECT_TRUE(in.IsNetInput());
+  EXPECT_FALSE(in.IsSplit());
+  const Layer<float>& fc = *net.layer_by_name("fc");
+  EXPECT_FALSE(fc.IsBatchSource());
+  EXPECT_FALSE(fc.IsNetInput());
+  EXPECT_FALSE(fc.IsSplit());
+  EXPECT_EQ(fc.LabelBottom(), -1);
+  EXPECT_EQ(net.layer_by_name("loss")->LabelBottom(), 1);
+  EXPECT_EQ(net.layer_by_name("acc")->LabelBottom(), 1);
+  int splits = 0;
+  for (const auto& l : net.layers()) splits += l->IsSplit();
+  EXPECT_EQ(splits, 2);  // for s and y
+}
+
+TEST(Net, InputAndOutputBlobIdsAndBatchSize) {
+  Net<float> net(ParseNet(kClassifier));
+  ASSERT_EQ(net.input_blob_ids().size(), 2u);
+  ASSERT_EQ(net.input_blobs().size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(net.blobs()[net.input_blob_ids()[k]].get(), net.input_blobs()[k]);
+  EXPECT_EQ(net.blob_names()[net.input_blob_ids()[1]], "y");
+  ASSERT_EQ(net.output_blob_ids().size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(net.blobs()[net.output_blob_ids()[k]].get(), net.output_blobs()[k]);
+  EXPECT_EQ(net.blob_names()[net.output_blob_ids()[0]], "l");
+  EXPECT_EQ(net.batch_size(), 5);
+}
+
+// Runs the plain passes itself and counts them: what a pass runner sees of Forward and Backward.
+class CountingRunner : public NetPassRunner<float> {
+ public:
+  float Forward(Net<float>& net) override {
+    ++forwards;
+    float loss = 0;
+    for (int i = 0; i < net.num_layers(); ++i) loss += net.RunLayerForward(i);
+    return loss;
+  }
+  void Backward(Net<float>& net) override {
+    ++backwards;
+    for (int i = net.num_layers() - 1; i >= 0; --i) net.RunLayerBackward(i);
+  }
+  int forwards = 0, backwards = 0;
+};
+
+TEST(Net, PassRunnerTakesForwardAndBackward) {
+  NetParameter p = ParseNet(kTwoHeads);
+  p.set_force_backward(true);
+  Net<float> net(p), reference(p);
+  reference.ShareTrainedLayersWith(&net);
+  for (Net<float>* n : {&net, &reference}) {
+    cpu_set(n->blob_by_name("x")->count(), 0.5f, n->blob_by_name("x")->mutable_cpu_data());
+  }
+  int hooks = 0;
+  net.add_after_forward_hook([&](int) { ++hooks; });
+  net.add_after_backward_hook([&](int) { ++hooks; });
+  auto owned = std::make_unique<CountingRunner>();
+  const CountingRunner* runner = owned.get();
+  net.set_pass_runner(std::move(owned));
+  ASSERT_EQ(net.pass_runner(), runner);
+
+  const float loss = net.ForwardBackward();
+  EXPECT_EQ(runner->forwards, 1);
+  EXPECT_EQ(runner->backwards, 1);
+  EXPECT_EQ(hooks, 2 * net.num_layers());  // RunLayerForward and RunLayerBackward fire the hooks
+  EXPECT_EQ(loss, reference.ForwardBackward());
+  const auto x = net.blob_by_name("x"), ref_x = reference.blob_by_name("x");
+  for (int i = 0; i < x->count(); ++i) EXPECT_EQ(x->cpu_diff()[i], ref_x->cpu_diff()[i]);
+
+  net.set_pass_runner(nullptr);  // back to the plain passes
+  EXPECT_EQ(net.pass_runner(), nullptr);
+  EXPECT_EQ(net.ForwardBackward(), loss);
+  EXPECT_EQ(hooks, 4 * net.num_layers());
 }
 
 std::string ErrorOf(const std::string& text) {

@@ -18,9 +18,9 @@
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
 #include "strata/solver.hpp"
+#include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
-#include "strata/recompute/schedule.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -334,7 +334,7 @@ ExecResult RunExec(const char* net_text, const std::string& planner) {
     if (planner == "dp_memory") r.plan = dp.MinMemoryPlan();
     if (planner == "dp_mid") r.plan = dp.Plan((dp.MinFeasibleBytes() + g.total_bytes()) / 2);
     if (planner == "every_node") r.plan = SqrtPlan(g, g.size());
-    net.set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(net, g, r.plan)));
+    InstallRecomputePlan(&net, r.plan);
   }
   r.backward_hooks.assign(net.num_layers(), 0);
   net.add_after_backward_hook([&](int i) { ++r.backward_hooks[i]; });
@@ -509,7 +509,7 @@ std::vector<float> TrainExec(const std::string& recompute) {
   p.set_snapshot_after_train(false);
   Strata::set_random_seed(99);
   auto solver = SolverRegistry<float>::Create(p);
-  EXPECT_EQ(solver->net()->recompute_schedule() != nullptr, !recompute.empty());
+  EXPECT_EQ(solver->net()->pass_runner() != nullptr, !recompute.empty());
   Net<float>* net = solver->net();
   Blob<float>* x = net->blob_by_name("x").get();
   Blob<float>* y = net->blob_by_name("y").get();
@@ -531,6 +531,19 @@ TEST(RecomputeExecutor, SolverRecomputeParamTrainsBitIdentically) {
   }
   EXPECT_THROW(TrainExec("recompute_param { planner: 'dp' budget_bytes: 1 }"), Error);
   EXPECT_THROW(TrainExec("recompute_param { planner: 'magic' }"), Error);
+}
+
+// A plan fits the nets built from the definition it was made for, and no other.
+TEST(RecomputeExecutor, InstallRecomputePlanRefusesAnotherNetsPlan) {
+  NetParameter exec, lenet;
+  ReadProtoFromTextString(kExecNet, &exec, "exec.prototxt");
+  ReadProtoFromTextString(kLeNet, &lenet, "lenet.prototxt");
+  Net<float> a(exec), a_again(exec), b(lenet);
+  const RecomputePlan plan = SqrtPlan(ExtractGraph(a));
+  InstallRecomputePlan(&a_again, plan);
+  EXPECT_NE(a_again.pass_runner(), nullptr);
+  EXPECT_THROW(InstallRecomputePlan(&b, plan), Error);
+  EXPECT_EQ(b.pass_runner(), nullptr);
 }
 
 }  // namespace

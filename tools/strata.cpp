@@ -36,9 +36,9 @@
 #include "strata/engine/timeline.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
-#include "strata/recompute/schedule.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -131,7 +131,8 @@ std::vector<std::string> parse_stages() {
   return stages;
 }
 
-// The number of classes a label blob indexes into, if the blob is the label bottom of a loss/accuracy layer.
+// The number of classes a label blob indexes into, if the blob is the label bottom of a layer that reads labels
+// (Layer::LabelBottom: a loss, Accuracy).
 int label_classes(const Net<float>& net, int blob_id) {
   // Follow the blob through Split layers to its consumers.
   std::vector<int> frontier{blob_id};
@@ -140,12 +141,12 @@ int label_classes(const Net<float>& net, int blob_id) {
     frontier.pop_back();
     for (int l = 0; l < net.num_layers(); ++l) {
       const auto& bottoms = net.bottom_ids()[l];
+      const Layer<float>& layer = *net.layers()[l];
       for (size_t k = 0; k < bottoms.size(); ++k) {
         if (bottoms[k] != b) continue;
-        const std::string type = net.layers()[l]->type();
-        if (type == "Split") {
+        if (layer.IsSplit()) {
           for (int t : net.top_ids()[l]) frontier.push_back(t);
-        } else if (k == 1 && (type.find("Loss") != std::string::npos || type == "Accuracy")) {
+        } else if (static_cast<int>(k) == layer.LabelBottom()) {
           const auto* scores = net.bottom_vecs()[l][0];
           return scores->num_axes() > 1 ? scores->shape(1) : scores->count();
         }
@@ -158,18 +159,15 @@ int label_classes(const Net<float>& net, int blob_id) {
 // Random inputs, never zeros: zeros make ReLU and pooling look cheap and hide unwritten outputs.
 void fill_inputs(Net<float>& net) {
   Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
-  for (int l = 0; l < net.num_layers(); ++l) {
-    if (std::string(net.layers()[l]->type()) != "Input") continue;
-    for (int id : net.top_ids()[l]) {
-      Blob<float>* blob = net.blobs()[id].get();
-      const int classes = label_classes(net, id);
-      float* data = blob->mutable_cpu_data();
-      if (classes > 0) {
-        std::uniform_int_distribution<int> dist(0, classes - 1);
-        for (int i = 0; i < blob->count(); ++i) data[i] = static_cast<float>(dist(Strata::rng()));
-      } else {
-        rng_uniform<float>(blob->count(), -1.f, 1.f, data);
-      }
+  for (int id : net.input_blob_ids()) {
+    Blob<float>* blob = net.blobs()[id].get();
+    const int classes = label_classes(net, id);
+    float* data = blob->mutable_cpu_data();
+    if (classes > 0) {
+      std::uniform_int_distribution<int> dist(0, classes - 1);
+      for (int i = 0; i < blob->count(); ++i) data[i] = static_cast<float>(dist(Strata::rng()));
+    } else {
+      rng_uniform<float>(blob->count(), -1.f, 1.f, data);
     }
   }
 }
@@ -179,28 +177,17 @@ size_t parse_budget(const std::string& s, size_t store_all);
 // The plan --planner names (dp for "all") within --budget.
 RecomputePlan choose_plan(const RecomputeGraph& g) {
   const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
-  LowerSetPlanner dp(g, FLAGS_max_lower_sets);
-  RecomputePlan plan;
-  if (FLAGS_planner == "store_all") {
-    plan = StoreAllPlan(g);
-  } else if (FLAGS_planner == "sqrt") {
-    plan = SqrtPlan(g);
-  } else if (FLAGS_planner == "dp_memory") {
-    plan = dp.MinMemoryPlan();
-  } else {
-    STRATA_REQUIRE(FLAGS_planner == "dp" || FLAGS_planner == "all")
-        << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
-    plan = dp.Plan(budget);
-  }
-  return plan;
+  const std::string planner = FLAGS_planner == "all" ? "dp" : FLAGS_planner;
+  STRATA_REQUIRE(planner == "store_all" || planner == "sqrt" || planner == "dp" || planner == "dp_memory")
+      << "--planner must be store_all, sqrt, dp or dp_memory, got '" << FLAGS_planner << "'";
+  return MakePlan(g, planner, budget, FLAGS_max_lower_sets);
 }
 
-// Installs a plan as the net's recompute schedule: `chosen` (made for a net built from the same definition), or
-// else the one --planner names. Returns the plan installed.
+// Runs the net under a recomputation plan (InstallRecomputePlan): `chosen` (made for a net built from the same
+// definition), or else the one --planner names. Returns the plan installed.
 RecomputePlan install_plan(Net<float>* net, const RecomputePlan* chosen = nullptr) {
-  const RecomputeGraph g = ExtractGraph(*net);
-  RecomputePlan plan = chosen ? *chosen : choose_plan(g);
-  net->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net, g, plan)));
+  const RecomputePlan plan = chosen ? *chosen : choose_plan(ExtractGraph(*net));
+  InstallRecomputePlan(net, plan);
   return plan;
 }
 
@@ -308,10 +295,7 @@ void time_sgd_steps(bool gpu, const std::vector<std::string>& stages, const Reco
   Net<float>& net = *solver->net();
   fill_inputs(net);
   if (!FLAGS_budget.empty()) install_plan(&net, &plan);
-  int batch = 0;
-  for (int l = 0; l < net.num_layers() && batch == 0; ++l) {
-    if (std::string(net.layers()[l]->type()) == "Input") batch = net.blobs()[net.top_ids()[l][0]]->shape(0);
-  }
+  const int batch = net.batch_size();
   solver->Step(FLAGS_warmup);
   sync_device(gpu);
   const auto t0 = Clock::now();

@@ -64,6 +64,22 @@ class Layer {
   // Whether force_backward may make this bottom get a gradient (false for labels, for instance).
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
 
+  // What a layer is to the code around it, so that Net, the recompute planner, solvers and tools ask the layer
+  // rather than compare type() strings.
+  // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
+  // top is the batch (Net::batch_size).
+  virtual bool IsBatchSource() const { return false; }
+  // True for layers whose tops the caller fills before Forward (Input): they are the net's input_blobs(), and
+  // nothing but the caller may discard them.
+  virtual bool IsNetInput() const { return false; }
+  // True for Split, which hands its one bottom to several consumers: every top shares the bottom's data, and
+  // backward sums the tops' gradients into the bottom's. Net inserts it where a blob feeds several layers; it is
+  // not part of the model (Net::ToProto leaves it out).
+  virtual bool IsSplit() const { return false; }
+  // The bottom that holds class labels, indices into the classes that bottom 0 scores along its axis 1
+  // (SoftmaxWithLoss, Accuracy: 1); -1 when the layer reads no labels.
+  virtual int LabelBottom() const { return -1; }
+
   // What backward reads, for the recompute planner: a layer whose backward needs neither its bottom data
   // nor its top data lets both be freed early.
   virtual bool BackwardNeedsBottomData() const { return true; }

@@ -2,24 +2,24 @@
 //
 // Building it filters layers by phase/level/stage, inserts Split layers where a blob feeds several layers,
 // wires in-place layers, shares parameters by name, and works out which layers need backward. Running it
-// fires per-layer hooks, the seam where the gradient allreduce, K-FAC statistics, timing and the recompute
-// executor attach:
-//   before_forward(i) -> layer i forward -> after_forward(i)
-//   before_backward(i) -> layer i backward -> after_backward(i)
+// fires per-layer hooks, the seam where the gradient allreduce, K-FAC statistics and timing attach:
+//   before_forward(i) -> layer i forward -> after_forward(i)        (RunLayerForward)
+//   before_backward(i) -> layer i backward -> after_backward(i)     (RunLayerBackward)
+// Forward and Backward run every layer in order, or hand the pass to an installed NetPassRunner (the recompute
+// executor, strata/recompute/executor.hpp), which runs the layers through the same two functions.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "strata/blob.hpp"
 #include "strata/common.hpp"
 #include "strata/layer.hpp"
+#include "strata/net_pass_runner.hpp"
 #include "strata/proto/strata.pb.h"
-#include "strata/recompute/schedule.hpp"
 
 namespace strata {
 
@@ -35,13 +35,21 @@ class Net {
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
-  // Runs forward over all layers; `loss` (optional) receives the total weighted loss.
+  // Runs forward over all layers (or by the pass runner); `loss` (optional) receives the total weighted loss.
   const std::vector<Blob<Dtype>*>& Forward(Dtype* loss = nullptr);
   // Runs layers [start, end] inclusive and returns their loss.
   Dtype ForwardFromTo(int start, int end);
+  // Runs backward over all layers, from the last (or by the pass runner).
   void Backward();
   // Runs backward of layers start down to end inclusive (start >= end).
   void BackwardFromTo(int start, int end);
+  // One layer's forward with its hooks: before_forward(i), the layer's Forward, after_forward(i). Returns the
+  // layer's weighted loss. ForwardFromTo adds what the plain pass does after it: a layer that rebuilds its
+  // bottoms in backward lets go of them (RebuildsBottomsInBackward).
+  Dtype RunLayerForward(int i);
+  // One layer's backward with its hooks: before_backward(i), the layer's Backward when it needs one,
+  // after_backward(i). BackwardFromTo then drops what no later backward reads (the rebuilt bottoms above).
+  void RunLayerBackward(int i);
   Dtype ForwardBackward() {
     Dtype loss;
     Forward(&loss);
@@ -62,14 +70,11 @@ class Net {
   void CopyTrainedLayersFrom(const std::string& caffemodel_file);
   void ToProto(NetParameter* param, bool write_diff = false) const;
 
-  // Runs Forward and Backward by a recomputation plan (MakeSchedule; nullptr, the default, keeps every
-  // activation and gradient): forward frees what a segment keeps no more (data and layers' saved state),
-  // backward re-runs each segment's part before its backward and frees each layer's saved state, and each
-  // node's data and gradients, as soon as no backward reads them. Random layers replay their draws, layers that
-  // update statistics in forward (BatchNorm) get them back after a re-run, and hooks fire once per layer, from
-  // the real forward and backward only (after a layer's backward hooks, its memory may be gone).
-  void set_recompute_schedule(std::shared_ptr<const RecomputeSchedule> s) { schedule_ = std::move(s); }
-  const RecomputeSchedule* recompute_schedule() const { return schedule_.get(); }
+  // Hands every later Forward and Backward to `runner` (nullptr, the default: run all layers in order). The
+  // runner must be made for this net (InstallRecomputePlan installs the recompute executor).
+  void set_pass_runner(std::unique_ptr<NetPassRunner<Dtype>> runner) { runner_ = std::move(runner); }
+  // The runner installed, or nullptr when Forward and Backward run the plain passes.
+  const NetPassRunner<Dtype>* pass_runner() const { return runner_.get(); }
 
   // Hooks; each returns nothing and fires in registration order.
   void add_before_forward_hook(LayerHook h) { before_forward_.push_back(std::move(h)); }
@@ -112,8 +117,15 @@ class Net {
   // Caffe's convention, updated by forward rather than by gradients) are excluded.
   size_t num_learnable_values() const;
 
+  // The net's inputs, which the caller fills before Forward: the tops of its Input layers (Layer::IsNetInput).
   const std::vector<Blob<Dtype>*>& input_blobs() const { return net_input_blobs_; }
+  const std::vector<int>& input_blob_ids() const { return net_input_blob_indices_; }
+  // The blobs no layer consumes (losses, accuracies...), in blob id order.
   const std::vector<Blob<Dtype>*>& output_blobs() const { return net_output_blobs_; }
+  const std::vector<int>& output_blob_ids() const { return net_output_blob_indices_; }
+  // Records (images) per Forward: the first axis of the first top of the first layer that brings a batch into
+  // the net (Layer::IsBatchSource: Input, Data); 1 for a scalar input, 0 when no layer brings one.
+  int batch_size() const;
   bool has_blob(const std::string& name) const { return blob_names_index_.count(name) > 0; }
   std::shared_ptr<Blob<Dtype>> blob_by_name(const std::string& name) const;
   bool has_layer(const std::string& name) const { return layer_names_index_.count(name) > 0; }
@@ -129,12 +141,6 @@ class Net {
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);
-  Dtype ForwardPlanned();
-  void BackwardPlanned();
-  void RunLayerForward(int i, Dtype* loss);
-  void RunLayerBackward(int i);
-  void Recompute(int i);
-  void FreeData(const std::vector<int>& blob_ids);
 
   std::string name_;
   Phase phase_ = TEST;
@@ -172,9 +178,9 @@ class Net {
   std::vector<LayerHook> before_forward_, after_forward_, before_backward_, after_backward_;
   // Blobs a layer that rebuilds its bottoms (RebuildsBottomsInBackward) lets go of: dropped after that layer's
   // forward, and dropped again after the backward of the layer that produced them (their last reader).
+  // The plain passes (ForwardFromTo, BackwardFromTo) drop them; a pass runner decides for itself.
   std::vector<std::vector<int>> drop_after_forward_, drop_after_backward_;
-  std::shared_ptr<const RecomputeSchedule> schedule_;
-  std::map<int, std::mt19937> replay_rng_;  // random layer -> the engine as its forward found it
+  std::unique_ptr<NetPassRunner<Dtype>> runner_;
 };
 
 }  // namespace strata

@@ -235,7 +235,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   std::sort(net_output_blob_indices_.begin(), net_output_blob_indices_.end());
   for (int id : net_output_blob_indices_) net_output_blobs_.push_back(blobs_[id].get());
   for (int layer_id = 0; layer_id < num_layers; ++layer_id) {
-    if (std::string(layers_[layer_id]->type()) != "Input") continue;
+    if (!layers_[layer_id]->IsNetInput()) continue;
     for (int id : top_id_vecs_[layer_id]) {
       net_input_blob_indices_.push_back(id);
       net_input_blobs_.push_back(blobs_[id].get());
@@ -262,7 +262,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
         const bool in_place =
             std::find(top_id_vecs_[l].begin(), top_id_vecs_[l].end(), b) != top_id_vecs_[l].end();
         const int p = producer[b];
-        if (readers[b] != 1 || in_place || p < 0 || p >= l || std::string(layers_[p]->type()) == "Input") continue;
+        if (readers[b] != 1 || in_place || p < 0 || p >= l || layers_[p]->IsNetInput()) continue;
         drop_after_forward_[l].push_back(b);
         drop_after_backward_[p].push_back(b);
       }
@@ -393,14 +393,27 @@ void Net<Dtype>::AppendParam(const NetParameter& param, int layer_id, int param_
 }
 
 template <typename Dtype>
+Dtype Net<Dtype>::RunLayerForward(int i) {
+  for (auto& h : before_forward_) h(i);
+  const Dtype loss = layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+  for (auto& h : after_forward_) h(i);
+  return loss;
+}
+
+template <typename Dtype>
+void Net<Dtype>::RunLayerBackward(int i) {
+  for (auto& h : before_backward_) h(i);
+  if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  for (auto& h : after_backward_) h(i);
+}
+
+template <typename Dtype>
 Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   CHECK_GE(start, 0);
   CHECK_LT(end, num_layers());
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
-    for (auto& h : before_forward_) h(i);
-    loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
-    for (auto& h : after_forward_) h(i);
+    loss += RunLayerForward(i);
     for (int b : drop_after_forward_[i]) blobs_[b]->release_memory();
   }
   return loss;
@@ -408,12 +421,12 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
 
 template <typename Dtype>
 const std::vector<Blob<Dtype>*>& Net<Dtype>::Forward(Dtype* loss) {
-  if (schedule_) {
-    const Dtype l = ForwardPlanned();
-    if (loss) *loss = l;
-    return net_output_blobs_;
+  Dtype l = 0;
+  if (runner_) {
+    l = runner_->Forward(*this);
+  } else if (num_layers()) {
+    l = ForwardFromTo(0, num_layers() - 1);
   }
-  const Dtype l = num_layers() ? ForwardFromTo(0, num_layers() - 1) : Dtype(0);
   if (loss) *loss = l;
   return net_output_blobs_;
 }
@@ -423,84 +436,28 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
   CHECK_GE(end, 0);
   CHECK_LT(start, num_layers());
   for (int i = start; i >= end; --i) {
-    for (auto& h : before_backward_) h(i);
-    if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
-    for (auto& h : after_backward_) h(i);
+    RunLayerBackward(i);
     for (int b : drop_after_backward_[i]) blobs_[b]->release_memory();
   }
 }
 
 template <typename Dtype>
 void Net<Dtype>::Backward() {
-  if (schedule_) {
-    BackwardPlanned();
-    return;
+  if (runner_) {
+    runner_->Backward(*this);
+  } else if (num_layers()) {
+    BackwardFromTo(num_layers() - 1, 0);
   }
-  if (num_layers()) BackwardFromTo(num_layers() - 1, 0);
-}
-
-// ---- the recompute executor (docs/recompute.md) ----
-
-template <typename Dtype>
-void Net<Dtype>::RunLayerForward(int i, Dtype* loss) {
-  for (auto& h : before_forward_) h(i);
-  if (layers_[i]->IsStochastic()) replay_rng_[i] = Strata::rng();
-  *loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
-  for (auto& h : after_forward_) h(i);
 }
 
 template <typename Dtype>
-void Net<Dtype>::RunLayerBackward(int i) {
-  for (auto& h : before_backward_) h(i);
-  if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
-  for (auto& h : after_backward_) h(i);
-  // Nothing reads this layer's state again this iteration, nor, once the node's first layer is done, the
-  // node's values and gradients: the next forward allocates them again.
-  layers_[i]->ReleaseActivations();
-  for (int b : schedule_->free_after_backward[i]) blobs_[b]->release_memory();
-}
-
-// A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random or stateful layer
-// (Dropout, BatchNorm in training) is replayed: it draws what its forward drew and leaves its statistics as they
-// were (ReplayForward).
-template <typename Dtype>
-void Net<Dtype>::Recompute(int i) {
-  Layer<Dtype>& layer = *layers_[i];
-  if (!layer.IsStochastic()) {
-    layer.Forward(bottom_vecs_[i], top_vecs_[i]);
-    return;
+int Net<Dtype>::batch_size() const {
+  for (int l = 0; l < num_layers(); ++l) {
+    if (!layers_[l]->IsBatchSource() || top_vecs_[l].empty()) continue;
+    const Blob<Dtype>& first = *top_vecs_[l][0];
+    return first.num_axes() ? first.shape(0) : 1;
   }
-  auto it = replay_rng_.find(i);
-  CHECK(it != replay_rng_.end()) << "recompute of " << layer_names_[i] << " before its forward";
-  ReplayForward<Dtype>({layers_[i]}, it->second, [&] { layer.Forward(bottom_vecs_[i], top_vecs_[i]); });
-}
-
-template <typename Dtype>
-void Net<Dtype>::FreeData(const std::vector<int>& blob_ids) {
-  for (int b : blob_ids) blobs_[b]->data()->release();
-}
-
-template <typename Dtype>
-Dtype Net<Dtype>::ForwardPlanned() {
-  Dtype loss = 0;
-  for (int i : schedule_->source_layers) RunLayerForward(i, &loss);
-  for (size_t s = 0; s < schedule_->layers.size(); ++s) {
-    for (int i : schedule_->layers[s]) RunLayerForward(i, &loss);
-    FreeData(schedule_->free_after_forward[s]);
-    for (int i : schedule_->release_after_forward[s]) layers_[i]->ReleaseActivations();
-  }
-  return loss;
-}
-
-template <typename Dtype>
-void Net<Dtype>::BackwardPlanned() {
-  for (size_t s = schedule_->layers.size(); s-- > 0;) {
-    for (int i : schedule_->recompute_layers[s]) Recompute(i);
-    const auto& layers = schedule_->layers[s];
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) RunLayerBackward(*it);
-  }
-  const auto& src = schedule_->source_layers;
-  for (auto it = src.rbegin(); it != src.rend(); ++it) RunLayerBackward(*it);
+  return 0;
 }
 
 template <typename Dtype>
@@ -622,7 +579,7 @@ void Net<Dtype>::ToProto(NetParameter* param, bool write_diff) const {
   param->set_name(name_);
   for (int i = 0; i < num_layers(); ++i) {
     // Split layers are an artefact of this build of the graph, not part of the model.
-    if (std::string(layers_[i]->type()) == "Split") continue;
+    if (layers_[i]->IsSplit()) continue;
     layers_[i]->ToProto(param->add_layer(), write_diff);
   }
 }

@@ -21,6 +21,7 @@ class AccuracyLayer : public Layer<Dtype> {
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
   bool AllowForceBackward(int bottom_index) const override { return false; }
+  int LabelBottom() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
 
  protected:

@@ -53,6 +53,7 @@ class DataLayer : public Layer<Dtype> {
   // The tops keep the shape set up from the first record.
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
   const char* type() const override { return "Data"; }
+  bool IsBatchSource() const override { return true; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }

@@ -14,6 +14,8 @@ class InputLayer : public Layer<Dtype> {
   // Shapes are set once; later reshapes are the caller's (reshaping a top directly).
   void Reshape(const BlobVec& bottom, const BlobVec& top) override {}
   const char* type() const override { return "Input"; }
+  bool IsBatchSource() const override { return true; }
+  bool IsNetInput() const override { return true; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
 

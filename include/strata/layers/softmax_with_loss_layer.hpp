@@ -27,7 +27,8 @@ class SoftmaxWithLossLayer : public Layer<Dtype> {
   int MaxTopBlobs() const override { return 2; }
   bool AutoTopBlobs() const override { return true; }
   // Labels get no gradient.
-  bool AllowForceBackward(int bottom_index) const override { return bottom_index != 1; }
+  bool AllowForceBackward(int bottom_index) const override { return bottom_index != LabelBottom(); }
+  int LabelBottom() const override { return 1; }
   // Backward reads the labels (a bottom) and the probabilities, which are the second top when there is one.
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return this->layer_param_.top_size() > 1; }

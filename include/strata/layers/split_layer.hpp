@@ -13,6 +13,7 @@ class SplitLayer : public Layer<Dtype> {
   using Layer<Dtype>::Layer;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Split"; }
+  bool IsSplit() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }

@@ -79,7 +79,7 @@ struct RecomputeGraph {
   // Store-all's peak: every node's data and saved state, and the gradients alive at the worst moment of
   // backward, plus source_bytes.
   size_t total_bytes() const;
-  // The most a segment V = upper \ lower adds to what earlier segments keep, as Net's executor frees memory:
+  // The most a segment V = upper \ lower adds to what earlier segments keep, as the recompute executor frees memory:
   // in forward all of V's data and saved state, freed once the segment is done; in backward, layer by layer
   // from the highest, the data of V's nodes in `live` (kept or recomputed) and their state, each freed with its
   // gradients after the backward of the node's first layer, while a gradient appears with the backward of the

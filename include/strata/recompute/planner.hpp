@@ -4,7 +4,7 @@
 // backward recomputes segment i from the kept values just before running its backward. The last segment is
 // kept whole, since its backward follows its forward at once.
 //
-// Cost model: activation data, gradients and layers' saved state, as Net's executor frees them
+// Cost model: activation data, gradients and layers' saved state, as the recompute executor frees them
 // (RecomputeGraph::SegmentPeak):
 //   peak  = source_bytes + max_i ( K_{i-1} + P(L_{i-1}, L_i) )
 //   cost  = sum over i < k of T(R_i)
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/proto/strata.pb.h"
 #include "strata/recompute/graph.hpp"
 
 namespace strata {
@@ -85,6 +86,10 @@ class LowerSetPlanner {
 // recompute_param and the tools ask for. An unknown name or an infeasible budget is an Error.
 RecomputePlan MakePlan(const RecomputeGraph& g, const std::string& planner, size_t budget_bytes,
                        int max_lower_sets = 2000);
+// The plan a solver's recompute_param asks for: its planner within budget_bytes, or within budget_fraction of
+// store-all's peak (g.total_bytes(); the fraction wins when both are given, and neither means store-all's peak).
+// A fraction that is not positive is an Error, as for MakePlan.
+RecomputePlan MakePlan(const RecomputeGraph& g, const RecomputeParameter& param);
 
 // Every lower set of `g`, or an empty vector when there are more than `cap` (exact enumeration refused).
 std::vector<NodeSet> EnumerateLowerSets(const RecomputeGraph& g, int cap);

@@ -1,5 +1,5 @@
-// A recomputation plan in the Net's own terms (layer and blob ids), what Net's executor runs
-// (Net::set_recompute_schedule; docs/recompute.md). Built from a RecomputePlan by MakeSchedule.
+// A recomputation plan in the Net's own terms (layer and blob ids), what the recompute executor runs
+// (RecomputeExecutor, executor.hpp; docs/recompute.md). Built from a RecomputePlan by MakeSchedule.
 #pragma once
 
 #include <vector>

@@ -185,12 +185,10 @@ bool has_loss_weight(const Net<Dtype>& net, size_t blob_id) {
 
 template <typename Dtype>
 std::vector<bool> PinnedBlobs(const Net<Dtype>& net) {
-  const auto& blobs = net.blobs();
-  std::vector<bool> pinned(blobs.size(), false);
-  for (const Blob<Dtype>* out : net.output_blobs())
-    for (size_t b = 0; b < blobs.size(); ++b) pinned[b] = pinned[b] || blobs[b].get() == out;
+  std::vector<bool> pinned(net.blobs().size(), false);
+  for (int out : net.output_blob_ids()) pinned[out] = true;
   // A loss's gradient is its loss weight, written once when the net is built.
-  for (size_t b = 0; b < blobs.size(); ++b) pinned[b] = pinned[b] || has_loss_weight(net, b);
+  for (size_t b = 0; b < pinned.size(); ++b) pinned[b] = pinned[b] || has_loss_weight(net, b);
   return pinned;
 }
 
@@ -224,7 +222,7 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     return it == alias.end() ? mem : it->second;
   };
   for (int l = 0; l < num_layers; ++l) {
-    if (std::string(layers[l]->type()) != "Split" || net.bottom_ids()[l].empty()) continue;
+    if (!layers[l]->IsSplit() || net.bottom_ids()[l].empty()) continue;
     for (int t : net.top_ids()[l]) alias[blobs[t]->data().get()] = block(net.bottom_ids()[l][0]);
   }
 

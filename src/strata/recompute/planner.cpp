@@ -326,4 +326,14 @@ RecomputePlan MakePlan(const RecomputeGraph& g, const std::string& planner, size
   return planner == "dp" ? dp.Plan(budget_bytes) : dp.MinMemoryPlan();
 }
 
+RecomputePlan MakePlan(const RecomputeGraph& g, const RecomputeParameter& param) {
+  size_t budget = g.total_bytes();
+  if (param.has_budget_bytes()) budget = param.budget_bytes();
+  if (param.has_budget_fraction()) {
+    STRATA_REQUIRE(param.budget_fraction() > 0) << "recompute_param.budget_fraction must be positive";
+    budget = static_cast<size_t>(param.budget_fraction() * static_cast<double>(g.total_bytes()));
+  }
+  return MakePlan(g, param.planner(), budget);
+}
+
 }  // namespace strata

@@ -82,7 +82,7 @@ KfacSolver<Dtype>::KfacSolver(const SolverParameter& param) : SGDSolver<Dtype>(p
     STRATA_REQUIRE(!softmax_losses_.empty())
         << "kfac_param.fisher TRUE_FISHER samples labels from a SoftmaxWithLoss layer, and the net has none; "
         << "use fisher: EMPIRICAL";
-    STRATA_REQUIRE(net->recompute_schedule() == nullptr)
+    STRATA_REQUIRE(net->pass_runner() == nullptr)
         << "kfac_param.fisher TRUE_FISHER runs a second backward, which a recompute plan does not allow; use "
         << "fisher: EMPIRICAL";
   }
@@ -333,9 +333,10 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
   Net<Dtype>* net = this->net_.get();
   const int ranks = this->collectives() ? this->collectives()->size() : 1;
   factored_.assign(blocks_.size(), Factored());
-  // A recompute plan frees activations and their gradients as backward passes them: only D is left then.
+  // A recompute plan (a pass runner on the net) frees activations and their gradients as backward passes them:
+  // only D is left then.
   if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping() ||
-      net->recompute_schedule() != nullptr) {
+      net->pass_runner() != nullptr) {
     return;
   }
   std::vector<int> chosen;

@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "strata/math_functions.hpp"
+#include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
-#include "strata/recompute/schedule.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -111,14 +111,8 @@ void Solver<Dtype>::InitTrainNet() {
   const RecomputeParameter& rp = param_.recompute_param();
   if (param_.has_recompute_param() && rp.planner() != "store_all") {
     const RecomputeGraph g = ExtractGraph(*net_);
-    size_t budget = g.total_bytes();
-    if (rp.has_budget_bytes()) budget = rp.budget_bytes();
-    if (rp.has_budget_fraction()) {
-      STRATA_REQUIRE(rp.budget_fraction() > 0) << "recompute_param.budget_fraction must be positive";
-      budget = static_cast<size_t>(rp.budget_fraction() * static_cast<double>(g.total_bytes()));
-    }
-    const RecomputePlan plan = MakePlan(g, rp.planner(), budget);
-    net_->set_recompute_schedule(std::make_shared<RecomputeSchedule>(MakeSchedule(*net_, g, plan)));
+    const RecomputePlan plan = MakePlan(g, rp);
+    InstallRecomputePlan(net_.get(), plan);
     LOG(INFO) << "Recompute plan " << plan.planner << ": " << plan.segments.size() << " segments, predicted peak "
               << "activation data " << human_bytes(static_cast<double>(plan.peak_bytes)) << " of "
               << human_bytes(static_cast<double>(g.total_bytes())) << ", recomputation "
@@ -220,14 +214,7 @@ void Solver<Dtype>::Step(int iters) {
   smoothed_loss_ = 0;
   auto window_start = std::chrono::steady_clock::now();
   int window_iter = iter_;
-  const int batch = [&] {
-    // Images per iteration on this rank, for the images/s progress line.
-    for (Blob<Dtype>* b : net_->input_blobs()) return b->num_axes() ? b->shape(0) : 1;
-    for (const auto& l : net_->layers()) {
-      if (std::string(l->type()) == "Data") return static_cast<int>(l->layer_param().data_param().batch_size());
-    }
-    return 0;
-  }();
+  const int batch = net_->batch_size();  // images per iteration on this rank, for the images/s progress line
 
   while (iter_ < stop_iter) {
     if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
@@ -289,12 +276,10 @@ template <typename Dtype>
 void Solver<Dtype>::DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net,
                                    const char* which) {
   int score_index = 0;
-  for (Blob<Dtype>* out : outputs) {
-    const int id = [&] {
-      for (size_t b = 0; b < net.blobs().size(); ++b)
-        if (net.blobs()[b].get() == out) return static_cast<int>(b);
-      return -1;
-    }();
+  CHECK_EQ(outputs.size(), net.output_blob_ids().size()) << "DisplayOutputs takes the net's output blobs";
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    Blob<Dtype>* out = outputs[o];
+    const int id = net.output_blob_ids()[o];
     const std::string& name = net.blob_names()[id];
     const Dtype weight = id < static_cast<int>(net.blob_loss_weights().size()) ? net.blob_loss_weights()[id] : 0;
     for (int k = 0; k < out->count(); ++k) {
@@ -338,10 +323,8 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
   if (Strata::root_solver()) {
     if (param_.test_compute_loss()) LOG(INFO) << "Test loss: " << loss / test_iter;
     size_t k = 0;
-    for (Blob<Dtype>* blob : test_net.output_blobs()) {
-      int id = 0;
-      for (size_t b = 0; b < test_net.blobs().size(); ++b)
-        if (test_net.blobs()[b].get() == blob) id = static_cast<int>(b);
+    for (int id : test_net.output_blob_ids()) {
+      const Blob<Dtype>* blob = test_net.blobs()[id].get();
       const std::string& name = test_net.blob_names()[id];
       const Dtype weight = test_net.blob_loss_weights().size() > static_cast<size_t>(id) ? test_net.blob_loss_weights()[id] : 0;
       for (int j = 0; j < blob->count(); ++j, ++k) {
