@@ -143,6 +143,18 @@ TEST_F(StrataTool, TrainWithoutNetOrData) {
   ExpectError("train --solver=" + solver, {"missing_lmdb"});
 }
 
+// A net nested 5,000 levels deep (Reversible blocks inside Reversible blocks) overflowed protobuf's recursive text
+// parser's stack; now the depth is refused with the file and place.
+TEST_F(StrataTool, DeeplyNestedPrototxtIsRefused) {
+  std::string text = "name: 'deep'\nlayer { ";
+  const int depth = 5000;
+  for (int i = 0; i < depth; ++i) text += "name: 'r' type: 'Reversible' reversible_param { f { ";
+  text += "name: 'x' type: 'ReLU'";
+  for (int i = 0; i < depth; ++i) text += " } }";
+  text += " }\n";
+  ExpectError("time --model=" + Write("deep.prototxt", text), {"deep.prototxt", "too deep"});
+}
+
 // Output paths that cannot be written fail before the first iteration, naming the setting: a snapshot_prefix or a
 // --timeline under a regular file (root may write anywhere else). The solver would otherwise train for 5,000
 // iterations before its first snapshot failed. A missing directory is created.

@@ -11,6 +11,10 @@
 
 namespace strata {
 
+// How deeply messages may nest in a text file (a layer's filler is 3 levels down; each Reversible block nested in
+// another adds 2): deeper is an error.
+constexpr int kMaxProtoNesting = 100;
+
 void ReadProtoFromTextFile(const std::string& filename, google::protobuf::Message* proto);
 void ReadProtoFromTextString(const std::string& text, google::protobuf::Message* proto,
                              const std::string& origin = "<string>");

@@ -81,6 +81,9 @@ void ReadProtoFromTextString(const std::string& text, Message* proto, const std:
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors(origin);
   parser.RecordErrorsTo(&errors);
+  // Protobuf's text parser recurses once per nested message with no limit of its own: a file nested thousands of
+  // levels deep (Reversible blocks inside Reversible blocks) overflowed the stack. Binary parsing stops at 100.
+  parser.SetRecursionLimit(kMaxProtoNesting);
   if (!parser.ParseFromString(text, proto)) {
     STRATA_FAIL() << "cannot parse " << proto->GetTypeName() << " from " << errors.first();
   }
