@@ -437,7 +437,7 @@ int train(int* argc, char*** argv) {
     solver->Solve(FLAGS_snapshot);
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.
-    if (comm.size() > 1) mpi_abort(std::string("rank ") + std::to_string(comm.rank()) + ": " + e.what());
+    if (comm.size() > 1) mpi_abort(e.what());  // it names the rank
     throw;
   }
   return 0;

@@ -148,6 +148,8 @@ class Solver {
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
   void UpdateParam(int param_id, Dtype rate, int iter);
   std::vector<uint64_t> DataPositions();
+  // Deletes the temporary files of snapshots that a killed process never finished.
+  void RemoveStaleSnapshotFiles() const;
   void SetDataPositions(const std::vector<uint64_t>& positions);
 
   std::vector<Dtype> losses_;

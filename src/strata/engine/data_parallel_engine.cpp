@@ -8,6 +8,7 @@
 #include "strata/device.hpp"
 #include "strata/engine/consistency.hpp"
 #include "strata/math_functions.hpp"
+#include "strata/util/fault_injection.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -93,6 +94,7 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
 template <typename Dtype>
 void DataParallelEngine<Dtype>::AttachHooks() {
   net_->add_before_forward_hook([this](int i) {
+    if (i == net_->num_layers() / 2) MaybeInjectFault(FaultPoint::kForward, solver_->iter());
     WaitForLayer(i);
     layer_t0_us_ = timeline_.now_us();
   });
@@ -288,6 +290,7 @@ void DataParallelEngine<Dtype>::Reduce(Worker& w, const Task& t) {
     // GPU training: summed in host staging (or by NCCL), and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
   } else if (!b.fused()) {
+    MaybeInjectFault(FaultPoint::kAllreduce, t.iter);
     Dtype* g = params[b.params[0]]->mutable_cpu_diff() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
   } else {

@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "strata/math_functions.hpp"
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
+#include "strata/util/fault_injection.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -185,6 +187,7 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   // Snapshots go where the rank that writes them can write: checked now, not at the first snapshot hours in.
   if (Strata::root_solver() && (param_.snapshot() > 0 || param_.snapshot_after_train())) {
     RequireWritableLocation(SnapshotFilename(".caffemodel"), "snapshot_prefix");
+    RemoveStaleSnapshotFiles();
   }
   PreSolve();
   requested_early_exit_ = false;
@@ -438,6 +441,23 @@ void Solver<Dtype>::ApplyUpdate() {
   gradients_zeroed_ = updates_in_one_pass();
 }
 
+// A snapshot is written to NAME.tmp.PID and renamed (WriteFileAtomically); a process killed in between leaves the
+// temporary file behind. No other run writes this prefix now, so any such file is an interrupted snapshot's.
+template <typename Dtype>
+void Solver<Dtype>::RemoveStaleSnapshotFiles() const {
+  namespace fs = std::filesystem;
+  const std::string stem = fs::path(param_.snapshot_prefix() + "_iter_").filename().string();
+  const fs::path dir = fs::path(param_.snapshot_prefix() + "_iter_").parent_path();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
+    if (fs::remove(entry.path(), ec)) {
+      LOG(INFO) << "Removed " << entry.path().string() << ", left by an interrupted snapshot";
+    }
+  }
+}
+
 template <typename Dtype>
 std::string Solver<Dtype>::SnapshotFilename(const std::string& extension) const {
   return param_.snapshot_prefix() + "_iter_" + std::to_string(iter_) + extension;
@@ -474,6 +494,7 @@ void Solver<Dtype>::Snapshot() {
   net_->ToProto(&weights, param_.snapshot_diff());
   LOG(INFO) << "Snapshotting to binary proto file " << model_file;
   WriteProtoToBinaryFile(weights, model_file);
+  MaybeInjectFault(FaultPoint::kSnapshot, iter_);
 
   SolverState state;
   state.set_iter(iter_);

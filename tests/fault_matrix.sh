@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# The fault matrix: `strata train` under mpirun meets one fault per case, and must end cleanly.
+#
+#   tests/fault_matrix.sh BUILD_DIR CASE        (ctest runs every case as fault_CASE; docs/reliability.md)
+#
+# Cases:
+#   kill-npN-rankR-POINT   rank R of N kills itself with SIGKILL at POINT (forward, allreduce, snapshot: between
+#                          the .caffemodel and the .solverstate) of iteration 150 (250 for snapshot), through
+#                          STRATA_FAULT (src/strata/util/fault_injection.cpp)
+#   kill-npN-rankR-outside rank R of N is killed with `kill -9` from outside, at whatever it is doing
+#   SIG-npN-mpirun         SIGINT or SIGTERM to mpirun
+#   SIG-npN-rankR          SIGINT or SIGTERM to rank R alone
+#   disk-full              the snapshot directory is a 160 KiB tmpfs, full at the third snapshot
+#   corrupt-record         a record in the middle of the LMDB is not a Datum
+#   nan-loss               the learning rate jumps at iteration 150 until the loss is not finite
+# For every case: every process ends within 30 s of the fault, mpirun's status says whether the run failed,
+# the failure is said in one clear line, the newest complete snapshot pair loads (`strata test`) and resumes to
+# the same weights, bit for bit, as a run that was never interrupted, and no temporary file is left behind once
+# the next run has started. Every command runs under `timeout`, so a hang fails the case instead of hanging CI.
+set -u
+build=${1:?usage: fault_matrix.sh BUILD_DIR CASE}
+case_name=${2:?usage: fault_matrix.sh BUILD_DIR CASE}
+bin=$(cd "$build" && pwd)/bin
+strata=$bin/strata
+mpirun=${MPIEXEC:-mpirun}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+limit_s=30
+
+# Process bookkeeping through /proc only (a minimal Debian has neither procps nor bc).
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+state_of() {  # R, S, Z, ... or nothing once the process has gone
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  st=${st##*) }
+  echo "${st%% *}"
+}
+alive() { local s; s=$(state_of "$1"); [ -n "$s" ] && [ "$s" != Z ]; }
+children_of() {
+  local parent=$1 d st
+  for d in /proc/[0-9]*; do
+    st=$(cat "$d/stat" 2>/dev/null) || continue
+    st=${st##*) }
+    set -- $st
+    [ "$2" = "$parent" ] && echo "${d#/proc/}"
+  done
+}
+rank_pid() {  # MPIRUN_PID RANK: the pid of that rank among mpirun's children
+  local p r
+  for p in $(children_of "$1"); do
+    r=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ "$r" = "$2" ] && { echo "$p"; return; }
+  done
+}
+
+work=$(mktemp -d /tmp/strata_fault_XXXXXX)
+launcher="" mpirun_pid="" rank_pids="" mounted=""
+cleanup() {
+  # Never leave a rank or a mount behind, whatever happened: only what this script started.
+  [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null
+  [ -n "$mpirun_pid" ] && alive "$mpirun_pid" && kill -9 "$mpirun_pid" 2>/dev/null
+  for p in $rank_pids; do kill -9 "$p" 2>/dev/null; done
+  [ -n "$mounted" ] && umount "$mounted" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL ($case_name): $*" >&2
+  [ -f "$work/train.log" ] && { echo "--- training log (tail) ---" >&2; tail -n 30 "$work/train.log" >&2; }
+  exit 1
+}
+
+# ---- the job ----
+np=2
+snapdir=$work
+net=$work/net.prototxt
+# A small net on an Input layer (no data files; the corrupt-record case swaps in a Data layer). Snapshots every
+# 100 iterations, a fraction of a second apart; the solver would run for hours.
+cat > "$net" <<'EOF'
+name: "fault"
+layer { name: "in" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 8 kernel_size: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "ip1" type: "InnerProduct" bottom: "conv1" top: "ip1"
+        inner_product_param { num_output: 10 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip1" bottom: "label" top: "loss" }
+EOF
+solver_text() {  # PREFIX [EXTRA...]
+  local prefix=$1
+  shift
+  cat <<EOF
+net: "$net"
+base_lr: 0.01
+momentum: 0.9
+weight_decay: 0.0005
+max_iter: 100000000
+snapshot: 100
+snapshot_prefix: "$prefix"
+display: 0
+random_seed: 1
+solver_mode: CPU
+comm_param { checksum_interval: 50 }
+EOF
+  for line in "$@"; do echo "$line"; done
+}
+extra=()
+
+mpi() {  # mpirun with NP ranks, the fault variable passed through
+  echo timeout -k 5 "$1" "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl self,vader \
+    -x STRATA_FAULT
+}
+
+start_training() {
+  solver_text "$snapdir/snap" "${extra[@]}" > "$work/solver.prototxt"
+  $(mpi 180) "$strata" train --solver="$work/solver.prototxt" > "$work/train.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 1 100); do
+    mpirun_pid=$(children_of "$launcher" | head -n 1)
+    [ -n "$mpirun_pid" ] && break
+    sleep 0.05
+  done
+  [ -n "$mpirun_pid" ] || fail "cannot find mpirun under pid $launcher"
+}
+
+wait_for() {  # SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, while training runs
+  local secs=$1 what=$2
+  shift 2
+  for _ in $(seq 1 $((secs * 10))); do
+    "$@" && return 0
+    kill -0 "$launcher" 2>/dev/null || fail "training ended before $what"
+    sleep 0.1
+  done
+  fail "no $what after $secs s"
+}
+has_snapshot() { ls "$snapdir"/snap_iter_*.solverstate > /dev/null 2>&1; }
+log_has() { grep -q "$1" "$work/train.log" 2>/dev/null; }
+
+# Waits for mpirun and every rank to end within the limit from `fault_ms`; leaves mpirun's status in $status.
+expect_end() {
+  rank_pids=$(children_of "$mpirun_pid")
+  while kill -0 "$launcher" 2>/dev/null && [ $(($(now_ms) - fault_ms)) -lt $((limit_s * 1000)) ]; do sleep 0.1; done
+  kill -0 "$launcher" 2>/dev/null && fail "mpirun still running ${limit_s} s after the fault (a hang)"
+  wait "$launcher"
+  status=$?
+  launcher=""
+  for p in $rank_pids; do
+    while alive "$p" && [ $(($(now_ms) - fault_ms)) -lt $((limit_s * 1000)) ]; do sleep 0.1; done
+    alive "$p" && fail "rank process $p still running ${limit_s} s after the fault"
+  done
+  echo "mpirun exited with status $status; every process ended $(($(now_ms) - fault_ms)) ms after the fault"
+}
+expect_failed() { [ "$status" -ne 0 ] || fail "mpirun exited with status 0 although the run failed"; }
+expect_line() { grep -q -- "$1" "$work/train.log" || fail "the log does not say '$1'"; echo "said: $(grep -m 1 -- "$1" "$work/train.log")"; }
+
+# The newest snapshot pair must load and resume exactly: from it to 20 iterations later gives the same weights,
+# bit for bit, as a run from the start that was never interrupted.
+expect_resumes() {
+  local last states
+  states=$(ls "$snapdir"/snap_iter_*.solverstate 2>/dev/null) || fail "no snapshot was written"
+  last=$(echo "$states" | sed 's/.*_iter_\([0-9]*\)\.solverstate/\1/' | sort -n | tail -n 1)
+  [ -f "$snapdir/snap_iter_$last.caffemodel" ] || fail "snap_iter_$last.solverstate has no .caffemodel beside it"
+  echo "newest complete snapshot: iteration $last"
+  timeout -k 5 60 "$strata" test --model="$net" --weights="$snapdir/snap_iter_$last.caffemodel" --iterations=1 \
+    > "$work/test.log" 2>&1 || { cat "$work/test.log" >&2; fail "strata test cannot load snap_iter_$last"; }
+  local target=$((last + 20))
+  mkdir -p "$work/resumed" "$work/reference"
+  solver_text "$snapdir/snap" > "$work/resume.prototxt"
+  STRATA_FAULT= $(mpi 120) "$strata" train --solver="$work/resume.prototxt" \
+    --snapshot="$snapdir/snap_iter_$last.solverstate" --iterations=$target > "$work/resume.log" 2>&1 ||
+    { tail -n 20 "$work/resume.log" >&2; fail "resuming from snap_iter_$last failed"; }
+  solver_text "$work/reference/snap" > "$work/reference.prototxt"
+  STRATA_FAULT= $(mpi 120) "$strata" train --solver="$work/reference.prototxt" --iterations=$target \
+    > "$work/reference.log" 2>&1 || { tail -n 20 "$work/reference.log" >&2; fail "the reference run failed"; }
+  cmp -s "$snapdir/snap_iter_$target.caffemodel" "$work/reference/snap_iter_$target.caffemodel" ||
+    fail "resumed from iteration $last, the weights at $target differ from an uninterrupted run's"
+  echo "resumed from iteration $last to $target: the same weights, bit for bit, as the uninterrupted run"
+  local stray
+  stray=$(ls "$snapdir" | grep '\.tmp\.' || true)
+  [ -z "$stray" ] || fail "temporary files left after the next run started: $stray"
+}
+
+# ---- the cases ----
+export STRATA_FAULT=
+case $case_name in
+  kill-np*-rank*-*)
+    IFS=- read -r _ npx rankx point <<< "$case_name"
+    np=${npx#np}
+    victim=${rankx#rank}
+    if [ "$point" = outside ]; then
+      start_training
+      wait_for 60 "a first snapshot" has_snapshot
+      sleep 0.3  # well inside training again, perhaps in the middle of the next snapshot
+      victim_pid=$(rank_pid "$mpirun_pid" "$victim")
+      [ -n "$victim_pid" ] || fail "cannot find rank $victim"
+      echo "killing rank $victim (pid $victim_pid) with SIGKILL"
+      fault_ms=$(now_ms)
+      kill -9 "$victim_pid"
+    else
+      at=150
+      [ "$point" = snapshot ] && at=200
+      export STRATA_FAULT="$point:$victim:$at"
+      start_training
+      wait_for 120 "the injected fault" log_has "STRATA_FAULT: killing"
+      fault_ms=$(now_ms)
+    fi
+    expect_end
+    expect_failed
+    expect_line "rank $victim .*exited on signal 9"
+    # mpirun tells the others with SIGTERM; they say so at once (they may be waiting in a collective).
+    expect_line "of $np: SIGINT/SIGTERM received"
+    if [ "$point" = snapshot ]; then
+      [ -f "$snapdir/snap_iter_200.caffemodel" ] && [ ! -f "$snapdir/snap_iter_200.solverstate" ] ||
+        fail "the kill between the snapshot's two files did not leave the incomplete pair it should"
+    fi
+    expect_resumes
+    ;;
+  SIGINT-np*-* | SIGTERM-np*-*)
+    IFS=- read -r sig npx target <<< "$case_name"
+    np=${npx#np}
+    start_training
+    wait_for 60 "a first snapshot" has_snapshot
+    if [ "$target" = mpirun ]; then
+      pid=$mpirun_pid
+    else
+      pid=$(rank_pid "$mpirun_pid" "${target#rank}")
+    fi
+    [ -n "$pid" ] || fail "cannot find $target"
+    echo "sending $sig to $target (pid $pid)"
+    fault_ms=$(now_ms)
+    kill -s "$sig" "$pid"
+    expect_end
+    if [ "$target" = mpirun ]; then
+      # mpirun hands the signal to every rank and ends the job: the ranks stop (or are stopped) at once.
+      expect_line "SIGINT/SIGTERM received"
+    else
+      # One rank's request reaches every rank: all stop together two iterations later, with a final snapshot.
+      [ "$status" -eq 0 ] || fail "a stop asked for by a signal ended with status $status"
+      expect_line "All ranks stop at iteration"
+      expect_line "Optimization stopped early"
+    fi
+    expect_resumes
+    ;;
+  disk-full)
+    snapdir=$work/small
+    mkdir -p "$snapdir"
+    mount -t tmpfs -o size=160k tmpfs "$snapdir" || fail "cannot mount a tmpfs (run as root)"
+    mounted=$snapdir
+    start_training  # a snapshot pair is 65 KB: the third does not fit
+    wait_for 120 "the full disk" log_has "No space left on device"
+    fault_ms=$(now_ms)
+    expect_end
+    expect_failed
+    expect_line "No space left on device"
+    stray=$(ls "$snapdir" | grep '\.tmp\.' || true)
+    [ -z "$stray" ] || fail "the failed write left $stray"
+    # The pairs written before the disk filled are whole: resume from a copy on a disk with room.
+    mkdir -p "$work/moved"
+    cp "$snapdir"/* "$work/moved/"
+    umount "$snapdir" && mounted=""
+    snapdir=$work/moved
+    expect_resumes
+    ;;
+  corrupt-record)
+    # 8,000 12x12 images in an LMDB; record 6,000 (met at iteration 187 on 2 ranks of batch 16) is cut so that
+    # it is no Datum. Its data field (tag 0x22, length 144 = 0x90 0x01, then the pixels, all 0xAB for this record
+    # alone) gets a length far past the end of the record.
+    /usr/bin/python3 - "$work" <<'PY'
+import struct, sys
+d, n = sys.argv[1], 8000
+with open(d + "/images.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 12, 12))
+    for i in range(n):
+        f.write(bytes([0xAB] * 144) if i == 6000 else bytes((i * 7 + j * 13) % 251 for j in range(144)))
+with open(d + "/labels.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+    "$bin/convert_mnist_data" "$work/images.idx" "$work/labels.idx" "$work/lmdb" > "$work/convert.log" 2>&1 ||
+      { cat "$work/convert.log" >&2; fail "convert_mnist_data failed"; }
+    /usr/bin/python3 - "$work/lmdb/data.mdb" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+needle = bytes([0x22, 0x90, 0x01]) + bytes([0xAB] * 144)
+at = data.find(needle)
+assert at >= 0 and data.find(needle, at + 1) < 0, "record 6000 not found exactly once"
+data[at + 1:at + 3] = bytes([0xFF, 0x7F])
+open(path, "wb").write(data)
+PY
+    sed -i 's|layer { name: "in" type: "Input" top: "data" top: "label"|layer { name: "in" type: "Data" top: "data" top: "label" transform_param { scale: 0.00390625 } data_param { source: "'"$work/lmdb"'" batch_size: 16 } }|; /input_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }/d' "$net"
+    start_training
+    wait_for 120 "the corrupt record" log_has "lmdb"
+    fault_ms=$(now_ms)
+    expect_end
+    expect_failed
+    expect_line "$work/lmdb.*6000"
+    expect_resumes
+    ;;
+  nan-loss)
+    # Sane until iteration 150, then a rate 1e12 times larger: the loss overflows within a few iterations.
+    extra=('lr_policy: "step"' 'stepsize: 150' 'gamma: 1e12')
+    start_training
+    wait_for 120 "the divergence" log_has "the loss is"
+    fault_ms=$(now_ms)
+    expect_end
+    expect_failed
+    expect_line "the loss is .* at iteration"
+    extra=()
+    expect_resumes
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS: $case_name"
