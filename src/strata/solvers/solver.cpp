@@ -67,6 +67,15 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
   LearningRateAt(param_, 0, &probe_step);  // reject an unknown or incomplete policy now, not mid-run
   InitTrainNet();
   InitTestNets();
+  const auto& loss_weights = net_->blob_loss_weights();
+  STRATA_REQUIRE(!net_->learnable_params().empty() ||
+                 std::any_of(loss_weights.begin(), loss_weights.end(), [](Dtype w) { return w != 0; }))
+      << "net '" << net_->name() << "' has nothing to train: no learnable parameters and no loss";
+  // Caffe's meaning, kept so that its solvers load; but a test net that never runs deserves a word.
+  if (!test_nets_.empty() && param_.test_interval() == 0) {
+    LOG(WARNING) << "test_interval is 0: the " << test_nets_.size() << " test net(s) never run (set test_interval "
+                 << "to test every that many iterations)";
+  }
   for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
   set_engine(nullptr);
 }
