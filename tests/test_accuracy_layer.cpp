@@ -114,6 +114,8 @@ TEST(AccuracyLayer, BadInputIsAnError) {
     ADD_FAILURE() << "label 3 of 3 classes was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 3"), std::string::npos) << e.what();
+    // Which layer, and which item of the batch.
+    EXPECT_NE(std::string(e.what()).find("layer 'accuracy' (Accuracy): batch item 2"), std::string::npos) << e.what();
   }
 }
 

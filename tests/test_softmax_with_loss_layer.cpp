@@ -78,6 +78,24 @@ LayerParameter StridedParam(LossParameter::NormalizationMode mode) {
   return p;
 }
 
+// A label that is no class names the layer and the batch item.
+TEST(SoftmaxWithLossLayer, BadLabelNamesLayerAndBatchItem) {
+  Blob<float> x, labels, loss;
+  FillTwoRows(&x, &labels);
+  labels.mutable_cpu_data()[1] = 4;
+  SoftmaxWithLossLayer<float> layer(LossParam());
+  layer.SetUp({&x, &labels}, {&loss});
+  try {
+    layer.Forward({&x, &labels}, {&loss});
+    ADD_FAILURE() << "label 4 of 4 classes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'loss' (SoftmaxWithLoss): batch item 1 has label 4, not a class "
+                                         "index in [0, 4)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SoftmaxWithLossLayer, NormalizationModes) {
   const double sum = -(2 * std::log(0.5) + std::log(0.375));
   const struct {

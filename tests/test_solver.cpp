@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "resume_test_util.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/solver.hpp"
 #include "strata/solvers/sgd_solvers.hpp"
@@ -350,6 +351,44 @@ layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
   for (size_t i = 0; i < a.size(); ++i) {
     for (int k = 0; k < a[i]->count(); ++k) ASSERT_EQ(a[i]->cpu_data()[k], b[i]->cpu_data()[k]) << i << "," << k;
   }
+}
+
+// The same with data: a Data layer (random crop and mirror on and off), Dropout and a test net.
+TEST(SolverResume, DataDropoutAndTestNetResumeExactly) {
+  testing_data::TempDir dir;
+  resume_test::WriteDb(dir / "db");
+  for (bool random_transforms : {false, true}) {
+    SCOPED_TRACE(random_transforms ? "random crop and mirror" : "no random transforms");
+    resume_test::Compare(dir / "db", dir.path(), random_transforms, [](Solver<float>*) {}, [] {});
+  }
+}
+
+// A solverstate written before data positions, transform seeds and per-rank engines were recorded still
+// loads (with warnings), and one whose data layers do not match the net is an error.
+TEST(SolverResume, OlderSolverstateLoadsAndMismatchIsAnError) {
+  testing_data::TempDir dir;
+  resume_test::WriteDb(dir / "db");
+  auto solver = SolverRegistry<float>::Create(resume_test::Param(dir / "db", true, 3, dir / "old"));
+  solver->Step(2);
+  solver->Snapshot();
+  const std::string file = dir / "old_iter_2.solverstate";
+  SolverState state;
+  ReadProtoFromBinaryFile(file, &state);
+  EXPECT_EQ(state.data_position_size(), 2);  // the train net's Data layer and the test net's
+  EXPECT_EQ(state.data_seed_size(), 2);
+  EXPECT_EQ(state.rank_rng_state_size(), 1);
+  SolverState old = state;
+  old.clear_data_position();
+  old.clear_data_seed();
+  old.clear_rank_rng_state();
+  WriteProtoToBinaryFile(old, dir / "older.solverstate");
+  EXPECT_NO_THROW(solver->Restore(dir / "older.solverstate"));
+  EXPECT_EQ(solver->iter(), 2);
+  SolverState extra = state;
+  extra.add_data_position(0);
+  WriteProtoToBinaryFile(extra, dir / "extra.solverstate");
+  testing_data::ExpectErrorContaining([&] { solver->Restore(dir / "extra.solverstate"); },
+                                      {"3 data layer position(s)", "2 data layer(s)"});
 }
 
 TEST_F(SolverFiles, NaNLossStopsAndKeepsEarlierSnapshot) {

@@ -194,6 +194,77 @@ TEST_F(StrataTool, TestWithCorruptWeights) {
               {"missing.caffemodel"});
 }
 
+// Weights that set nothing of the net (an empty file, another net's) are an error for test and train; weights
+// that leave some layers with parameters unset are a warning, or an error with --strict_weights.
+TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 1\n"
+                                   "snapshot_prefix: \"" + dir_ / "tiny" + "\"\n");
+  ASSERT_EQ(Shell(kStrata + " train --solver=" + solver + " > " + dir_ / "out" + " 2>&1"), 0) << ReadAll(dir_ / "out");
+  const std::string tiny = dir_ / "tiny_iter_1.caffemodel";
+  const std::string other_net = Write("other.prototxt", Replace(Replace(kNet, "\"ip\"", "\"fc\""), "tiny", "other"));
+  const std::string other_solver = Write("other_solver.prototxt", "net: \"" + other_net + "\"\nbase_lr: 0.01\n"
+                                         "max_iter: 1\nsnapshot_prefix: \"" + dir_ / "other" + "\"\n");
+  ASSERT_EQ(Shell(kStrata + " train --solver=" + other_solver + " > " + dir_ / "out" + " 2>&1"), 0)
+      << ReadAll(dir_ / "out");
+  const std::string other = dir_ / "other_iter_1.caffemodel";
+  const std::string empty = Write("empty.caffemodel", "");
+  for (const std::string& w : {empty, other}) {
+    ExpectError("test --model=" + net + " --weights=" + w + " --iterations=1", {w, "set no layer of net 'tiny'"});
+    ExpectError("train --solver=" + solver + " --weights=" + w, {w, "set no layer of net 'tiny'"});
+  }
+  ExpectError("train --solver=" + solver + " --weights=", {"--weights names no file"});
+  // A net with one more layer: the weights set 'ip' but not 'ip2'.
+  const std::string bigger = Write("bigger.prototxt", Replace(Replace(kNet, "bottom: \"z\" bottom", "bottom: \"z2\" bottom"),
+      "layer { name: \"loss\"", "layer { name: \"ip2\" type: \"InnerProduct\" bottom: \"z\" top: \"z2\" "
+      "inner_product_param { num_output: 4 } }\nlayer { name: \"loss\""));
+  const std::string out = dir_ / "partial";
+  EXPECT_EQ(Shell(kStrata + " test --model=" + bigger + " --weights=" + tiny + " --iterations=1 > " + out + " 2>&1"), 0)
+      << ReadAll(out);
+  EXPECT_NE(ReadAll(out).find("set no weights for layer(s) 'ip2'"), std::string::npos) << ReadAll(out);
+  ExpectError("test --strict_weights --model=" + bigger + " --weights=" + tiny + " --iterations=1",
+              {"'ip2'", "--strict_weights"});
+}
+
+// Nets that would run and do nothing, or abort in a CHECK, are one error before any work.
+TEST_F(StrataTool, EmptyAndZeroSizedNetsAreErrors) {
+  const std::string empty = Write("empty.prototxt", "name: \"nothing\"\n");
+  for (const std::string& command : {"time", "plan"}) {
+    ExpectError(std::string(command) + " --model=" + empty, {"'nothing'", "no layers"});
+  }
+  const std::string solver = Write("empty_solver.prototxt", "net: \"" + empty + "\"\nbase_lr: 0.01\nmax_iter: 2\n");
+  ExpectError("train --solver=" + solver, {"'nothing'", "no layers"});
+  // Layers, but nothing to learn and no loss.
+  const std::string idle = Write("idle.prototxt", "name: \"idle\"\nlayer { name: \"in\" type: \"Input\" top: \"x\" "
+                                 "input_param { shape { dim: 2 dim: 3 } } }\n"
+                                 "layer { name: \"r\" type: \"ReLU\" bottom: \"x\" top: \"y\" }\n");
+  ExpectError("train --solver=" + Write("idle_solver.prototxt", "net: \"" + idle + "\"\nbase_lr: 0.01\nmax_iter: 2\n"),
+              {"'idle'", "nothing to train"});
+  // An Input dimension of 0 feeding a convolution: the layer and the top are named, for every command.
+  const std::string zero = Write("zero.prototxt", R"(name: "zero"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 0 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 4 kernel_size: 3 } }
+)");
+  for (const std::string& command : {"time", "plan"}) {
+    ExpectError(std::string(command) + " --model=" + zero, {"layer 'in' (Input)", "top 'x'", "2 0 8 8"});
+  }
+  ExpectError("test --model=" + zero + " --weights=" + Write("w.caffemodel", "") + " --iterations=1",
+              {"layer 'in' (Input)", "top 'x'"});
+}
+
+// test_interval 0 with a test net: Caffe's "never test", kept so Caffe solvers load, with one warning line.
+TEST_F(StrataTool, TestIntervalZeroWithTestNetsWarns) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\ntest_iter: 1\ntest_interval: 0\n"
+                                   "base_lr: 0.01\nmax_iter: 1\nsnapshot_after_train: false\n");
+  const std::string out = dir_ / "out";
+  EXPECT_EQ(Shell(kStrata + " train --solver=" + solver + " > " + out + " 2>&1"), 0) << ReadAll(out);
+  const std::string log = ReadAll(out);
+  const size_t at = log.find("test_interval is 0");
+  EXPECT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.find("test_interval is 0", at + 1), std::string::npos) << "more than one warning:\n" << log;
+}
+
 TEST_F(StrataTool, PlanPrintsEveryPlannerAndRefusesInfeasibleBudgets) {
   const std::string net = Write("net.prototxt", kNet);
   const std::string out = dir_ / "stdout";

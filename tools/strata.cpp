@@ -21,6 +21,7 @@
 #include <sstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ DEFINE_bool(step, true, "time: also time whole SGD steps (forward, backward, upd
 DEFINE_int64(seed, 1701, "Random seed for fillers and random inputs.");
 DEFINE_string(solver, "", "The solver definition (prototxt), for train.");
 DEFINE_string(weights, "", "Comma-separated caffemodels to initialise from (train) or to test (test).");
+DEFINE_bool(strict_weights, false, "train, test: layers with parameters that no --weights file sets are an error "
+            "(by default a warning naming them: Caffe's partial fine-tuning).");
 DEFINE_string(snapshot, "", "A .solverstate to resume training from.");
 DEFINE_string(sigint_effect, "stop", "What SIGINT and SIGTERM do during training: stop, snapshot or none.");
 DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: stop, snapshot or none.");
@@ -335,6 +338,32 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// Loads the comma-separated `files` into `net`. A file that sets no layer of the net is an error (by
+// CopyTrainedLayersFrom); layers with parameters that no file sets keep their initial values, which is a
+// warning naming them (fine-tuning a changed net), or an error with --strict_weights.
+void LoadWeights(Net<float>* net, const std::string& files) {
+  STRATA_REQUIRE(!split_commas(files).empty()) << "--weights names no file";
+  std::set<std::string> untouched;
+  bool first = true;
+  for (const auto& w : split_commas(files)) {
+    LOG(INFO) << "Initialising from " << w;
+    const std::vector<std::string> left = net->CopyTrainedLayersFrom(w);
+    std::set<std::string> still;
+    for (const std::string& name : left) {
+      if (first || untouched.count(name)) still.insert(name);
+    }
+    untouched.swap(still);
+    first = false;
+  }
+  if (untouched.empty()) return;
+  std::string names;
+  for (const std::string& name : untouched) names += (names.empty() ? "'" : ", '") + name + "'";
+  STRATA_REQUIRE(!FLAGS_strict_weights) << "--weights=" << files << " set no weights for layer(s) " << names
+                                        << " of net '" << net->name() << "' (--strict_weights)";
+  LOG(WARNING) << "--weights=" << files << " set no weights for layer(s) " << names << " of net '" << net->name()
+               << "': they keep their initial values";
+}
+
 // Signals only set a flag; the solver polls it between iterations.
 volatile std::sig_atomic_t g_got_sigint = 0;
 volatile std::sig_atomic_t g_got_sighup = 0;
@@ -425,10 +454,7 @@ int train(int* argc, char*** argv) {
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(param);
     solver->SetActionFunction(install_signal_handlers());
-    for (const auto& w : split_commas(FLAGS_weights)) {
-      LOG(INFO) << "Initialising from " << w;
-      solver->net()->CopyTrainedLayersFrom(w);
-    }
+    if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) LoadWeights(solver->net(), FLAGS_weights);
     // Several ranks (or a timeline, which only this engine records): the data-parallel engine. It checks at the
     // end of Solve that every rank holds the same weights, and writes the timeline.
     if (comm.size() > 1 || !FLAGS_timeline.empty()) {
@@ -450,7 +476,7 @@ int test_command() {
   const std::vector<std::string> stages = parse_stages();
   setup_gpu(false);
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
-  for (const auto& w : split_commas(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
+  LoadWeights(&net, FLAGS_weights);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   std::vector<double> scores;
   std::vector<std::pair<std::string, double>> names;  // output name, loss weight

@@ -100,11 +100,15 @@ class Layer {
   // the recompute executor replays them.
   virtual bool IsStochastic() const { return false; }
 
-  // Layers that read a stream of records (Data) report how many records Forward has consumed and can restart
-  // from such a count, so a resumed run sees exactly the batches an uninterrupted one would.
-  virtual bool has_record_position() const { return false; }
-  virtual uint64_t record_position() const { return 0; }
-  virtual void set_record_position(uint64_t position) {}
+  // Layers that read a stream of records (Data) report where the stream stands and can restart there, so a
+  // resumed run sees exactly the batches an uninterrupted one would: the solver keeps this in its solverstate.
+  struct RecordStream {
+    uint64_t position = 0;  // records consumed by Forward so far (the layer's own numbering)
+    uint64_t seed = 0;      // what the layer's random transforms (crop, mirror) are drawn from
+  };
+  virtual bool has_record_stream() const { return false; }
+  virtual RecordStream record_stream() const { return {}; }
+  virtual void set_record_stream(const RecordStream& stream) {}
 
   // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
   // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.

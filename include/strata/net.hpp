@@ -65,9 +65,12 @@ class Net {
   void Update();
   // Makes this net's layers use `other`'s parameter blobs, for layers with the same name (test net <- train net).
   void ShareTrainedLayersWith(const Net* other);
-  // Copies weights from a NetParameter (a caffemodel), matching layers by name; shapes must agree.
-  void CopyTrainedLayersFrom(const NetParameter& param);
-  void CopyTrainedLayersFrom(const std::string& caffemodel_file);
+  // Copies weights from a NetParameter (a caffemodel), matching layers by name; shapes must agree. Returns the
+  // names of this net's layers with parameters that the weights left as they were (Caffe's partial fine-tuning:
+  // the caller decides whether that is worth a warning). Weights that set no such layer at all (an empty file,
+  // another net's weights) are an error naming the net.
+  std::vector<std::string> CopyTrainedLayersFrom(const NetParameter& param);
+  std::vector<std::string> CopyTrainedLayersFrom(const std::string& caffemodel_file);
   void ToProto(NetParameter* param, bool write_diff = false) const;
 
   // Hands every later Forward and Backward to `runner` (nullptr, the default: run all layers in order). The

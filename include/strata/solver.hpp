@@ -94,7 +94,9 @@ class Solver {
   Dtype GetLearningRate();
 
   void Snapshot();
-  // Restores iteration, history, lr step, data positions, RNG and (if recorded) the weights.
+  // Restores iteration, history, lr step, the data layers' positions and transform seeds, this rank's random
+  // engine and (if recorded) the weights: the resumed run then repeats the uninterrupted one bit for bit.
+  // A solverstate from before those were recorded still loads, with a warning that resume is not exact.
   void Restore(const std::string& state_file);
 
   const SolverParameter& param() const { return param_; }
@@ -147,10 +149,12 @@ class Solver {
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
   void UpdateParam(int param_id, Dtype rate, int iter);
-  std::vector<uint64_t> DataPositions();
+  // The data layers whose streams a solverstate keeps: the train net's, then each test net's, in net order.
+  std::vector<Layer<Dtype>*> RecordStreamLayers();
+  void RestoreRecordStreams(const SolverState& state, const std::string& state_file);
+  void RestoreRandomEngine(const SolverState& state, const std::string& state_file);
   // Deletes the temporary files of snapshots that a killed process never finished.
   void RemoveStaleSnapshotFiles() const;
-  void SetDataPositions(const std::vector<uint64_t>& positions);
 
   std::vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;

@@ -119,6 +119,11 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   phase_ = param.state().phase();
   std::map<std::string, int> available;  // blob name -> id, for blobs not yet consumed
   const int num_layers = param.layer_size();
+  // Nothing to run would "train" with loss 0 and "score" nothing: say so before any work.
+  STRATA_REQUIRE(num_layers > 0) << "net '" << name_ << "' has no layers in phase "
+                                 << (phase_ == TRAIN ? "TRAIN" : "TEST")
+                                 << (upgraded.layer_size() ? " (every layer is excluded by its include/exclude rules)"
+                                                           : "");
   bottom_vecs_.resize(num_layers);
   top_vecs_.resize(num_layers);
   bottom_id_vecs_.resize(num_layers);
@@ -159,6 +164,15 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
       layer.SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
     } catch (const Error& e) {
       rethrow_for_layer(e, *lp);
+    }
+    // A zero dimension would reach a later layer as an empty input (a convolution of 0 channels, an
+    // allocation of nothing): name the layer that made it, here, for every tool that builds nets.
+    for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
+      const std::vector<int>& shape = top_vecs_[layer_id][t]->shape();
+      STRATA_REQUIRE(std::find(shape.begin(), shape.end(), 0) == shape.end())
+          << "layer '" << lp->name() << "' (" << lp->type() << "): top '"
+          << blob_names_[top_id_vecs_[layer_id][t]] << "' has shape " << top_vecs_[layer_id][t]->shape_string()
+          << ", with a dimension of 0";
     }
     for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
       const int top_blob = top_id_vecs_[layer_id][t];
@@ -536,9 +550,10 @@ void Net<Dtype>::ShareTrainedLayersWith(const Net* other) {
 }
 
 template <typename Dtype>
-void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& in_param) {
+std::vector<std::string> Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& in_param) {
   NetParameter param(in_param);
   UpgradeV1Net(&param);
+  std::set<int> copied;  // this net's layers with parameters that the weights set
   for (const auto& source : param.layer()) {
     auto it = layer_names_index_.find(source.name());
     if (it == layer_names_index_.end()) {
@@ -559,15 +574,26 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& in_param) {
       }
       target[j]->FromProto(source.blobs(static_cast<int>(j)), false);
     }
+    if (!target.empty()) copied.insert(it->second);
   }
+  std::vector<std::string> untouched;
+  for (int i = 0; i < num_layers(); ++i) {
+    if (!layers_[i]->blobs().empty() && !copied.count(i)) untouched.push_back(layer_names_[i]);
+  }
+  STRATA_REQUIRE(!copied.empty()) << "the weights (" << param.layer_size() << " layer(s)"
+                                  << (param.name().empty() ? "" : " of net '" + param.name() + "'")
+                                  << ") set no layer of net '" << name_ << "'"
+                                  << (untouched.empty() ? ", which has no parameters"
+                                                        : ": no layer name with parameters matches");
+  return untouched;
 }
 
 template <typename Dtype>
-void Net<Dtype>::CopyTrainedLayersFrom(const std::string& caffemodel_file) {
+std::vector<std::string> Net<Dtype>::CopyTrainedLayersFrom(const std::string& caffemodel_file) {
   NetParameter param;
   ReadNetParamsFromBinaryFile(caffemodel_file, &param);
   try {
-    CopyTrainedLayersFrom(param);
+    return CopyTrainedLayersFrom(param);
   } catch (const Error& e) {
     throw Error(caffemodel_file + ": " + e.what());
   }

@@ -33,6 +33,7 @@
 
 #include "data_test_util.hpp"
 #include "mpi/mpi_test_util.hpp"
+#include "resume_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
@@ -537,6 +538,34 @@ TEST_F(DataParallelEngineTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration
   EXPECT_TRUE(same_on_all_ranks(engine.WeightsDigest()));
   Strata::set_solver_rank(0);
   Strata::set_solver_count(1);
+}
+
+// Resuming from a snapshot on N ranks repeats the uninterrupted N-rank run bit for bit (resume_test_util.hpp):
+// the data positions and transform seeds, and every rank's random engine, gathered to rank 0's solverstate.
+TEST_F(DataParallelEngineTest, ResumeFromSnapshotIsExact) {
+  std::string dir(256, '\0');
+  std::unique_ptr<testing_data::TempDir> temp;
+  if (world_rank() == 0) {
+    temp = std::make_unique<testing_data::TempDir>();
+    resume_test::WriteDb(*temp / "db");
+    dir = temp->path();
+    dir.resize(256, '\0');
+  }
+  MPI_Bcast(&dir[0], 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+  dir = dir.c_str();
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(world_size());
+  DataParallelOptions o;
+  o.chunk_bytes = 64;
+  for (bool random_transforms : {false, true}) {
+    SCOPED_TRACE(random_transforms ? "random crop and mirror" : "no random transforms");
+    resume_test::Compare(
+        dir + "/db", dir, random_transforms, [&](Solver<float>* s) { Install(s, o); },
+        [] { MPI_Barrier(MPI_COMM_WORLD); });
+  }
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+  MPI_Barrier(MPI_COMM_WORLD);  // nobody still reads the LMDB when rank 0 removes it
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -24,6 +25,9 @@ class Collectives {
   // buf holds this rank's block at its place (the same layout); afterwards every rank holds every block.
   virtual void Allgather(float* buf, const std::vector<int>& counts) = 0;
   virtual void Allgather(double* buf, const std::vector<int>& counts) = 0;
+  // Every rank's `mine` (any bytes, any length), in rank order, on rank 0; the other ranks get an empty list.
+  // For state that differs by rank and that rank 0 alone writes (each rank's random engine in a solverstate).
+  virtual std::vector<std::string> GatherToRoot(const std::string& mine) = 0;
 
   // The mean over the ranks, in place: Allreduce, then 1 / size() (values, such as scores or statistics, that
   // every rank computes for itself; gradients are summed, and the solver scales them).

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
@@ -27,6 +28,7 @@ class MpiCollectives : public Collectives {
   void ReduceScatter(double* buf, const std::vector<int>& counts) override { ReduceScatterT(buf, counts); }
   void Allgather(float* buf, const std::vector<int>& counts) override { AllgatherT(buf, counts); }
   void Allgather(double* buf, const std::vector<int>& counts) override { AllgatherT(buf, counts); }
+  std::vector<std::string> GatherToRoot(const std::string& mine) override;
 
  private:
   template <typename T>

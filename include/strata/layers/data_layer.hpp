@@ -41,7 +41,8 @@ namespace strata {
 //
 // Resume: position() is the global position where the next global batch starts (records consumed by
 // Forward so far, over all ranks, plus p0; never wrapped, and the same on every rank); set_position()
-// restarts the prefetch thread there, so a solver restores the exact stream from its solverstate.
+// restarts the prefetch thread there. record_stream() is that position with the transform seed, and
+// set_record_stream() restores both, which is how a solver restores the exact stream from its solverstate.
 template <typename Dtype>
 class DataLayer : public Layer<Dtype> {
  public:
@@ -61,6 +62,9 @@ class DataLayer : public Layer<Dtype> {
 
   uint64_t position() const { return position_; }
   void set_position(uint64_t position);
+  bool has_record_stream() const override { return true; }
+  typename Layer<Dtype>::RecordStream record_stream() const override { return {position_, seed_}; }
+  void set_record_stream(const typename Layer<Dtype>::RecordStream& stream) override;
   void set_shard(int rank, int count);
   int shard_rank() const { return rank_; }
   int shard_count() const { return count_; }

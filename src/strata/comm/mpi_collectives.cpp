@@ -43,4 +43,21 @@ void MpiCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
                                   mpi_type_of(data_type_of<T>()), comm_));
 }
 
+std::vector<std::string> MpiCollectives::GatherToRoot(const std::string& mine) {
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(rank_ == 0 ? size_ : 0);
+  STRATA_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
+  std::vector<int> offsets;
+  std::vector<char> all;
+  if (rank_ == 0) {
+    offsets = offsets_of(lens);
+    all.resize(std::max<size_t>(static_cast<size_t>(offsets.back()) + lens.back(), 1));
+  }
+  STRATA_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+                               comm_));
+  std::vector<std::string> gathered;
+  for (int r = 0; r < static_cast<int>(lens.size()); ++r) gathered.emplace_back(all.data() + offsets[r], lens[r]);
+  return gathered;
+}
+
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "strata/layers/accuracy_layer.hpp"
 
 #include "activation_kernels.hpp"
+#include "label_error.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -58,9 +59,8 @@ void AccuracyLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top
       const Dtype v = labels[static_cast<long long>(o) * inner + i];
       const int l = act::class_of(v, C, has_ignore_label_, ignore_label_);
       if (l == act::kIgnoredLabel) continue;
-      STRATA_REQUIRE(l != act::kBadLabel)
-          << "label " << v << " is not a class index in [0, " << C << ")"
-          << (has_ignore_label_ ? " nor the ignore_label " + std::to_string(ignore_label_) : std::string());
+      STRATA_REQUIRE(l != act::kBadLabel) << BadLabelMessage(this->describe(), v, static_cast<long long>(o) * inner + i,
+                                                            inner, C, has_ignore_label_, ignore_label_);
       const Dtype* s = scores + static_cast<long long>(o) * C * inner + i;
       const Dtype label_score = s[static_cast<long long>(l) * inner];
       // Classes scoring at least as high as the label's, the label itself included: correct when the others

@@ -93,6 +93,7 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   bias_term_ = p.bias_term();
   STRATA_REQUIRE(num_output_ > 0) << "convolution_param.num_output must be positive";
   STRATA_REQUIRE(group_ > 0) << "convolution_param.group must be positive";
+  STRATA_REQUIRE(geom_.channels > 0) << "the input (shape " << bottom[0]->shape_string() << ") has 0 channels";
   STRATA_REQUIRE(geom_.channels % group_ == 0)
       << "the input's " << geom_.channels << " channels do not divide into " << group_ << " groups";
   STRATA_REQUIRE(num_output_ % group_ == 0)

@@ -118,6 +118,15 @@ void DataLayer<Dtype>::set_position(uint64_t position) {
 }
 
 template <typename Dtype>
+void DataLayer<Dtype>::set_record_stream(const typename Layer<Dtype>::RecordStream& stream) {
+  CHECK(db_) << "set_record_stream before SetUp";
+  StopPrefetch();
+  position_ = stream.position;
+  seed_ = stream.seed;
+  StartPrefetch();
+}
+
+template <typename Dtype>
 void DataLayer<Dtype>::set_shard(int rank, int count) {
   CHECK(db_) << "set_shard before SetUp";
   STRATA_REQUIRE(count > 0 && rank >= 0 && rank < count) << "bad data shard: rank " << rank << " of " << count;

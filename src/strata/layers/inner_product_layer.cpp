@@ -14,6 +14,8 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
   transpose_ = p.transpose();
   const int axis = bottom[0]->CanonicalAxisIndex(p.axis());
   K_ = bottom[0]->count(axis);
+  STRATA_REQUIRE(K_ > 0) << "the input (shape " << bottom[0]->shape_string() << ") has no values per row from axis "
+                         << axis;
   if (!this->blobs_.empty()) {
     // Weights came with the layer (a caffemodel); check they fit.
     STRATA_REQUIRE(static_cast<int>(this->blobs_.size()) == (bias_term_ ? 2 : 1))

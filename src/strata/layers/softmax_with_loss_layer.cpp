@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "activation_kernels.hpp"
+#include "label_error.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -99,10 +100,8 @@ void SoftmaxWithLossLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobV
     loss -= std::log(std::max(p[(o * C + l) * inner + i], Dtype(FLT_MIN)));
     ++valid;
   }
-  STRATA_REQUIRE(first_bad == LLONG_MAX) << "label " << labels[first_bad] << " (at position " << first_bad
-                                         << ") is not a class index in [0, " << C << ")"
-                                         << (has_ignore ? " nor the ignore_label " + std::to_string(ignore)
-                                                        : std::string());
+  STRATA_REQUIRE(first_bad == LLONG_MAX)
+      << BadLabelMessage(this->describe(), labels[first_bad], first_bad, inner, C, has_ignore, ignore);
   top[0]->mutable_cpu_data()[0] = static_cast<Dtype>(loss / Normaliser(valid));
 }
 

@@ -2,6 +2,7 @@
 #include <climits>
 
 #include "strata/cuda.hpp"
+#include "label_error.hpp"
 #include "strata/layers/softmax_with_loss_layer.hpp"
 
 namespace strata {
@@ -76,10 +77,8 @@ void SoftmaxWithLossLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobV
     STRATA_CUDA_KERNEL_CHECK();
     long long bad = none;
     STRATA_CUDA_CHECK(cudaMemcpy(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost));
-    STRATA_REQUIRE(bad == none) << "label " << bottom[1]->cpu_data()[bad] << " (at position " << bad
-                                << ") is not a class index in [0, " << channels_ << ")"
-                                << (has_ignore_label_ ? " nor the ignore_label " + std::to_string(ignore_label_)
-                                                      : std::string());
+    STRATA_REQUIRE(bad == none) << BadLabelMessage(this->describe(), bottom[1]->cpu_data()[bad], bad, inner_,
+                                                  channels_, has_ignore_label_, ignore_label_);
     loss = gpu_asum(static_cast<int>(positions), losses);
     valid = gpu_asum(static_cast<int>(positions), counted);
   }

@@ -69,6 +69,15 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
   LearningRateAt(param_, 0, &probe_step);  // reject an unknown or incomplete policy now, not mid-run
   InitTrainNet();
   InitTestNets();
+  const auto& loss_weights = net_->blob_loss_weights();
+  STRATA_REQUIRE(!net_->learnable_params().empty() ||
+                 std::any_of(loss_weights.begin(), loss_weights.end(), [](Dtype w) { return w != 0; }))
+      << "net '" << net_->name() << "' has nothing to train: no learnable parameters and no loss";
+  // Caffe's meaning, kept so that its solvers load; but a test net that never runs deserves a word.
+  if (!test_nets_.empty() && param_.test_interval() == 0) {
+    LOG(WARNING) << "test_interval is 0: the " << test_nets_.size() << " test net(s) never run (set test_interval "
+                 << "to test every that many iterations)";
+  }
   for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
   set_engine(nullptr);
 }
@@ -464,28 +473,26 @@ std::string Solver<Dtype>::SnapshotFilename(const std::string& extension) const 
 }
 
 template <typename Dtype>
-std::vector<uint64_t> Solver<Dtype>::DataPositions() {
-  std::vector<uint64_t> positions;
-  for (const auto& layer : net_->layers()) {
-    if (layer->has_record_position()) positions.push_back(layer->record_position());
-  }
-  return positions;
-}
-
-template <typename Dtype>
-void Solver<Dtype>::SetDataPositions(const std::vector<uint64_t>& positions) {
-  size_t k = 0;
-  for (const auto& layer : net_->layers()) {
-    if (!layer->has_record_position()) continue;
-    STRATA_REQUIRE(k < positions.size()) << "the solverstate records " << positions.size()
-                                         << " data layer position(s); the net has more data layers";
-    layer->set_record_position(positions[k++]);
-  }
+std::vector<Layer<Dtype>*> Solver<Dtype>::RecordStreamLayers() {
+  std::vector<Layer<Dtype>*> layers;
+  auto add = [&](const Net<Dtype>& net) {
+    for (const auto& layer : net.layers()) {
+      if (layer->has_record_stream()) layers.push_back(layer.get());
+    }
+  };
+  add(*net_);
+  for (const auto& test_net : test_nets_) add(*test_net);
+  return layers;
 }
 
 template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
   engine_->Drain();
+  // Each rank's random engine: ranks may have drawn differently, and only rank 0 writes. Collective.
+  std::ostringstream rng;
+  rng << Strata::rng();
+  const std::vector<std::string> rank_rngs =
+      collectives() ? collectives()->GatherToRoot(rng.str()) : std::vector<std::string>{rng.str()};
   if (!Strata::root_solver()) return;
   STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
       << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";
@@ -501,11 +508,15 @@ void Solver<Dtype>::Snapshot() {
   state.set_learned_net(model_file);
   state.set_current_step(current_step_);
   for (auto& h : history_) h->ToProto(state.add_history());
-  for (uint64_t p : DataPositions()) state.add_data_position(p);
+  // Positions and seeds are the same on every rank (the Data layer counts global positions).
+  for (Layer<Dtype>* layer : RecordStreamLayers()) {
+    const typename Layer<Dtype>::RecordStream stream = layer->record_stream();
+    state.add_data_position(stream.position);
+    state.add_data_seed(stream.seed);
+  }
   state.set_num_ranks(Strata::solver_count());
-  std::ostringstream rng;
-  rng << Strata::rng();
-  state.set_rng_state(rng.str());
+  state.set_rng_state(rank_rngs[0]);
+  for (const std::string& r : rank_rngs) state.add_rank_rng_state(r);
   const std::string state_file = SnapshotFilename(".solverstate");
   LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
   WriteProtoToBinaryFile(state, state_file);
@@ -544,12 +555,64 @@ void Solver<Dtype>::Restore(const std::string& state_file) {
   }
   iter_ = state.iter();
   current_step_ = state.current_step();
-  SetDataPositions(std::vector<uint64_t>(state.data_position().begin(), state.data_position().end()));
-  if (state.has_rng_state()) {
-    std::istringstream rng(state.rng_state());
-    rng >> Strata::rng();
-    STRATA_REQUIRE(!rng.fail()) << state_file << ": corrupt random-engine state";
+  RestoreRecordStreams(state, state_file);
+  RestoreRandomEngine(state, state_file);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::RestoreRecordStreams(const SolverState& state, const std::string& state_file) {
+  const std::vector<Layer<Dtype>*> layers = RecordStreamLayers();
+  const int n = static_cast<int>(layers.size());
+  if (state.data_position_size() == 0 && n > 0) {
+    // Written before Strata recorded data positions: the readers start where a new run would.
+    LOG(WARNING) << state_file << " records no data layer positions (an older solverstate): the data layers "
+                 << "start over, so the resumed run does not see the batches the uninterrupted run would";
+    return;
   }
+  STRATA_REQUIRE(state.data_position_size() == n)
+      << state_file << " records " << state.data_position_size() << " data layer position(s); the train and test "
+      << "nets have " << n << " data layer(s) (a different net?)";
+  STRATA_REQUIRE(state.data_seed_size() == 0 || state.data_seed_size() == n)
+      << state_file << " records " << state.data_seed_size() << " data transform seed(s) for " << n
+      << " data layer(s): the file is corrupt";
+  if (state.data_seed_size() == 0 && n > 0) {
+    LOG(WARNING) << state_file << " records no data transform seeds (an older solverstate): random crops and "
+                 << "mirrors after the resume differ from the uninterrupted run's unless random_seed is set";
+  }
+  for (int i = 0; i < n; ++i) {
+    typename Layer<Dtype>::RecordStream stream = layers[i]->record_stream();
+    stream.position = state.data_position(i);
+    if (state.data_seed_size()) stream.seed = state.data_seed(i);
+    layers[i]->set_record_stream(stream);
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::RestoreRandomEngine(const SolverState& state, const std::string& state_file) {
+  const int rank = Strata::solver_rank();
+  std::string engine;
+  if (state.rank_rng_state_size() > 0) {
+    STRATA_REQUIRE(rank < state.rank_rng_state_size())
+        << state_file << " records the random engines of " << state.rank_rng_state_size() << " rank(s); this is rank "
+        << rank;
+    engine = state.rank_rng_state(rank);
+  } else if (state.has_rng_state()) {
+    // An older solverstate kept rank 0's engine only.
+    if (Strata::solver_count() > 1 && Strata::root_solver()) {
+      LOG(WARNING) << state_file << " records rank 0's random engine only (an older solverstate): the other ranks "
+                   << "draw differently from the uninterrupted run";
+    }
+    engine = state.rng_state();
+  } else {
+    if (Strata::root_solver()) {
+      LOG(WARNING) << state_file << " records no random engine: random layers (Dropout) draw differently from "
+                   << "the uninterrupted run";
+    }
+    return;
+  }
+  std::istringstream in(engine);
+  in >> Strata::rng();
+  STRATA_REQUIRE(!in.fail()) << state_file << ": corrupt random-engine state";
 }
 
 STRATA_INSTANTIATE_CLASS(Solver);
