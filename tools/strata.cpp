@@ -448,11 +448,14 @@ int train(int* argc, char*** argv) {
                   comm.size());
   }
   if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 logs progress
+  // Outside the try: an error must end the job (or stop the engine's threads) before the solver is destroyed,
+  // since the engine's communication threads may still be applying updates to it.
+  std::unique_ptr<Solver<float>> solver;
   try {
     // Output paths are checked before any work, by rank 0, which writes them (Solve checks the snapshots').
     if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
-    auto solver = SolverRegistry<float>::Create(param);
+    solver = SolverRegistry<float>::Create(param);
     solver->SetActionFunction(install_signal_handlers());
     if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) LoadWeights(solver->net(), FLAGS_weights);
     // Several ranks (or a timeline, which only this engine records): the data-parallel engine. It checks at the
@@ -464,6 +467,7 @@ int train(int* argc, char*** argv) {
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.
     if (comm.size() > 1) mpi_abort(e.what());  // it names the rank
+    if (solver) solver->set_engine(nullptr);   // its threads finish before the solver goes
     throw;
   }
   return 0;

@@ -83,7 +83,10 @@ class Solver {
   bool in_statistics_pass() const { return statistics_pass_; }
 
   // The engine: how iterations are run (LocalEngine until another is installed). Installing one (null: back to
-  // a LocalEngine) also fixes gradient_scale(). Returns the engine installed.
+  // a LocalEngine) also fixes gradient_scale(). Returns the engine installed. An engine with threads of its own
+  // (DataParallelEngine) may still be updating the weights after an error escapes Solve or Step: install null
+  // (which stops them) before destroying the solver then, since a derived solver's destructor runs before this
+  // class's destroys the engine.
   TrainingEngine<Dtype>* set_engine(std::unique_ptr<TrainingEngine<Dtype>> engine);
   TrainingEngine<Dtype>* engine() { return engine_.get(); }
   // What every reduced gradient is multiplied by before regularisation and the rule: engines sum the gradients
