@@ -40,6 +40,7 @@
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
 #include "strata/solver.hpp"
+#include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
 
 DEFINE_string(model, "", "The net definition (prototxt).");
@@ -117,19 +118,7 @@ Phase parse_phase(const std::string& s) {
   return TRAIN;
 }
 
-std::vector<std::string> parse_stages() {
-  std::vector<std::string> stages;
-  std::string cur;
-  for (char c : FLAGS_stage + ",") {
-    if (c == ',') {
-      if (!cur.empty()) stages.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return stages;
-}
+std::vector<std::string> parse_stages() { return SplitCommas(FLAGS_stage); }
 
 // The number of classes a label blob indexes into, if the blob is the label bottom of a layer that reads labels
 // (Layer::LabelBottom: a loss, Accuracy).
@@ -321,20 +310,6 @@ int time_command() {
   return 0;
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 // Signals only set a flag; the solver polls it between iterations.
 volatile std::sig_atomic_t g_got_sigint = 0;
 volatile std::sig_atomic_t g_got_sighup = 0;
@@ -425,7 +400,7 @@ int train(int* argc, char*** argv) {
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(param);
     solver->SetActionFunction(install_signal_handlers());
-    for (const auto& w : split_commas(FLAGS_weights)) {
+    for (const auto& w : SplitCommas(FLAGS_weights)) {
       LOG(INFO) << "Initialising from " << w;
       solver->net()->CopyTrainedLayersFrom(w);
     }
@@ -450,7 +425,7 @@ int test_command() {
   const std::vector<std::string> stages = parse_stages();
   setup_gpu(false);
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
-  for (const auto& w : split_commas(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
+  for (const auto& w : SplitCommas(FLAGS_weights)) net.CopyTrainedLayersFrom(w);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   std::vector<double> scores;
   std::vector<std::pair<std::string, double>> names;  // output name, loss weight
@@ -502,17 +477,7 @@ int device_query() {
 // "123456" -> bytes; "0.5" -> that fraction of store-all.
 size_t parse_budget(const std::string& s, size_t store_all) {
   STRATA_REQUIRE(!s.empty()) << "strata plan needs --budget=BYTES or --budget=FRACTION (e.g. 0.5 of store-all)";
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  STRATA_REQUIRE(used == s.size() && v > 0)
-      << "--budget must be a positive number of bytes or a fraction such as 0.5, got '" << s << "'";
-  if (s.find_first_of(".eE") != std::string::npos) return static_cast<size_t>(v * static_cast<double>(store_all));
-  return static_cast<size_t>(v);
+  return ParseMemoryBudget(s, store_all);
 }
 
 int plan_command() {
