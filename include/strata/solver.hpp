@@ -96,6 +96,9 @@ class Solver {
   void Snapshot();
   // Restores iteration, history, lr step, data positions, RNG and (if recorded) the weights.
   void Restore(const std::string& state_file);
+  // The same from a parsed state; `origin` (the file) prefixes error messages and locates a moved
+  // learned_net beside it. Errors leave the solver partly restored: callers give up on it.
+  void Restore(const SolverState& state, const std::string& origin);
 
   const SolverParameter& param() const { return param_; }
   Net<Dtype>* net() { return net_.get(); }

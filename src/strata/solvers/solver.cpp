@@ -515,6 +515,11 @@ template <typename Dtype>
 void Solver<Dtype>::Restore(const std::string& state_file) {
   SolverState state;
   ReadProtoFromBinaryFile(state_file, &state);
+  Restore(state, state_file);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_file) {
   STRATA_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
       << state_file << " holds " << state.history_size() << " history blobs; this " << type() << " solver on net '"
       << net_->name() << "' needs " << history_.size() << " (a different net or solver type?)";
