@@ -86,4 +86,14 @@ sed -n 's/^\/\/     //p' include/strata/comm/hybrid_allreduce.hpp > "$c/crossove
 printf '2 inf shm\n4 inf shm\n8 inf shm\n* inf shm\n' > "$c/crossover_table/builtin"
 printf '2 4096 brd\n2 65536 vhd\n2 inf ring_seg\n' > "$c/crossover_table/two_ranks"
 for v in 4 64K 1.5M,256M,1G 4,16,64KiB 0.5 200000000 2e-1; do printf '%s' "$v" > "$c/tool_flags/$(echo "$v" | tr ',.' '_p')"; done
+
+# The text targets' dictionary: every field name in the schema and every registered layer type, so the
+# fuzzer writes `convolution_param {` and `"Pooling"` instead of guessing them a byte at a time.
+{
+  echo '# written by fuzz/make_seeds.sh: field names of proto/strata.proto and the layer types'
+  grep -oE '^\s*(optional|repeated|required) \w+ \w+ = ' proto/strata.proto | awk '{print $3}' | sort -u |
+    sed 's/.*/"&"/'
+  grep -rhoE 'REGISTER_LAYER_CLASS\(\w+\)' src | sed 's/.*(\(.*\))/"\\"\1\\""/' | sort -u
+  printf '"%s"\n' "{" "}" ":" "inf" "nan" "-1" "2147483648" "4294967295"
+} > fuzz/prototxt.dict
 echo "seeds: $(find "$c" -type f | wc -l) files, $(du -sh "$c" | cut -f1)"

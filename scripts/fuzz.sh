@@ -28,8 +28,11 @@ printf '%-18s %12s  %s\n' target inputs result
 for t in "${targets[@]}"; do
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/logs/$t.log
   mkdir -p "$work" "$crashes" build-fuzz/logs "fuzz/corpus/$t"
+  # A dictionary named for the target or for the format after its last _ (prototxt.dict serves both nets and solvers).
   dict=()
-  [ -f "fuzz/$t.dict" ] && dict=(-dict="fuzz/$t.dict")
+  for d in "fuzz/$t.dict" "fuzz/${t##*_}.dict"; do
+    if [ -f "$d" ]; then dict=(-dict="$d"); break; fi
+  done
   # -timeout: one input running 10 s is a hang; -rss_limit_mb: libFuzzer's default, stated.
   if build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$crashes/" "${dict[@]}" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
