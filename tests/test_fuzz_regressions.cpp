@@ -10,6 +10,7 @@
 
 #include "data_test_util.hpp"
 #include "strata/data/data_transformer.hpp"
+#include "strata/net.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -54,6 +55,20 @@ TEST(FuzzRegressions, SolverStateNegativeStep) {
   state.set_current_step(0);
   state.set_iter(INT_MIN);
   ExpectErrorContaining([&] { solver->Restore(state, "s.solverstate"); }, {"s.solverstate", "iteration"});
+}
+
+// fuzz/net_prototxt (crash-b1e0ff70): a batch dimension of 0 made the Input's top empty, and the
+// InnerProduct below it failed glog's CHECK(data_) on its bias multiplier (aborting the process).
+TEST(FuzzRegressions, NetWithAnEmptyInput) {
+  const char* kNet = R"(name: "v1" input: "data" input_dim: 0 input_dim: 1 input_dim: 4 input_dim: 4
+layers { name: "ip" type: INNER_PRODUCT bottom: "data" top: "ip" blobs_lr: 1 blobs_lr: 2
+         inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layers { name: "relnormalizationu" type: RELU bottom: "ip" top: "ip" }
+layers { name: "prob" type: SOFTMAX bottom: "ip" top: "prob" })";
+  NetParameter param;
+  ReadProtoFromTextString(kNet, &param);
+  UpgradeV1Net(&param);
+  ExpectErrorContaining([&] { Net<float> net(param); }, {"top 'data'", "0 1 4 4", "no elements"});
 }
 
 }  // namespace

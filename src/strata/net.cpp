@@ -160,6 +160,15 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     } catch (const Error& e) {
       rethrow_for_layer(e, *lp);
     }
+    // An empty top (a zero dimension in an Input shape, a slice of nothing) has no memory behind it, and the
+    // layers below it would fail on it as a broken invariant (a CHECK on its missing data); refuse it here.
+    for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
+      const Blob<Dtype>& top = *top_vecs_[layer_id][t];
+      STRATA_REQUIRE(top.count() > 0)
+          << "layer '" << lp->name() << "' (" << lp->type() << ") makes top '"
+          << blob_names_[top_id_vecs_[layer_id][t]] << "' of shape " << top.shape_string()
+          << ", with no elements; every dimension must be positive";
+    }
     for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
       const int top_blob = top_id_vecs_[layer_id][t];
       if (blob_loss_weights_.size() <= static_cast<size_t>(top_blob)) blob_loss_weights_.resize(top_blob + 1, 0);
