@@ -1,5 +1,6 @@
 // A net definition as text: parsed (nesting limited to kMaxProtoNesting), upgraded from Caffe's V1 layout,
-// and built into a Net<float>, as `strata train/test/time` do with --model.
+// built into a Net<float>, as `strata train/test/time` do with --model, and run forward and backward once
+// (inputs are zeros; the memory cap in fuzz_util.hpp keeps that to milliseconds).
 #include <string>
 
 #include "fuzz_util.hpp"
@@ -14,6 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     strata::ReadProtoFromTextString(text, &param, "fuzz");
     strata::UpgradeV1Net(&param);
     strata::Net<float> net(param);
+    net.Forward();
+    net.Backward();
   } catch (const strata::Error&) {
   }
   return 0;
