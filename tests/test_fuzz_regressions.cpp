@@ -10,6 +10,7 @@
 
 #include "data_test_util.hpp"
 #include "strata/data/data_transformer.hpp"
+#include "strata/data/datum.hpp"
 #include "strata/net.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
@@ -69,6 +70,18 @@ layers { name: "prob" type: SOFTMAX bottom: "ip" top: "prob" })";
   ReadProtoFromTextString(kNet, &param);
   UpgradeV1Net(&param);
   ExpectErrorContaining([&] { Net<float> net(param); }, {"top 'data'", "0 1 4 4", "no elements"});
+}
+
+// fuzz/datum (crash-a549db36): a Datum of shape 536870911 x 36 x 1342177279 overflowed int64 in the
+// element count that was to be checked against INT_MAX (signed overflow, undefined behaviour).
+TEST(FuzzRegressions, DatumShapeOverflowingInt64) {
+  const std::string bytes("\x08\xff\xff\xff\xff\x01\x10\x24\x18\xff\xff\xff\xff\x04", 14);
+  Datum datum;
+  ASSERT_TRUE(ParseDatum(bytes, &datum));
+  EXPECT_EQ(datum.channels(), 536870911);
+  EXPECT_EQ(datum.width(), 1342177279);
+  DatumPixels pixels;
+  ExpectErrorContaining([&] { pixels.Load(datum); }, {"536870911 x 36 x 1342177279", "too large"});
 }
 
 }  // namespace
