@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  clang libclang-rt-14-dev libomp-14-dev
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev liblapacke-dev

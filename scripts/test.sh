@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds Strata, and runs every test: the unit tests and the MPI tests (under
 # mpirun at 1-8 ranks) in the Release build, then the unit tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
+# UndefinedBehaviorSanitizer, then every parser's libFuzzer target for 30 s each (scripts/fuzz.sh). Exits
+# non-zero if anything fails.
 #   bash scripts/test.sh            # everything
-#   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # Release build only
+#   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # no sanitizer build
+#   STRATA_SKIP_FUZZ=1 bash scripts/test.sh       # no fuzzing (bash scripts/fuzz.sh runs only that stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,4 +28,8 @@ if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   (cd build-sanitize && ctest --output-on-failure --timeout 1800 -R '^unit$')
+fi
+
+if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
+  bash scripts/fuzz.sh
 fi

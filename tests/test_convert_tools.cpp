@@ -212,6 +212,36 @@ TEST(ConvertTools, Imageset) {
   ExpectErrorContaining([&] { ConvertImageset(root, dir / "missing.txt", dir / "none", raw); },
                         {"could be read"});
 }
+
+// A conversion that fails leaves no database behind, empty or partial, so the rerun after fixing the input
+// works (the failed run used to leave `db` in place and the rerun stopped at "exists").
+TEST(ConvertTools, FailedImagesetLeavesNothingAndRerunWorks) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "imgs");
+  ASSERT_TRUE(cv::imwrite(dir / "imgs/a.png", cv::Mat(2, 3, CV_8UC3, cv::Scalar(1, 2, 3))));
+  ASSERT_TRUE(cv::imwrite(dir / "imgs/b.png", cv::Mat(4, 4, CV_8UC3, cv::Scalar(4, 5, 6))));
+  const std::string root = dir / "imgs/";
+  const std::string db = dir / "db";
+  auto no_leftovers = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      EXPECT_EQ(e.path().filename().string().find("db"), std::string::npos) << e.path();
+  };
+  // No image readable: the database would be empty.
+  WriteFile(dir / "list.txt", "nope.png 1\n");
+  ImagesetOptions options;
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list.txt", db, options); }, {"could be read"});
+  no_leftovers();
+  // Fails at the second image, after the first was written: the partial database goes too.
+  options.check_size = true;
+  options.resize_height = 0;
+  WriteFile(dir / "list.txt", "a.png 1\nb.png 2\n");
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list.txt", db, options); }, {"first image"});
+  no_leftovers();
+  // Fixed input, same output path: works.
+  WriteFile(dir / "list.txt", "a.png 1\n");
+  EXPECT_EQ(ConvertImageset(root, dir / "list.txt", db, options), 1u);
+  EXPECT_EQ(LmdbReader(db).NewCursor()->key(), "00000000_a.png");
+}
 #endif
 
 // The programs themselves: a bad input is one "error:" line and exit status 1. Skipped when the tools

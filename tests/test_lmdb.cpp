@@ -105,5 +105,25 @@ TEST(Lmdb, BadDatabasesAreErrorsNamingThePath) {
   ExpectErrorContaining([&] { LmdbWriter w(db); }, {db, "exists"});
 }
 
+// The database appears at its path only when complete: a writer destroyed without Close() (the conversion
+// failed) removes what it wrote, and the path is free for the next attempt.
+TEST(Lmdb, WriterPutsTheDatabaseInPlaceOnlyOnClose) {
+  TempDir dir;
+  const std::string db = dir / "db";
+  {
+    LmdbWriter w(db, 2);
+    for (int i = 0; i < 5; ++i) w.Put(Key(i), "value");  // two batches committed
+    EXPECT_FALSE(std::filesystem::exists(db));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a writer never closed leaves nothing";
+  {
+    LmdbWriter w(db, 2);
+    w.Put(Key(0), "value");
+    w.Close();
+  }
+  EXPECT_TRUE(std::filesystem::exists(db + "/data.mdb"));
+  EXPECT_EQ(LmdbReader(db).NewCursor()->key(), Key(0));
+}
+
 }  // namespace
 }  // namespace strata

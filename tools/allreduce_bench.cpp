@@ -31,6 +31,7 @@
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/util/flag_parsing.hpp"
 
 DECLARE_string(allreduce_table);  // libstrata's: the hybrid's table file
 
@@ -63,29 +64,6 @@ namespace strata {
 namespace {
 
 int g_rank = 0, g_size = 1;
-
-size_t parse_bytes(const std::string& s) {
-  STRATA_REQUIRE(!s.empty()) << "empty size";
-  char* end = nullptr;
-  double v = strtod(s.c_str(), &end);
-  std::string suffix(end);
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1024.0;
-  else if (suffix == "M" || suffix == "MiB") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
-  else STRATA_REQUIRE(suffix.empty() || suffix == "B") << "cannot read size '" << s << "' (e.g. 4, 64K, 256M)";
-  STRATA_REQUIRE(end != s.c_str() && v >= 0) << "cannot read size '" << s << "' (e.g. 4, 64K, 256M)";
-  return static_cast<size_t>(v * mult);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::string size_text(size_t b) {
   char buf[32];
@@ -226,21 +204,18 @@ class Bench {
 std::vector<size_t> sizes_from_flags(bool powers_of_two) {
   std::vector<size_t> sizes;
   if (!FLAGS_sizes.empty() && !powers_of_two) {
-    for (const auto& s : split(FLAGS_sizes)) sizes.push_back(parse_bytes(s));
+    for (const auto& s : SplitCommas(FLAGS_sizes)) sizes.push_back(ParseByteSize(s, "--sizes"));
     STRATA_REQUIRE(!sizes.empty()) << "--sizes lists no sizes";
   } else {
-    size_t lo = parse_bytes(FLAGS_min_bytes), hi = parse_bytes(FLAGS_max_bytes);
-    STRATA_REQUIRE(lo >= 1 && lo <= hi) << "need 1 <= --min_bytes <= --max_bytes, got " << lo << " and " << hi;
-    const int factor = powers_of_two ? 2 : FLAGS_factor;
-    STRATA_REQUIRE(factor >= 2) << "--factor must be at least 2, got " << factor;
-    for (size_t s = lo; s <= hi; s *= factor) sizes.push_back(s);
+    size_t lo = ParseByteSize(FLAGS_min_bytes, "--min_bytes"), hi = ParseByteSize(FLAGS_max_bytes, "--max_bytes");
+    sizes = GeometricSizes(lo, hi, powers_of_two ? 2 : FLAGS_factor);
   }
   return sizes;
 }
 
 std::vector<std::string> algorithms_from_flags() {
   std::vector<std::string> names;
-  for (const auto& n : split(FLAGS_algorithms)) {
+  for (const auto& n : SplitCommas(FLAGS_algorithms)) {
     if (n == "mpi_all") {
       for (const char* m : {"mpi_linear", "mpi_nonoverlapping", "mpi_recursive_doubling", "mpi_ring",
                             "mpi_segmented_ring", "mpi_rabenseifner"})

@@ -41,6 +41,7 @@
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
 #include "strata/solver.hpp"
+#include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
 
 DEFINE_string(model, "", "The net definition (prototxt).");
@@ -120,19 +121,7 @@ Phase parse_phase(const std::string& s) {
   return TRAIN;
 }
 
-std::vector<std::string> parse_stages() {
-  std::vector<std::string> stages;
-  std::string cur;
-  for (char c : FLAGS_stage + ",") {
-    if (c == ',') {
-      if (!cur.empty()) stages.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return stages;
-}
+std::vector<std::string> parse_stages() { return SplitCommas(FLAGS_stage); }
 
 // The number of classes a label blob indexes into, if the blob is the label bottom of a layer that reads labels
 // (Layer::LabelBottom: a loss, Accuracy).
@@ -324,28 +313,14 @@ int time_command() {
   return 0;
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 // Loads the comma-separated `files` into `net`. A file that sets no layer of the net is an error (by
 // CopyTrainedLayersFrom); layers with parameters that no file sets keep their initial values, which is a
 // warning naming them (fine-tuning a changed net), or an error with --strict_weights.
 void LoadWeights(Net<float>* net, const std::string& files) {
-  STRATA_REQUIRE(!split_commas(files).empty()) << "--weights names no file";
+  STRATA_REQUIRE(!SplitCommas(files).empty()) << "--weights names no file";
   std::set<std::string> untouched;
   bool first = true;
-  for (const auto& w : split_commas(files)) {
+  for (const auto& w : SplitCommas(files)) {
     LOG(INFO) << "Initialising from " << w;
     const std::vector<std::string> left = net->CopyTrainedLayersFrom(w);
     std::set<std::string> still;
@@ -532,17 +507,7 @@ int device_query() {
 // "123456" -> bytes; "0.5" -> that fraction of store-all.
 size_t parse_budget(const std::string& s, size_t store_all) {
   STRATA_REQUIRE(!s.empty()) << "strata plan needs --budget=BYTES or --budget=FRACTION (e.g. 0.5 of store-all)";
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  STRATA_REQUIRE(used == s.size() && v > 0)
-      << "--budget must be a positive number of bytes or a fraction such as 0.5, got '" << s << "'";
-  if (s.find_first_of(".eE") != std::string::npos) return static_cast<size_t>(v * static_cast<double>(store_all));
-  return static_cast<size_t>(v);
+  return ParseMemoryBudget(s, store_all);
 }
 
 int plan_command() {

@@ -30,12 +30,20 @@ class MemoryTracker {
   static void reset_peak(MemoryCategory c, MemorySpace s = MemorySpace::kHost);
   static void reset_all_peaks();
 
+  // A cap on host memory held by SyncedMemory blocks (all categories together); 0, the default, is none. An
+  // allocation that would pass it throws an Error instead, so a net definition asking for more than the cap is
+  // refused cleanly (the fuzz targets run every input under a small cap; fuzz/README.md).
+  static void set_host_limit(size_t bytes) { host_limit_.store(bytes, std::memory_order_relaxed); }
+  // Throws the Error when `bytes` more on the host would pass the cap.
+  static void check_host_limit(size_t bytes);
+
  private:
   static int idx(MemoryCategory c, MemorySpace s) {
     return static_cast<int>(s) * kNumCategories + static_cast<int>(c);
   }
   static std::atomic<size_t> current_[kNumSpaces * kNumCategories];
   static std::atomic<size_t> peak_[kNumSpaces * kNumCategories];
+  static std::atomic<size_t> host_limit_;
 };
 
 }  // namespace strata

@@ -101,6 +101,9 @@ class Solver {
   // engine and (if recorded) the weights: the resumed run then repeats the uninterrupted one bit for bit.
   // A solverstate from before those were recorded still loads, with a warning that resume is not exact.
   void Restore(const std::string& state_file);
+  // The same from a parsed state; `origin` (the file) prefixes error messages and locates a moved
+  // learned_net beside it. Errors leave the solver partly restored: callers give up on it.
+  void Restore(const SolverState& state, const std::string& origin);
 
   const SolverParameter& param() const { return param_; }
   Net<Dtype>* net() { return net_.get(); }

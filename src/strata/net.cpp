@@ -165,14 +165,14 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     } catch (const Error& e) {
       rethrow_for_layer(e, *lp);
     }
-    // A zero dimension would reach a later layer as an empty input (a convolution of 0 channels, an
-    // allocation of nothing): name the layer that made it, here, for every tool that builds nets.
+    // An empty top (a zero dimension in an Input shape, a slice of nothing) has no memory behind it, and the
+    // layers below it would fail on it as a broken invariant (a CHECK on its missing data); refuse it here.
     for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
-      const std::vector<int>& shape = top_vecs_[layer_id][t]->shape();
-      STRATA_REQUIRE(std::find(shape.begin(), shape.end(), 0) == shape.end())
-          << "layer '" << lp->name() << "' (" << lp->type() << "): top '"
-          << blob_names_[top_id_vecs_[layer_id][t]] << "' has shape " << top_vecs_[layer_id][t]->shape_string()
-          << ", with a dimension of 0";
+      const Blob<Dtype>& top = *top_vecs_[layer_id][t];
+      STRATA_REQUIRE(top.count() > 0)
+          << "layer '" << lp->name() << "' (" << lp->type() << ") makes top '"
+          << blob_names_[top_id_vecs_[layer_id][t]] << "' of shape " << top.shape_string()
+          << ", with no elements; every dimension must be positive";
     }
     for (size_t t = 0; t < top_vecs_[layer_id].size(); ++t) {
       const int top_blob = top_id_vecs_[layer_id][t];

@@ -30,6 +30,7 @@ const bool keep_freed_host_memory = [] {
 // host copy is pinned (page-locked): transfers then run at the bus's full speed straight from it instead of
 // being staged through a driver buffer, and asynchronous copies can overlap kernels.
 void* host_alloc(size_t size, bool* pinned) {
+  MemoryTracker::check_host_limit(size);
   void* ptr = nullptr;
   *pinned = false;
 #ifdef STRATA_USE_CUDA

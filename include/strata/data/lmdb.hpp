@@ -94,7 +94,9 @@ class LmdbCursor {
 // no size has to be guessed up front. Call Close() to commit the last batch (the destructor discards it).
 class LmdbWriter {
  public:
-  // Creates the directory `path`; an existing path is an Error (never overwrite a database by accident).
+  // Writes the database as `path`.partial.<pid> and renames it to `path` in Close(), so `path` appears only
+  // complete: a writer destroyed without Close() (an error part way) removes its partial database, and a
+  // rerun finds nothing in its way. An existing `path` is an Error (never overwrite a database by accident).
   // The memory map starts at `initial_map_size` bytes (address space only; the file grows as written).
   explicit LmdbWriter(const std::string& path, size_t batch_size = 1000, size_t initial_map_size = size_t(1) << 30);
   ~LmdbWriter();
@@ -104,12 +106,13 @@ class LmdbWriter {
   void Put(std::string key, std::string value);
   // Commits the pending records.
   void Commit();
-  // Commits and closes the environment.
+  // Commits, closes the environment and puts the database in place at `path`.
   void Close();
   uint64_t records_written() const { return written_; }
 
  private:
   std::string path_;
+  std::string partial_path_;  // where the database is written until Close()
   size_t batch_size_;
   MDB_env* env_ = nullptr;
   size_t map_size_ = 0;

@@ -19,6 +19,8 @@ void ReadProtoFromTextFile(const std::string& filename, google::protobuf::Messag
 void ReadProtoFromTextString(const std::string& text, google::protobuf::Message* proto,
                              const std::string& origin = "<string>");
 void ReadProtoFromBinaryFile(const std::string& filename, google::protobuf::Message* proto);
+void ReadProtoFromBinaryString(const std::string& bytes, google::protobuf::Message* proto,
+                               const std::string& origin = "<bytes>");
 void WriteProtoToTextFile(const google::protobuf::Message& proto, const std::string& filename);
 void WriteProtoToBinaryFile(const google::protobuf::Message& proto, const std::string& filename);
 

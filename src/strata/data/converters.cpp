@@ -176,10 +176,11 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
     writer.Put(record_key(i) + "_" + path, value);
     if ((i + 1) % 1000 == 0) LOG(INFO) << "Processed " << i + 1 << " files.";
   }
+  // Checked before Close(): a database of no images is never put in place.
+  STRATA_REQUIRE(skipped < lines.size()) << "none of the " << lines.size() << " images in '" << list_file
+                                         << "' could be read (is the root folder '" << root << "' right?)";
   writer.Close();
   if (skipped) LOG(WARNING) << "Skipped " << skipped << " of " << lines.size() << " images that could not be read";
-  STRATA_REQUIRE(writer.records_written() > 0) << "none of the " << lines.size() << " images in '" << list_file
-                                               << "' could be read (is the root folder '" << root << "' right?)";
   LOG(INFO) << "Wrote " << writer.records_written() << " images to '" << db << "'";
   return writer.records_written();
 }

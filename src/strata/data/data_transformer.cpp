@@ -1,5 +1,6 @@
 #include "strata/data/data_transformer.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "strata/common.hpp"
@@ -90,10 +91,11 @@ std::vector<int> DataTransformer<Dtype>::OutputShape(int channels, int height, i
   STRATA_REQUIRE(mean_values_.size() <= 1 || static_cast<int>(mean_values_.size()) == channels)
       << "transform_param has " << mean_values_.size() << " mean_value entries for data with " << channels
       << " channels; give one, or one per channel";
-  const int crop = static_cast<int>(param_.crop_size());
-  STRATA_REQUIRE(crop <= height && crop <= width)
+  // crop_size is a uint32: compared as it is, since above INT_MAX it would turn negative as an int.
+  const uint32_t crop = param_.crop_size();
+  STRATA_REQUIRE(int64_t(crop) <= height && int64_t(crop) <= width)
       << "crop_size " << crop << " is larger than the data (" << shape_text(channels, height, width) << ")";
-  return {channels, crop ? crop : height, crop ? crop : width};
+  return {channels, crop ? static_cast<int>(crop) : height, crop ? static_cast<int>(crop) : width};
 }
 
 template <typename Dtype>
@@ -108,13 +110,13 @@ uint64_t DataTransformer<Dtype>::NextRandom() {
 template <typename Dtype>
 template <typename Src>
 void DataTransformer<Dtype>::TransformPlanes(const Src* in, int channels, int height, int width, Dtype* out) {
-  const int crop = static_cast<int>(param_.crop_size());
   const bool mean_file_shape_ok =
       mean_file_.empty() || (channels == mean_channels_ && height == mean_height_ && width == mean_width_);
-  if (!mean_file_shape_ok || crop > height || crop > width ||
+  if (!mean_file_shape_ok || int64_t(param_.crop_size()) > std::min(height, width) ||
       (mean_values_.size() > 1 && static_cast<int>(mean_values_.size()) != channels)) {
     OutputShape(channels, height, width);  // throws the precise message
   }
+  const int crop = static_cast<int>(param_.crop_size());  // at most height and width now
   const bool train = phase_ == TRAIN;
   const bool mirror = param_.mirror() && train && Rand(2) == 1;
   int h_off = 0, w_off = 0, out_h = height, out_w = width;

@@ -84,9 +84,11 @@ void DatumPixels::Load(const Datum& datum, ColorMode mode) {
   STRATA_REQUIRE(channels_ > 0 && height_ > 0 && width_ > 0)
       << "the Datum has shape " << channels_ << " x " << height_ << " x " << width_
       << "; channels, height and width must be positive";
-  const int64_t expected = static_cast<int64_t>(channels_) * height_ * width_;
-  STRATA_REQUIRE(expected <= (int64_t(1) << 31) - 1)
+  // In two steps: the product of three ints can pass even int64 (2^29 x 36 x 2^30 did).
+  const int64_t plane = static_cast<int64_t>(height_) * width_;
+  STRATA_REQUIRE(plane <= INT32_MAX && plane * channels_ <= INT32_MAX)
       << "the Datum's shape " << channels_ << " x " << height_ << " x " << width_ << " is too large";
+  const int64_t expected = plane * channels_;
   if (!datum.data().empty()) {
     STRATA_REQUIRE(static_cast<int64_t>(datum.data().size()) == expected)
         << "the Datum holds " << datum.data().size() << " bytes of pixels but its shape " << channels_ << " x "

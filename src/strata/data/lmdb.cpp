@@ -2,7 +2,9 @@
 
 #include <lmdb.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "strata/common.hpp"
@@ -213,24 +216,47 @@ std::string LmdbCursor::describe_key() const {
 // ---------------------------------------------------------------------------------------------------------
 // Writer
 
+namespace {
+
+// Removes a database directory the writer made (its two files, then the directory); quiet, for cleanup paths.
+void remove_lmdb_dir(const std::string& dir) {
+  ::unlink((dir + "/data.mdb").c_str());
+  ::unlink((dir + "/lock.mdb").c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
 LmdbWriter::LmdbWriter(const std::string& path, size_t batch_size, size_t initial_map_size)
-    : path_(path), batch_size_(batch_size > 0 ? batch_size : 1), map_size_(initial_map_size) {
-  STRATA_REQUIRE(::mkdir(path.c_str(), 0755) == 0)
-      << "cannot create LMDB '" << path << "': " << std::strerror(errno)
-      << (errno == EEXIST ? " (remove it first; an existing database is never overwritten)" : "");
+    : path_(path),
+      partial_path_(path + ".partial." + std::to_string(::getpid())),
+      batch_size_(batch_size > 0 ? batch_size : 1),
+      map_size_(initial_map_size) {
+  struct stat st;
+  const int err = ::stat(path.c_str(), &st) == 0 ? EEXIST : errno;
+  STRATA_REQUIRE(err == ENOENT) << "cannot create LMDB '" << path << "': " << std::strerror(err)
+                                << (err == EEXIST ? " (remove it first; an existing database is never overwritten)" : "");
+  remove_lmdb_dir(partial_path_);  // left by an earlier process with our pid that was killed
+  STRATA_REQUIRE(::mkdir(partial_path_.c_str(), 0755) == 0)
+      << "cannot create LMDB '" << path << "' (as " << partial_path_ << "): " << std::strerror(errno);
   int rc = mdb_env_create(&env_);
   if (rc == MDB_SUCCESS) rc = mdb_env_set_mapsize(env_, map_size_);
-  if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, path.c_str(), 0, 0664);
+  if (rc == MDB_SUCCESS) rc = mdb_env_open(env_, partial_path_.c_str(), 0, 0664);
   if (rc != MDB_SUCCESS) {
     if (env_) mdb_env_close(env_);
     env_ = nullptr;
+    remove_lmdb_dir(partial_path_);
     STRATA_FAIL() << "cannot create LMDB '" << path << "': " << mdb_message(rc);
   }
   pending_.reserve(batch_size_);
 }
 
 LmdbWriter::~LmdbWriter() {
-  if (env_) mdb_env_close(env_);
+  // Not closed: the conversion failed part way. Its partial database goes, so a rerun can write `path`.
+  if (env_) {
+    mdb_env_close(env_);
+    remove_lmdb_dir(partial_path_);
+  }
 }
 
 void LmdbWriter::Put(std::string key, std::string value) {
@@ -279,6 +305,13 @@ void LmdbWriter::Close() {
   Commit();
   mdb_env_close(env_);
   env_ = nullptr;
+  // RENAME_NOREPLACE: a database someone else wrote at `path` meanwhile is not replaced.
+  if (::renameat2(AT_FDCWD, partial_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    remove_lmdb_dir(partial_path_);
+    STRATA_FAIL() << "cannot create LMDB '" << path_ << "': renaming " << partial_path_ << " to it failed: "
+                  << std::strerror(err);
+  }
 }
 
 }  // namespace strata

@@ -526,9 +526,18 @@ template <typename Dtype>
 void Solver<Dtype>::Restore(const std::string& state_file) {
   SolverState state;
   ReadProtoFromBinaryFile(state_file, &state);
+  Restore(state, state_file);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_file) {
   STRATA_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
       << state_file << " holds " << state.history_size() << " history blobs; this " << type() << " solver on net '"
       << net_->name() << "' needs " << history_.size() << " (a different net or solver type?)";
+  // A negative step would index stepvalue before its start (multistep) in GetLearningRate.
+  STRATA_REQUIRE(state.iter() >= 0 && state.current_step() >= 0)
+      << state_file << ": corrupt state: iteration " << state.iter() << ", learning-rate step "
+      << state.current_step() << " (neither can be negative)";
   if (state.has_num_ranks()) {
     STRATA_REQUIRE(state.num_ranks() == Strata::solver_count())
         << state_file << " was written by a run with " << state.num_ranks() << " rank(s); this run has "

@@ -93,16 +93,21 @@ void ReadProtoFromTextFile(const std::string& filename, Message* proto) {
   ReadProtoFromTextString(read_whole_file(filename), proto, filename);
 }
 
-void ReadProtoFromBinaryFile(const std::string& filename, Message* proto) {
-  const std::string bytes = read_whole_file(filename);
+void ReadProtoFromBinaryString(const std::string& bytes, Message* proto, const std::string& origin) {
+  // Protobuf's streams count in int: a file of 2 GiB or more cannot be parsed (and its size would wrap).
+  STRATA_REQUIRE(bytes.size() < static_cast<size_t>(INT32_MAX))
+      << origin << " is " << bytes.size() << " bytes; binary protos must be smaller than 2 GiB";
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT32_MAX);
   STRATA_REQUIRE(proto->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage())
-      << "cannot parse " << filename << " as a binary " << proto->GetTypeName()
-      << " (truncated or corrupt file?)";
+      << "cannot parse " << origin << " as a binary " << proto->GetTypeName() << " (truncated or corrupt file?)";
   std::string missing = proto->InitializationErrorString();
-  STRATA_REQUIRE(missing.empty()) << filename << ": missing required fields: " << missing;
+  STRATA_REQUIRE(missing.empty()) << origin << ": missing required fields: " << missing;
+}
+
+void ReadProtoFromBinaryFile(const std::string& filename, Message* proto) {
+  ReadProtoFromBinaryString(read_whole_file(filename), proto, filename);
 }
 
 void WriteFileAtomically(const std::string& filename, const std::string& bytes) {
