@@ -229,7 +229,7 @@ TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
 // Nets that would run and do nothing, or abort in a CHECK, are one error before any work.
 TEST_F(StrataTool, EmptyAndZeroSizedNetsAreErrors) {
   const std::string empty = Write("empty.prototxt", "name: \"nothing\"\n");
-  for (const std::string& command : {"time", "plan"}) {
+  for (const char* command : {"time", "plan"}) {
     ExpectError(std::string(command) + " --model=" + empty, {"'nothing'", "no layers"});
   }
   const std::string solver = Write("empty_solver.prototxt", "net: \"" + empty + "\"\nbase_lr: 0.01\nmax_iter: 2\n");
@@ -245,7 +245,7 @@ TEST_F(StrataTool, EmptyAndZeroSizedNetsAreErrors) {
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 0 dim: 8 dim: 8 } } }
 layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 4 kernel_size: 3 } }
 )");
-  for (const std::string& command : {"time", "plan"}) {
+  for (const char* command : {"time", "plan"}) {
     ExpectError(std::string(command) + " --model=" + zero, {"layer 'in' (Input)", "top 'x'", "2 0 8 8"});
   }
   ExpectError("test --model=" + zero + " --weights=" + Write("w.caffemodel", "") + " --iterations=1",
