@@ -99,17 +99,18 @@ inline float tanh(float x) {
 }
 inline double tanh(double x) { return std::tanh(x); }
 
-// y[i] = f(x[i]), on several threads when n is large. y may be x (each i reads before it writes).
+// y[i] = f(x[i]), on several threads when n is large (the `if` gates the threads only: on one thread the loop
+// is still vectorised). y may be x (each i reads before it writes).
 template <typename Dtype, typename F>
 inline void map(int n, const Dtype* x, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (use_threads(n))
+#pragma omp parallel for simd schedule(static) if (parallel : use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
 // y[i] = f(a[i], b[i]); y may be a or b.
 template <typename Dtype, typename F>
 inline void map(int n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (use_threads(n))
+#pragma omp parallel for simd schedule(static) if (parallel : use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 
