@@ -176,6 +176,18 @@ TEST_F(StrataTool, UnwritableOutputPathsFailBeforeTraining) {
   EXPECT_TRUE(std::filesystem::exists(fresh + "_iter_2.caffemodel")) << ReadAll(dir_ / "out");
 }
 
+// The allreduce flags are the tool's own (libstrata reads no flags): a bad name or a table for a forced
+// algorithm is refused before MPI comes up.
+TEST_F(StrataTool, AllreduceFlags) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 2\n");
+  ExpectError("train --solver=" + solver + " --allreduce=quicksort", {"unknown allreduce algorithm 'quicksort'"});
+  const std::string table = Write("ar.table", "* inf ring\n");
+  ExpectError("train --solver=" + solver + " --allreduce=ring --allreduce_table=" + table,
+              {table, "table for the hybrid", "ring"});
+  ExpectError("train --solver=" + solver + " --allreduce_table=" + dir_ / "missing.table", {"missing.table"});
+}
+
 // The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run
 // DataParallelEngine, where the path is chosen).
 TEST_F(StrataTool, NcclGradientPathInCpuTraining) {

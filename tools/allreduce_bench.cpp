@@ -32,8 +32,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/util/flag_parsing.hpp"
-
-DECLARE_string(allreduce_table);  // libstrata's: the hybrid's table file
+#include "allreduce_flags.hpp"  // --allreduce_table: the table the hybrid runs; --allreduce is not read here
 
 DEFINE_string(algorithms, "hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,shm,mpi",
               "Comma-separated algorithms to time: hybrid, linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi "

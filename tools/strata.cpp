@@ -43,6 +43,7 @@
 #include "strata/solver.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
+#include "allreduce_flags.hpp"
 
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
@@ -75,8 +76,6 @@ DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation wi
                               "(least memory) or all.");
 DEFINE_int32(max_lower_sets, 2000, "plan: enumerate lower sets exactly up to this many; beyond, the DP runs "
                                    "over each node's ancestor closure and each topological prefix.");
-DECLARE_string(allreduce);
-DECLARE_string(allreduce_table);
 
 namespace strata {
 namespace {
@@ -382,7 +381,7 @@ std::function<SignalAction()> install_signal_handlers() {
 AllreducePolicy gradient_policy(const CommParameter& comm) {
   const bool flag_given = !gflags::GetCommandLineFlagInfoOrDie("allreduce").is_default ||
                           !FLAGS_allreduce_table.empty();
-  if (flag_given) return AllreducePolicy::from_flags();
+  if (flag_given) return allreduce_policy_from_flags();
   if (comm.has_tuning_table()) return AllreducePolicy::from_table_file(comm.tuning_table());
   std::string name = comm.algorithm();
   for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -303,6 +303,23 @@ TEST(AllreducePolicyTest, NamesAndUnknownNames) {
   EXPECT_THROW(make_allreduce_algorithm("nope", MPI_COMM_WORLD), Error);
 }
 
+TEST(AllreducePolicyTest, FromSpecTakesANameAndATableForTheHybrid) {
+  EXPECT_EQ(AllreducePolicy::from_spec("ring_seg", "").describe(), "ring_seg");
+  EXPECT_EQ(AllreducePolicy::from_spec("hybrid", "").describe(), "hybrid (built-in table)");
+  const std::string path = "/tmp/strata_test_spec_" + std::to_string(getpid()) + "_" +
+                           std::to_string(world_rank()) + ".table";
+  CrossoverTable::parse("* 64 brd\n* inf ring\n", "spec").save(path);
+  EXPECT_EQ(AllreducePolicy::from_spec("hybrid", path).describe(), "hybrid (" + path + ")");
+  try {
+    AllreducePolicy::from_spec("ring", path);
+    ADD_FAILURE() << "a table for a forced algorithm was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("table for the hybrid"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(AllreducePolicy::from_spec("butterfly", ""), Error);
+}
+
 // ---- the communicator ----
 
 TEST(CommunicatorTest, ThreadCommunicatorsAreDistinctAndConcurrentCollectivesDontMix) {

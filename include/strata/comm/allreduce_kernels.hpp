@@ -45,7 +45,7 @@ bool thread_blocking_waits();
 // MPI_Waitall under the calling thread's wait setting.
 void wait_all(int n, MPI_Request* reqs);
 
-// dst[i] += src[i] for i < n. Written so the compiler vectorises it (AVX2 in the release build).
+// dst[i] += src[i] for i < n. Written so the compiler vectorises it (AVX2 where the CPU has it: cpu_dispatch.hpp).
 void sum_into(void* dst, const void* src, size_t n, DataType t);
 
 // Element i of a buffer of `count` elements split into `blocks` near-equal blocks starts at

@@ -89,9 +89,10 @@ class AllreducePolicy {
   // The hybrid over the table in this file (errors as CrossoverTable::load).
   static AllreducePolicy from_table_file(const std::string& path);
   static AllreducePolicy hybrid(CrossoverTable table);
-  // From the command-line flags every Strata tool has: --allreduce (a name, default hybrid) and
-  // --allreduce_table (a table file for the hybrid; implies hybrid).
-  static AllreducePolicy from_flags();
+  // A name as from_name and a table file for the hybrid (empty: the built-in table): what the tools'
+  // --allreduce and --allreduce_table flags give (tools/allreduce_flags.hpp). A table file with any name
+  // but "hybrid" throws strata::Error.
+  static AllreducePolicy from_spec(const std::string& name, const std::string& table_file);
 
   // The algorithm object for one communicator (one per communication thread). Throws strata::Error
   // when a hybrid table has no rows for the communicator's size.

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/cpu_dispatch.hpp"
 
 namespace strata {
 namespace comm_detail {
@@ -18,7 +19,7 @@ constexpr size_t kMaxMessageElems = size_t(1) << 28;
 constexpr int kTag = 4242;
 
 template <typename T>
-void sum_into_typed(T* __restrict dst, const T* __restrict src, size_t n) {
+STRATA_HOT_KERNEL void sum_into_typed(T* __restrict dst, const T* __restrict src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 }  // namespace

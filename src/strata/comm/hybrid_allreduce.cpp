@@ -1,20 +1,11 @@
 #include "strata/comm/hybrid_allreduce.hpp"
 
-#include <gflags/gflags.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "strata/common.hpp"
-
-DEFINE_string(allreduce, "hybrid",
-              "Allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one of "
-              "linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (docs/allreduce.md)");
-DEFINE_string(allreduce_table, "",
-              "Crossover table file for the hybrid allreduce (written by allreduce_bench --tune); empty: "
-              "the built-in table");
 
 namespace strata {
 
@@ -204,13 +195,11 @@ AllreducePolicy AllreducePolicy::hybrid(CrossoverTable table) {
   return p;
 }
 
-AllreducePolicy AllreducePolicy::from_flags() {
-  if (!FLAGS_allreduce_table.empty()) {
-    STRATA_REQUIRE(FLAGS_allreduce == "hybrid")
-        << "--allreduce_table is a table for the hybrid, but --allreduce=" << FLAGS_allreduce;
-    return from_table_file(FLAGS_allreduce_table);
-  }
-  return from_name(FLAGS_allreduce);
+AllreducePolicy AllreducePolicy::from_spec(const std::string& name, const std::string& table_file) {
+  if (table_file.empty()) return from_name(name);
+  STRATA_REQUIRE(name == "hybrid") << "the crossover table '" << table_file
+                                   << "' is a table for the hybrid, but the algorithm asked for is " << name;
+  return from_table_file(table_file);
 }
 
 std::unique_ptr<Allreduce> AllreducePolicy::create(MPI_Comm comm) const {

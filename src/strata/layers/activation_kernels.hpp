@@ -2,7 +2,7 @@
 //
 // libm's expf/tanhf are scalar calls that GCC does not vectorise without -ffast-math, and they are nearly the
 // whole cost of Sigmoid, TanH and Softmax. The float kernels below are written with plain arithmetic, selects
-// and bit casts only, so a loop that calls them vectorises (AVX2: 8 lanes). Their error is a few ulp (the
+// and bit casts only, so a loop that calls them vectorises (8 lanes with AVX2, 4 with SSE2). Their error is a few ulp (the
 // layer tests compare them with the double versions over a sweep). double, which the gradient checks run in,
 // keeps libm.
 #pragma once
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "strata/cpu_dispatch.hpp"
 #include "strata/parallel.hpp"
 
 namespace strata {
@@ -24,6 +25,8 @@ namespace act {
 // one OpenMP pool, OpenBLAS on the calling thread, so a parallel loop between two GEMMs costs no spinning).
 inline bool use_threads(long long work) { return parallel_worthwhile(work); }
 
+// a * b + c, rounded once where the whole build has FMA; in the x86-64-v3 copy of a STRATA_HOT_KERNEL the compiler
+// fuses the plain form itself.
 inline float mul_add(float a, float b, float c) {
 #ifdef __FMA__
   return std::fma(a, b, c);
@@ -44,12 +47,20 @@ inline float float_of(uint32_t u) {
   return f;
 }
 
+// c ? a : b as a blend of the bits. GCC keeps a float `?:` as a branch where one side is a constant it can
+// propagate (it duplicates the rest of the computation for that side), and a loop with a branch does not
+// vectorise; the blend has no branch to duplicate.
+inline float blend(bool c, float a, float b) {
+  const uint32_t mask = c ? ~0u : 0u;
+  return float_of((bits_of(a) & mask) | (bits_of(b) & ~mask));
+}
+
 // e^x for float. x = n ln2 + r with |r| <= ln2/2; e^r by its Taylor series to degree 7 (truncation < 6e-9
 // relative); 2^n built in the exponent bits, in two factors so that n may run from -150 (results round to 0)
 // to 129 (results overflow to inf) without leaving the normal exponent range. NaN propagates.
 inline float exp(float x) {
-  x = x < -104.0f ? -104.0f : x;
-  x = x > 89.0f ? 89.0f : x;
+  x = blend(x < -104.0f, -104.0f, x);
+  x = blend(x > 89.0f, 89.0f, x);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it leaves round(v) in the low mantissa bits
   const float t = mul_add(x, 1.44269504088896341f, kRound);
   const float n = t - kRound;
@@ -92,24 +103,24 @@ inline float tanh(float x) {
   p = mul_add(p, x2, 2.0f / 15);
   p = mul_add(p, x2, -1.0f / 3);
   const float small = std::copysign(mul_add(x * x2, p, x), x);
-  // A blend of the bits rather than `?:`, which GCC keeps as a branch (so no vectorisation) since it may not
-  // evaluate the division of the other side unconditionally.
-  const uint32_t use_small = a < 0.4f ? ~0u : 0u;
-  return float_of((bits_of(small) & use_small) | (bits_of(big) & ~use_small));
+  // blend rather than `?:`, which GCC keeps as a branch (so no vectorisation) since it may not evaluate the
+  // division of the other side unconditionally.
+  return blend(a < 0.4f, small, big);
 }
 inline double tanh(double x) { return std::tanh(x); }
 
-// y[i] = f(x[i]), on several threads when n is large. y may be x (each i reads before it writes).
+// y[i] = f(x[i]), on several threads when n is large (the `if` gates the threads only: on one thread the loop
+// is still vectorised). y may be x (each i reads before it writes).
 template <typename Dtype, typename F>
-inline void map(int n, const Dtype* x, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (use_threads(n))
+STRATA_HOT_KERNEL inline void map(int n, const Dtype* x, Dtype* y, F f) {
+#pragma omp parallel for simd schedule(static) if (parallel : use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
 // y[i] = f(a[i], b[i]); y may be a or b.
 template <typename Dtype, typename F>
-inline void map(int n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
-#pragma omp parallel for simd schedule(static) if (use_threads(n))
+STRATA_HOT_KERNEL inline void map(int n, const Dtype* a, const Dtype* b, Dtype* y, F f) {
+#pragma omp parallel for simd schedule(static) if (parallel : use_threads(n))
   for (int i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
 }
 

@@ -59,14 +59,14 @@ void DropoutLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const uint64_t keep_below = keep_below_;
   const int pairs = mask_bytes(n) / 2;
   const bool parallel = act::use_threads(n);
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
   for (int j = 0; j < pairs; ++j) {
     const uint64_t z = splitmix64(seed + static_cast<uint64_t>(j + 1) * 0x9E3779B97F4A7C15ull);
     mask[2 * j] = (z & 0xFFFFFFFFull) < keep_below;
     mask[2 * j + 1] = (z >> 32) < keep_below;
   }
   const Dtype scale = scale_;
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
   for (int i = 0; i < n; ++i) y[i] = x[i] * (Dtype(mask[i]) * scale);
 }
 
@@ -83,7 +83,7 @@ void DropoutLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   }
   const uint8_t* mask = reinterpret_cast<const uint8_t*>(mask_.cpu_data());
   const Dtype scale = scale_;
-#pragma omp parallel for simd schedule(static) if (act::use_threads(n))
+#pragma omp parallel for simd schedule(static) if (parallel : act::use_threads(n))
   for (int i = 0; i < n; ++i) dx[i] = dy[i] * (Dtype(mask[i]) * scale);
 }
 

@@ -46,29 +46,29 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   switch (op_) {
     case EltwiseParameter::SUM: {
       const Dtype c0 = coeffs_[0], c1 = coeffs_[1];
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
       for (int i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype c = coeffs_[b];
         const Dtype* x = bottom[b]->cpu_data();
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) y[i] += c * x[i];
       }
       break;
     }
     case EltwiseParameter::PROD: {
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
       for (int i = 0; i < n; ++i) y[i] = x0[i] * x1[i];
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype* x = bottom[b]->cpu_data();
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) y[i] *= x[i];
       }
       break;
     }
     case EltwiseParameter::MAX: {
       Dtype* index = max_index_.mutable_cpu_data();
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
       for (int i = 0; i < n; ++i) {
         const bool first = x0[i] > x1[i];  // a tie goes to bottom 1
         y[i] = first ? x0[i] : x1[i];
@@ -77,7 +77,7 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype* x = bottom[b]->cpu_data();
         const Dtype id = static_cast<Dtype>(b);
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) {
           const bool greater = x[i] > y[i];
           y[i] = greater ? x[i] : y[i];
@@ -107,7 +107,7 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
         if (c == Dtype(1)) {
           cpu_copy(n, dy, dx);
         } else {
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
           for (int i = 0; i < n; ++i) dx[i] = c * dy[i];
         }
         break;
@@ -120,11 +120,11 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
             if (j == b) continue;
             const Dtype* x = bottom[j]->cpu_data();
             if (first) {
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
               for (int i = 0; i < n; ++i) dx[i] = dy[i] * x[i];
               first = false;
             } else {
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
               for (int i = 0; i < n; ++i) dx[i] *= x[i];
             }
           }
@@ -132,7 +132,7 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
           // dx_b = dy * top / x_b (not defined where x_b is 0).
           const Dtype* y = top[0]->cpu_data();
           const Dtype* x = bottom[b]->cpu_data();
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
           for (int i = 0; i < n; ++i) dx[i] = dy[i] * y[i] / x[i];
         }
         break;
@@ -140,7 +140,7 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
       case EltwiseParameter::MAX: {
         const Dtype* index = max_index_.cpu_data();
         const Dtype id = static_cast<Dtype>(b);
-#pragma omp parallel for simd schedule(static) if (parallel)
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) dx[i] = index[i] == id ? dy[i] : Dtype(0);
         break;
       }

@@ -5,10 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#ifdef __AVX__
-#include <immintrin.h>
-#endif
-
+#include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -20,44 +17,18 @@ constexpr int kBlock = 512;
 // Below this many values an OpenMP fork costs more than the loop.
 constexpr long kParallelMin = 1 << 15;
 
-// q = 1 / (sqrt(s) * sqrt(sqrt(s))) (s^-0.75) or 1 / sqrt(s) (s^-0.5) on whole vectors, returning how many
-// were done. Written with intrinsics because without -fno-math-errno the compiler will not vectorise sqrt.
-// The scalar tail in NegativePower does the same operations, so every element gets the same result.
-#ifdef __AVX__
-inline int VectorRoots(int n, const float* s, float* q, bool three_quarters) {
-  const __m256 one = _mm256_set1_ps(1.f);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 r = _mm256_sqrt_ps(_mm256_loadu_ps(s + i));
-    _mm256_storeu_ps(q + i, _mm256_div_ps(one, three_quarters ? _mm256_mul_ps(r, _mm256_sqrt_ps(r)) : r));
-  }
-  return i;
-}
-inline int VectorRoots(int n, const double* s, double* q, bool three_quarters) {
-  const __m256d one = _mm256_set1_pd(1.);
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m256d r = _mm256_sqrt_pd(_mm256_loadu_pd(s + i));
-    _mm256_storeu_pd(q + i, _mm256_div_pd(one, three_quarters ? _mm256_mul_pd(r, _mm256_sqrt_pd(r)) : r));
-  }
-  return i;
-}
-#else
+// q[i] = s[i]^-beta, without pow() for the common betas: 1 / (sqrt(s) * sqrt(sqrt(s))) for 0.75, 1 / sqrt(s)
+// for 0.5. These loops vectorise because this file is compiled with -fno-math-errno (CMakeLists.txt): otherwise
+// every sqrt would keep a scalar path that sets errno for negative input, which nothing here reads.
 template <typename Dtype>
-inline int VectorRoots(int, const Dtype*, Dtype*, bool) {
-  return 0;
-}
-#endif
-
-// q[i] = s[i]^-beta, without pow() for the common betas.
-template <typename Dtype>
-void NegativePower(int n, const Dtype* s, Dtype beta, Dtype* q) {
-  if (beta == Dtype(0.75) || beta == Dtype(0.5)) {
-    const bool three_quarters = beta == Dtype(0.75);
-    for (int i = VectorRoots(n, s, q, three_quarters); i < n; ++i) {
+STRATA_HOT_KERNEL void NegativePower(int n, const Dtype* __restrict s, Dtype beta, Dtype* __restrict q) {
+  if (beta == Dtype(0.75)) {
+    for (int i = 0; i < n; ++i) {
       const Dtype r = std::sqrt(s[i]);
-      q[i] = Dtype(1) / (three_quarters ? r * std::sqrt(r) : r);
+      q[i] = Dtype(1) / (r * std::sqrt(r));
     }
+  } else if (beta == Dtype(0.5)) {
+    for (int i = 0; i < n; ++i) q[i] = Dtype(1) / std::sqrt(s[i]);
   } else if (beta == Dtype(1)) {
     for (int i = 0; i < n; ++i) q[i] = Dtype(1) / s[i];
   } else {
@@ -67,7 +38,7 @@ void NegativePower(int n, const Dtype* s, Dtype beta, Dtype* q) {
 
 // out[h][w] = sum of v[h][w + d] for |d| <= pad, zero outside the row.
 template <typename Dtype>
-void RowWindowSums(const Dtype* v, int H, int W, int pad, Dtype* out) {
+STRATA_HOT_KERNEL void RowWindowSums(const Dtype* v, int H, int W, int pad, Dtype* out) {
   for (int h = 0; h < H; ++h) {
     const Dtype* vr = v + h * W;
     Dtype* o = out + h * W;
@@ -81,7 +52,7 @@ void RowWindowSums(const Dtype* v, int H, int W, int pad, Dtype* out) {
 // row[w] = sum of rows[h + d][w] for |d| <= pad, zero outside the plane: with RowWindowSums, the sum over the
 // square window centred on (h, w).
 template <typename Dtype>
-void ColumnWindowSum(const Dtype* rows, int H, int W, int pad, int h, Dtype* row) {
+STRATA_HOT_KERNEL void ColumnWindowSum(const Dtype* rows, int H, int W, int pad, int h, Dtype* row) {
   std::fill(row, row + W, Dtype(0));
   for (int r = std::max(0, h - pad); r <= std::min(H - 1, h + pad); ++r) {
     const Dtype* src = rows + r * W;
@@ -147,7 +118,7 @@ void LRNLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& 
 // scale_c = scale_{c-1} + alpha/n * (x_{c+pre}^2 - x_{c-pre-1}^2), starting from k + alpha/n * sum of the first
 // pre+1 channels; y = x * scale^-beta. One task is a block of pixels of one image, through all channels.
 template <typename Dtype>
-void LRNLayer<Dtype>::AcrossForward(const Dtype* x, Dtype* y) {
+STRATA_HOT_KERNEL void LRNLayer<Dtype>::AcrossForward(const Dtype* x, Dtype* y) {
   const int C = channels_, HW = height_ * width_, pre = (size_ - 1) / 2;
   const int blocks = (HW + kBlock - 1) / kBlock;
   const Dtype an = alpha_ / size_, k = k_, beta = beta_;
@@ -188,7 +159,7 @@ void LRNLayer<Dtype>::AcrossForward(const Dtype* x, Dtype* y) {
 // dx_c = dy_c * scale_c^-beta - 2 alpha beta / n * x_c * (sum over the channel window of dy * y / scale), the
 // window sum again slid as a running sum.
 template <typename Dtype>
-void LRNLayer<Dtype>::AcrossBackward(const Dtype* x, const Dtype* y, const Dtype* dy, Dtype* dx) {
+STRATA_HOT_KERNEL void LRNLayer<Dtype>::AcrossBackward(const Dtype* x, const Dtype* y, const Dtype* dy, Dtype* dx) {
   const int C = channels_, HW = height_ * width_, pre = (size_ - 1) / 2;
   const int blocks = (HW + kBlock - 1) / kBlock;
   const Dtype coef = Dtype(2) * alpha_ * beta_ / size_, beta = beta_;
@@ -221,7 +192,7 @@ void LRNLayer<Dtype>::AcrossBackward(const Dtype* x, const Dtype* y, const Dtype
 // scale = 1 + alpha * (window sum of x^2) / (n*n) (Caffe's average pooling with pad (n-1)/2, which always
 // divides by n*n), y = x * scale^-beta. One plane per task.
 template <typename Dtype>
-void LRNLayer<Dtype>::WithinForward(const Dtype* x, Dtype* y) {
+STRATA_HOT_KERNEL void LRNLayer<Dtype>::WithinForward(const Dtype* x, Dtype* y) {
   const int H = height_, W = width_, HW = H * W, pre = (size_ - 1) / 2, planes = num_ * channels_;
   const Dtype nn = Dtype(size_ * size_), alpha = alpha_, beta = beta_;
   Dtype* scale = scale_.mutable_cpu_data();
@@ -247,7 +218,7 @@ void LRNLayer<Dtype>::WithinForward(const Dtype* x, Dtype* y) {
 
 // dx = dy * scale^-beta - 2 alpha beta / (n*n) * x * (window sum of dy * y / scale).
 template <typename Dtype>
-void LRNLayer<Dtype>::WithinBackward(const Dtype* x, const Dtype* y, const Dtype* dy, Dtype* dx) {
+STRATA_HOT_KERNEL void LRNLayer<Dtype>::WithinBackward(const Dtype* x, const Dtype* y, const Dtype* dy, Dtype* dx) {
   const int H = height_, W = width_, HW = H * W, pre = (size_ - 1) / 2, planes = num_ * channels_;
   const Dtype coef = Dtype(2) * alpha_ * beta_ / Dtype(size_ * size_), beta = beta_;
   const Dtype* scale = scale_.cpu_data();

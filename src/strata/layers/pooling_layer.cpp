@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -48,7 +49,7 @@ inline void ColumnSpan(const Window& w, int j, int* lo, int* hi) {
 // int indices so they vectorise. Empty windows (possible without padding when stride > kernel) give -FLT_MAX
 // and index -1. `col_max`/`col_arg` hold one input row.
 template <typename Dtype, typename Window>
-void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask, Dtype* col_max, int* col_arg) {
+STRATA_HOT_KERNEL void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask, Dtype* col_max, int* col_arg) {
   const int PW = w.pooled_w, W = w.width, stride = w.stride_w;
   Dtype* __restrict cm = col_max;
   int* __restrict ca = col_arg;
@@ -90,7 +91,7 @@ void MaxPlane(const Dtype* x, const Window& w, Dtype* y, int* mask, Dtype* col_m
 
 // Sum over each window of one plane, divided by Caffe's window size; pixels are added in Caffe's order.
 template <typename Dtype, typename Window>
-void AvePlane(const Dtype* x, const Window& w, const Dtype* divisor, Dtype* y) {
+STRATA_HOT_KERNEL void AvePlane(const Dtype* x, const Window& w, const Dtype* divisor, Dtype* y) {
   const int PW = w.pooled_w;
   for (int ph = 0; ph < w.pooled_h; ++ph) {
     Dtype* yr = y + ph * PW;
@@ -114,7 +115,7 @@ void AvePlane(const Dtype* x, const Window& w, const Dtype* divisor, Dtype* y) {
 // The adjoint of AvePlane into a zeroed dx. Kernel columns run backwards so that each pixel receives its
 // outputs' shares in Caffe's order (output rows, then output columns, ascending).
 template <typename Dtype, typename Window>
-void AvePlaneBackward(const Dtype* dy, const Window& w, const Dtype* divisor, Dtype* dx) {
+STRATA_HOT_KERNEL void AvePlaneBackward(const Dtype* dy, const Window& w, const Dtype* divisor, Dtype* dx) {
   const int PW = w.pooled_w;
   for (int ph = 0; ph < w.pooled_h; ++ph) {
     const Dtype* gr = dy + ph * PW;

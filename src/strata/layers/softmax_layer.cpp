@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "activation_kernels.hpp"
+#include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -28,6 +29,81 @@ void for_each_block(int outer, int channels, int inner, F f) {
   }
 }
 
+// The blocks' work, one kernel per case (STRATA_HOT_KERNEL: each block runs the AVX2 copy where there is one).
+
+// y = softmax(x) over one contiguous fibre of C values.
+template <typename Dtype>
+STRATA_HOT_KERNEL void SoftmaxFibre(const Dtype* x, Dtype* y, int C) {
+  Dtype m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int c = 0; c < C; ++c) m = std::max(m, x[c]);
+  Dtype s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int c = 0; c < C; ++c) {
+    const Dtype e = act::exp(x[c] - m);
+    y[c] = e;
+    s += e;
+  }
+  const Dtype inv = Dtype(1) / s;
+#pragma omp simd
+  for (int c = 0; c < C; ++c) y[c] *= inv;
+}
+
+// The same over `len` <= kTile fibres whose values are `inner` apart (position i of channel c at c * inner + i).
+template <typename Dtype>
+STRATA_HOT_KERNEL void SoftmaxTile(const Dtype* x, Dtype* y, int C, int inner, int len) {
+  Dtype m[kTile], s[kTile];
+  std::copy(x, x + len, m);
+  for (int c = 1; c < C; ++c) {
+    const Dtype* xc = x + static_cast<size_t>(c) * inner;
+#pragma omp simd
+    for (int i = 0; i < len; ++i) m[i] = std::max(m[i], xc[i]);
+  }
+  std::fill(s, s + len, Dtype(0));
+  for (int c = 0; c < C; ++c) {
+    const Dtype* xc = x + static_cast<size_t>(c) * inner;
+    Dtype* yc = y + static_cast<size_t>(c) * inner;
+#pragma omp simd
+    for (int i = 0; i < len; ++i) {
+      const Dtype e = act::exp(xc[i] - m[i]);
+      yc[i] = e;
+      s[i] += e;
+    }
+  }
+#pragma omp simd
+  for (int i = 0; i < len; ++i) s[i] = Dtype(1) / s[i];
+  for (int c = 0; c < C; ++c) {
+    Dtype* yc = y + static_cast<size_t>(c) * inner;
+#pragma omp simd
+    for (int i = 0; i < len; ++i) yc[i] *= s[i];
+  }
+}
+
+// dx = (dy - dy . y) * y over one contiguous fibre. dx may be dy: all of dy is read for the dot first.
+template <typename Dtype>
+STRATA_HOT_KERNEL void SoftmaxFibreBackward(const Dtype* y, const Dtype* dy, Dtype* dx, int C) {
+  Dtype d = 0;
+#pragma omp simd reduction(+ : d)
+  for (int c = 0; c < C; ++c) d += dy[c] * y[c];
+#pragma omp simd
+  for (int c = 0; c < C; ++c) dx[c] = (dy[c] - d) * y[c];
+}
+
+template <typename Dtype>
+STRATA_HOT_KERNEL void SoftmaxTileBackward(const Dtype* y, const Dtype* dy, Dtype* dx, int C, int inner, int len) {
+  Dtype d[kTile] = {};
+  for (int c = 0; c < C; ++c) {
+    const size_t base = static_cast<size_t>(c) * inner;
+#pragma omp simd
+    for (int i = 0; i < len; ++i) d[i] += dy[base + i] * y[base + i];
+  }
+  for (int c = 0; c < C; ++c) {
+    const size_t base = static_cast<size_t>(c) * inner;
+#pragma omp simd
+    for (int i = 0; i < len; ++i) dx[base + i] = (dy[base + i] - d[i]) * y[base + i];
+  }
+}
+
 }  // namespace
 
 template <typename Dtype>
@@ -44,58 +120,13 @@ template <typename Dtype>
 void SoftmaxLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
-  const int C = channels_;
-  const int inner = inner_;
+  const int C = channels_, inner = inner_;
   if (C == 0) return;
   if (inner == 1) {
-    for_each_block(outer_, C, 1, [=](size_t off, int) {
-      const Dtype* xr = x + off;
-      Dtype* yr = y + off;
-      Dtype m = xr[0];
-#pragma omp simd reduction(max : m)
-      for (int c = 0; c < C; ++c) m = std::max(m, xr[c]);
-      Dtype s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int c = 0; c < C; ++c) {
-        const Dtype e = act::exp(xr[c] - m);
-        yr[c] = e;
-        s += e;
-      }
-      const Dtype inv = Dtype(1) / s;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) yr[c] *= inv;
-    });
-    return;
+    for_each_block(outer_, C, 1, [=](size_t off, int) { SoftmaxFibre(x + off, y + off, C); });
+  } else {
+    for_each_block(outer_, C, inner, [=](size_t off, int len) { SoftmaxTile(x + off, y + off, C, inner, len); });
   }
-  for_each_block(outer_, C, inner, [=](size_t off, int len) {
-    const Dtype* xo = x + off;
-    Dtype* yo = y + off;
-    Dtype m[kTile], s[kTile];
-    std::copy(xo, xo + len, m);
-    for (int c = 1; c < C; ++c) {
-      const Dtype* xc = xo + static_cast<size_t>(c) * inner;
-#pragma omp simd
-      for (int i = 0; i < len; ++i) m[i] = std::max(m[i], xc[i]);
-    }
-    std::fill(s, s + len, Dtype(0));
-    for (int c = 0; c < C; ++c) {
-      const Dtype* xc = xo + static_cast<size_t>(c) * inner;
-      Dtype* yc = yo + static_cast<size_t>(c) * inner;
-#pragma omp simd
-      for (int i = 0; i < len; ++i) {
-        const Dtype e = act::exp(xc[i] - m[i]);
-        yc[i] = e;
-        s[i] += e;
-      }
-    }
-#pragma omp simd
-    for (int i = 0; i < len; ++i) s[i] = Dtype(1) / s[i];
-    for (int c = 0; c < C; ++c) {
-      Dtype* yc = yo + static_cast<size_t>(c) * inner;
-#pragma omp simd
-      for (int i = 0; i < len; ++i) yc[i] *= s[i];
-    }
-  });
 }
 
 template <typename Dtype>
@@ -105,33 +136,15 @@ void SoftmaxLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   const Dtype* y = top[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
-  const int C = channels_;
-  const int inner = inner_;
+  const int C = channels_, inner = inner_;
   if (C == 0) return;
   // dx may be dy (in place): each block reads all of its dy for the dot before it writes dx.
   if (inner == 1) {
-    for_each_block(outer_, C, 1, [=](size_t off, int) {
-      Dtype d = 0;
-#pragma omp simd reduction(+ : d)
-      for (int c = 0; c < C; ++c) d += dy[off + c] * y[off + c];
-#pragma omp simd
-      for (int c = 0; c < C; ++c) dx[off + c] = (dy[off + c] - d) * y[off + c];
-    });
-    return;
+    for_each_block(outer_, C, 1, [=](size_t off, int) { SoftmaxFibreBackward(y + off, dy + off, dx + off, C); });
+  } else {
+    for_each_block(outer_, C, inner,
+                   [=](size_t off, int len) { SoftmaxTileBackward(y + off, dy + off, dx + off, C, inner, len); });
   }
-  for_each_block(outer_, C, inner, [=](size_t off, int len) {
-    Dtype d[kTile] = {};
-    for (int c = 0; c < C; ++c) {
-      const size_t base = off + static_cast<size_t>(c) * inner;
-#pragma omp simd
-      for (int i = 0; i < len; ++i) d[i] += dy[base + i] * y[base + i];
-    }
-    for (int c = 0; c < C; ++c) {
-      const size_t base = off + static_cast<size_t>(c) * inner;
-#pragma omp simd
-      for (int i = 0; i < len; ++i) dx[base + i] = (dy[base + i] - d[i]) * y[base + i];
-    }
-  });
 }
 
 STRATA_INSTANTIATE_CLASS(SoftmaxLayer);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "strata/cpu_dispatch.hpp"
 #include "strata/math_functions.hpp"
 
 namespace strata {
@@ -22,7 +23,7 @@ namespace {
 // The CPU rules below are functions (g, i) -> step that advance element i's history. Each runs in one of two
 // sweeps: Caffe's ComputeUpdateValue (the step replaces the gradient) or the one-pass update.
 template <typename Dtype, typename Rule>
-void step_sweep(Blob<Dtype>* p, Rule rule) {
+STRATA_HOT_KERNEL void step_sweep(Blob<Dtype>* p, Rule rule) {
   Dtype* g = p->mutable_cpu_diff();
   const size_t n = static_cast<size_t>(p->count());
   for (size_t i = 0; i < n; ++i) g[i] = rule(g[i], i);
@@ -31,7 +32,7 @@ void step_sweep(Blob<Dtype>* p, Rule rule) {
 // g' = grad_scale g + decay term; w -= rule(g', i); g = 0. The decay term is chosen outside the loop so that
 // the loop body stays branch-free and vectorises.
 template <typename Dtype, typename Rule>
-void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, const typename Solver<Dtype>::FusedStep& s, Rule rule) {
+STRATA_HOT_KERNEL void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, const typename Solver<Dtype>::FusedStep& s, Rule rule) {
   Dtype* w = p->mutable_cpu_data();
   Dtype* g = p->mutable_cpu_diff();
   const Dtype scale = s.grad_scale, decay = s.decay;

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs a built Strata into a temporary prefix and uses it as a user's project would: examples/custom_layer is
+# configured with find_package(Strata) against that prefix, built, and run (a layer of its own in a net, forward,
+# backward and a gradient check); the installed `strata` tool must run from the prefix too.
+#
+#   tests/install_consumer.sh BUILD_DIR SOURCE_DIR      (ctest: install_consumer)
+set -euo pipefail
+build=$(cd "${1:?usage: install_consumer.sh BUILD_DIR SOURCE_DIR}" && pwd)
+src=$(cd "${2:?usage: install_consumer.sh BUILD_DIR SOURCE_DIR}" && pwd)
+tmp=$(mktemp -d /tmp/strata_install_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+step() { echo "install_consumer: $*"; }
+fail() { echo "install_consumer: FAILED: $*" >&2; exit 1; }
+
+step "cmake --install into $prefix"
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+for f in lib/libstrata.so bin/strata include/strata/net.hpp include/strata/proto/strata.pb.h \
+         lib/cmake/Strata/StrataConfig.cmake lib/cmake/Strata/StrataTargets.cmake; do
+  [ -e "$prefix/$f" ] || fail "the prefix has no $f"
+done
+
+step "the installed strata tool runs"
+"$prefix/bin/strata" time --model="$src/models/lenet/deploy.prototxt" --iterations=1 --step=false \
+  > "$tmp/time.log" 2>&1 || { cat "$tmp/time.log"; fail "installed strata time"; }
+grep -q "Average Forward pass" "$tmp/time.log" || { cat "$tmp/time.log"; fail "no timing from the installed strata"; }
+
+step "configure and build examples/custom_layer against the prefix"
+cmake -S "$src/examples/custom_layer" -B "$tmp/example" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  > "$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "configure the example"; }
+cmake --build "$tmp/example" -j 2 > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build the example"; }
+
+step "run it"
+"$tmp/example/custom_layer" > "$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; fail "the example failed"; }
+cat "$tmp/run.log"
+grep -q "layer softsign has type Softsign" "$tmp/run.log" || fail "the custom layer was not used"
+grep -q "custom layer example: OK" "$tmp/run.log" || fail "the example's checks"
+# It linked the installed library, not the build tree's.
+if ! ldd "$tmp/example/custom_layer" | grep -q "$prefix/lib/libstrata.so"; then
+  ldd "$tmp/example/custom_layer"
+  fail "the example is not linked against $prefix/lib/libstrata.so"
+fi
+step "OK"

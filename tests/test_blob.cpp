@@ -1,0 +1,280 @@
+// Blob: shapes and their checks, counts and offsets, lazy memory that grows and never shrinks, sharing, the
+// whole-blob arithmetic, and BlobProto in both directions (N-d shapes and Caffe's legacy num/channels/height/width).
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/memory_tracker.hpp"
+
+namespace strata {
+namespace {
+
+template <typename Dtype>
+class BlobTest : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(BlobTest, Dtypes);
+
+// Writes v[i] into the data (or the diff) of a blob with as many elements.
+template <typename Dtype>
+void Fill(Blob<Dtype>* b, const std::vector<double>& v, bool diff = false) {
+  ASSERT_EQ(b->count(), static_cast<int>(v.size()));
+  Dtype* p = diff ? b->mutable_cpu_diff() : b->mutable_cpu_data();
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<Dtype>(v[i]);
+}
+
+TEST(Blob, EmptyBlobHasNoAxesAndNothingToSum) {
+  Blob<float> b;
+  EXPECT_EQ(b.num_axes(), 0);
+  EXPECT_EQ(b.count(), 0);
+  EXPECT_EQ(b.shape_string(), "(0)");
+  Blob<float> zero({3, 0, 2});
+  EXPECT_EQ(zero.count(), 0);
+  EXPECT_EQ(zero.asum_data(), 0.f);
+  EXPECT_EQ(zero.sumsq_diff(), 0.f);
+}
+
+TEST(Blob, ShapeCountsAndAxes) {
+  Blob<float> b({2, 3, 4, 5});
+  EXPECT_EQ(b.num_axes(), 4);
+  EXPECT_EQ(b.count(), 120);
+  EXPECT_EQ(b.count(1), 60);
+  EXPECT_EQ(b.count(1, 3), 12);
+  EXPECT_EQ(b.count(2, 2), 1);
+  EXPECT_EQ(b.shape(0), 2);
+  EXPECT_EQ(b.shape(-1), 5);
+  EXPECT_EQ(b.shape(-4), 2);
+  EXPECT_EQ(b.CanonicalAxisIndex(-3), 1);
+  EXPECT_THROW(b.CanonicalAxisIndex(4), Error);
+  EXPECT_THROW(b.CanonicalAxisIndex(-5), Error);
+  EXPECT_EQ(b.shape_string(), "2 3 4 5 (120)");
+  EXPECT_EQ(b.num(), 2);
+  EXPECT_EQ(b.channels(), 3);
+  EXPECT_EQ(b.height(), 4);
+  EXPECT_EQ(b.width(), 5);
+
+  // Legacy accessors read missing trailing axes as 1.
+  Blob<float> fc({6, 7});
+  EXPECT_EQ(fc.num(), 6);
+  EXPECT_EQ(fc.channels(), 7);
+  EXPECT_EQ(fc.height(), 1);
+  EXPECT_EQ(fc.width(), 1);
+}
+
+TEST(Blob, BadShapesAreErrors) {
+  Blob<float> b;
+  EXPECT_THROW(b.Reshape(std::vector<int>{2, -1}), Error);
+  EXPECT_THROW(b.Reshape(std::vector<int>{1 << 16, 1 << 16}), Error);  // more than INT_MAX elements
+  EXPECT_THROW(b.Reshape(std::vector<int>(kMaxBlobAxes + 1, 1)), Error);
+  b.Reshape(std::vector<int>(kMaxBlobAxes, 1));
+  EXPECT_EQ(b.num_axes(), kMaxBlobAxes);
+  BlobShape too_big;
+  too_big.add_dim(static_cast<int64_t>(INT_MAX) + 1);
+  EXPECT_THROW(b.Reshape(too_big), Error);
+}
+
+TEST(Blob, OffsetsAreRowMajor) {
+  Blob<float> b({2, 3, 4, 5});
+  EXPECT_EQ(b.offset(0, 0, 0, 0), 0);
+  EXPECT_EQ(b.offset(0, 0, 0, 1), 1);
+  EXPECT_EQ(b.offset(0, 0, 1, 0), 5);
+  EXPECT_EQ(b.offset(0, 1, 0, 0), 20);
+  EXPECT_EQ(b.offset(1, 2, 3, 4), 119);
+  EXPECT_EQ(b.offset(std::vector<int>{1, 2, 3, 4}), 119);
+  // Fewer indices than axes: the rest are 0.
+  EXPECT_EQ(b.offset(std::vector<int>{1, 2}), b.offset(1, 2));
+  EXPECT_EQ(b.offset(std::vector<int>{1, 2}), 100);
+  // data_at reads through the same offsets.
+  float* d = b.mutable_cpu_data();
+  for (int i = 0; i < b.count(); ++i) d[i] = static_cast<float>(i);
+  EXPECT_EQ(b.data_at(1, 0, 2, 3), 60 + 10 + 3);
+  EXPECT_EQ(b.data_at({0, 2, 1, 1}), 40 + 5 + 1);
+}
+
+TEST(Blob, MemoryStartsZeroedAndGrowsButNeverShrinks) {
+  Blob<float> b({4, 5});
+  for (int i = 0; i < b.count(); ++i) {
+    EXPECT_EQ(b.cpu_data()[i], 0.f);
+    EXPECT_EQ(b.cpu_diff()[i], 0.f);
+  }
+  const auto data = b.data();
+  const float* p = b.cpu_data();
+  b.Reshape(std::vector<int>{2, 3});  // smaller: the same memory
+  EXPECT_EQ(b.count(), 6);
+  EXPECT_EQ(b.data(), data);
+  EXPECT_EQ(b.cpu_data(), p);
+  b.Reshape(std::vector<int>{20});  // back within the capacity: still the same
+  EXPECT_EQ(b.data(), data);
+  b.Reshape(std::vector<int>{21});  // beyond it: new memory of the new size
+  EXPECT_NE(b.data(), data);
+  EXPECT_EQ(b.data()->size(), 21 * sizeof(float));
+  EXPECT_EQ(b.diff()->size(), 21 * sizeof(float));
+
+  BlobShape shape;
+  shape.add_dim(3);
+  shape.add_dim(7);
+  b.Reshape(shape);
+  EXPECT_EQ(b.shape(), (std::vector<int>{3, 7}));
+  Blob<float> like;
+  like.ReshapeLike(b);
+  EXPECT_EQ(like.shape(), b.shape());
+}
+
+TEST(Blob, ShareDataAndShareDiffAlias) {
+  Blob<float> a({2, 3}), b({6});
+  b.ShareData(a);
+  a.mutable_cpu_data()[4] = 7.f;
+  EXPECT_EQ(b.cpu_data()[4], 7.f);
+  b.mutable_cpu_data()[0] = -1.f;
+  EXPECT_EQ(a.cpu_data()[0], -1.f);
+  // The diffs are still their own.
+  a.mutable_cpu_diff()[1] = 3.f;
+  EXPECT_EQ(b.cpu_diff()[1], 0.f);
+  b.ShareDiff(a);
+  EXPECT_EQ(b.cpu_diff()[1], 3.f);
+  EXPECT_EQ(b.diff(), a.diff());
+  EXPECT_EQ(b.shape(), (std::vector<int>{6}));  // sharing keeps the blob's own shape
+}
+
+TYPED_TEST(BlobTest, UpdateSubtractsTheDiff) {
+  Blob<TypeParam> b({5});
+  Fill(&b, {1, 2, 3, 4, 5});
+  Fill(&b, {0.5, -1, 0, 4, 10}, true);
+  b.Update();
+  const std::vector<double> want = {0.5, 3, 3, 0, -5};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(b.cpu_data()[i], static_cast<TypeParam>(want[i])) << i;
+  EXPECT_EQ(b.cpu_diff()[1], TypeParam(-1)) << "Update leaves the diff alone";
+}
+
+TYPED_TEST(BlobTest, SumsAndScaling) {
+  Blob<TypeParam> b({2, 2});
+  Fill(&b, {1, -2, 3, -4});
+  Fill(&b, {0.5, 0.25, -0.5, 2}, true);
+  EXPECT_EQ(b.asum_data(), TypeParam(10));
+  EXPECT_EQ(b.sumsq_data(), TypeParam(30));
+  EXPECT_EQ(b.asum_diff(), TypeParam(3.25));
+  EXPECT_EQ(b.sumsq_diff(), TypeParam(0.25 + 0.0625 + 0.25 + 4));
+  b.scale_data(TypeParam(-0.5));
+  EXPECT_EQ(b.cpu_data()[0], TypeParam(-0.5));
+  EXPECT_EQ(b.cpu_data()[3], TypeParam(2));
+  EXPECT_EQ(b.asum_data(), TypeParam(5));
+  b.scale_diff(TypeParam(4));
+  EXPECT_EQ(b.cpu_diff()[1], TypeParam(1));
+  EXPECT_EQ(b.cpu_diff()[2], TypeParam(-2));
+  EXPECT_EQ(b.cpu_data()[1], TypeParam(1)) << "scale_diff leaves the data alone";
+}
+
+TEST(Blob, CopyFromCopiesDataOrDiffAndReshapesOnlyWhenAllowed) {
+  Blob<float> src({2, 3}), dst({2, 3}), other({3, 2});
+  for (int i = 0; i < 6; ++i) {
+    src.mutable_cpu_data()[i] = static_cast<float>(i);
+    src.mutable_cpu_diff()[i] = static_cast<float>(10 + i);
+  }
+  dst.CopyFrom(src);
+  EXPECT_EQ(dst.cpu_data()[5], 5.f);
+  EXPECT_EQ(dst.cpu_diff()[5], 0.f);
+  dst.CopyFrom(src, /*copy_diff=*/true);
+  EXPECT_EQ(dst.cpu_diff()[2], 12.f);
+  EXPECT_THROW(other.CopyFrom(src), Error);  // same count, other shape
+  other.CopyFrom(src, false, /*reshape=*/true);
+  EXPECT_EQ(other.shape(), src.shape());
+  EXPECT_EQ(other.cpu_data()[4], 4.f);
+}
+
+TYPED_TEST(BlobTest, ProtoRoundTripKeepsShapeDataAndDiff) {
+  Blob<TypeParam> b({2, 1, 3});
+  Fill(&b, {0.1, -0.2, 0.3, 1e-3, 5, -6});
+  Fill(&b, {1, 2, 3, 4, 5, 6}, true);
+  BlobProto proto;
+  b.ToProto(&proto, /*write_diff=*/true);
+  ASSERT_EQ(proto.shape().dim_size(), 3);
+  EXPECT_EQ(proto.shape().dim(2), 3);
+  // float blobs write `data`, double blobs `double_data`, so neither loses precision.
+  const bool is_double = sizeof(TypeParam) == sizeof(double);
+  EXPECT_EQ(proto.data_size(), is_double ? 0 : 6);
+  EXPECT_EQ(proto.double_data_size(), is_double ? 6 : 0);
+  EXPECT_EQ(proto.diff_size() + proto.double_diff_size(), 6);
+
+  Blob<TypeParam> c;
+  c.FromProto(proto);
+  EXPECT_EQ(c.shape(), b.shape());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(c.cpu_data()[i], b.cpu_data()[i]) << i;
+    EXPECT_EQ(c.cpu_diff()[i], b.cpu_diff()[i]) << i;
+  }
+  BlobProto without_diff;
+  b.ToProto(&without_diff);
+  EXPECT_EQ(without_diff.diff_size() + without_diff.double_diff_size(), 0);
+}
+
+TEST(Blob, FromProtoReadsLegacyFourAxisShapes) {
+  BlobProto proto;
+  proto.set_num(2);
+  proto.set_channels(1);
+  proto.set_height(2);
+  proto.set_width(3);
+  for (int i = 0; i < 12; ++i) proto.add_data(0.5f * i);
+  Blob<float> b;
+  b.FromProto(proto);
+  EXPECT_EQ(b.shape(), (std::vector<int>{2, 1, 2, 3}));
+  EXPECT_EQ(b.data_at(1, 0, 1, 2), 0.5f * 11);
+  EXPECT_TRUE(b.ShapeEquals(proto));
+
+  // Caffe stored inner-product weights as (1, 1, out, in): they load into an (out, in) blob unreshaped.
+  BlobProto fc;
+  fc.set_num(1);
+  fc.set_channels(1);
+  fc.set_height(2);
+  fc.set_width(3);
+  for (int i = 0; i < 6; ++i) fc.add_data(static_cast<float>(i));
+  Blob<float> w({2, 3});
+  EXPECT_TRUE(w.ShapeEquals(fc));
+  w.FromProto(fc, /*reshape=*/false);
+  EXPECT_EQ(w.shape(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(w.cpu_data()[5], 5.f);
+}
+
+TEST(Blob, FromProtoRefusesMismatches) {
+  BlobProto proto;
+  proto.mutable_shape()->add_dim(2);
+  proto.mutable_shape()->add_dim(2);
+  for (int i = 0; i < 4; ++i) proto.add_data(1.f);
+  Blob<float> wrong_shape({4});
+  EXPECT_FALSE(wrong_shape.ShapeEquals(proto));
+  EXPECT_THROW(wrong_shape.FromProto(proto, /*reshape=*/false), Error);
+  proto.add_data(1.f);  // five values for four elements
+  Blob<float> b;
+  EXPECT_THROW(b.FromProto(proto), Error);
+}
+
+TEST(Blob, MemoryCategoryDecidesWhereTheBytesCount) {
+  const size_t param_before = MemoryTracker::current(MemoryCategory::kParameter);
+  const size_t act_before = MemoryTracker::current(MemoryCategory::kActivation);
+  {
+    Blob<float> b({100});
+    b.set_memory_category(MemoryCategory::kParameter);
+    EXPECT_EQ(b.resident_bytes(), 0u) << "no memory before the first access";
+    EXPECT_FALSE(b.has_data());
+    b.mutable_cpu_data();
+    EXPECT_TRUE(b.has_data());
+    EXPECT_EQ(b.resident_bytes(), 400u);
+    EXPECT_EQ(MemoryTracker::current(MemoryCategory::kParameter), param_before + 400);
+    b.mutable_cpu_diff();
+    EXPECT_EQ(b.resident_bytes(), 800u);
+    b.set_memory_category(MemoryCategory::kActivation);
+    EXPECT_EQ(MemoryTracker::current(MemoryCategory::kParameter), param_before);
+    EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before + 800);
+    b.release_memory();
+    EXPECT_FALSE(b.has_data());
+    EXPECT_EQ(b.resident_bytes(), 0u);
+    EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before);
+    b.mutable_cpu_data()[3] = 2.f;  // comes back zeroed, and counted again
+    EXPECT_EQ(b.cpu_data()[2], 0.f);
+    EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before + 400);
+  }
+  EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before) << "the destructor releases";
+}
+
+}  // namespace
+}  // namespace strata

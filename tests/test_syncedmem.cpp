@@ -1,0 +1,163 @@
+// SyncedMemory: nothing is allocated before the first access, the head follows the last writer, released memory
+// comes back zeroed, borrowed memory is neither freed nor counted, and MemoryTracker sees every byte under the
+// block's category. The device side: a CPU-only build refuses it outright; a GPU build moves values both ways
+// (skipped without a GPU).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "strata/device.hpp"
+#include "strata/memory_tracker.hpp"
+#include "strata/syncedmem.hpp"
+
+namespace strata {
+namespace {
+
+size_t Current(MemoryCategory c) { return MemoryTracker::current(c); }
+
+TEST(SyncedMemory, AllocatesLazilyAndZeroed) {
+  const size_t before = Current(MemoryCategory::kWorkspace);
+  SyncedMemory mem(64 * sizeof(float), MemoryCategory::kWorkspace);
+  EXPECT_EQ(mem.head(), SyncedMemory::UNINITIALIZED);
+  EXPECT_EQ(mem.size(), 64 * sizeof(float));
+  EXPECT_EQ(mem.category(), MemoryCategory::kWorkspace);
+  EXPECT_EQ(mem.resident_bytes(), 0u);
+  EXPECT_EQ(mem.device_bytes(), 0u);
+  EXPECT_EQ(Current(MemoryCategory::kWorkspace), before);
+
+  const float* p = static_cast<const float*>(mem.cpu_data());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << "host memory is 64-byte aligned";
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(p[i], 0.f);
+  EXPECT_EQ(mem.head(), SyncedMemory::HEAD_AT_CPU);
+  EXPECT_EQ(mem.resident_bytes(), 64 * sizeof(float));
+  EXPECT_EQ(Current(MemoryCategory::kWorkspace), before + 64 * sizeof(float));
+  // Further reads and writes keep the same memory.
+  EXPECT_EQ(mem.mutable_cpu_data(), p);
+  EXPECT_EQ(mem.cpu_data(), p);
+}
+
+TEST(SyncedMemory, ReleaseFreesAndTheNextAccessStartsOver) {
+  const size_t before = Current(MemoryCategory::kActivation);
+  SyncedMemory mem(32, MemoryCategory::kActivation);
+  std::memset(mem.mutable_cpu_data(), 0xab, 32);
+  mem.release();
+  EXPECT_EQ(mem.head(), SyncedMemory::UNINITIALIZED);
+  EXPECT_EQ(mem.resident_bytes(), 0u);
+  EXPECT_EQ(Current(MemoryCategory::kActivation), before);
+  const unsigned char* q = static_cast<const unsigned char*>(mem.cpu_data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q[i], 0) << "released memory comes back zeroed";
+  EXPECT_EQ(Current(MemoryCategory::kActivation), before + 32);
+}
+
+TEST(SyncedMemory, DestructorReleasesTheCount) {
+  const size_t before = Current(MemoryCategory::kOther);
+  {
+    SyncedMemory mem(1000);
+    mem.mutable_cpu_data();
+    EXPECT_EQ(Current(MemoryCategory::kOther), before + 1000);
+  }
+  EXPECT_EQ(Current(MemoryCategory::kOther), before);
+}
+
+TEST(SyncedMemory, BorrowedHostMemoryIsNotOwnedOrCounted) {
+  const size_t before = Current(MemoryCategory::kParameter);
+  std::vector<float> outside(8, 2.5f);
+  {
+    SyncedMemory mem(8 * sizeof(float), MemoryCategory::kParameter);
+    mem.mutable_cpu_data();  // an owned block first: handing over memory must free it
+    EXPECT_EQ(Current(MemoryCategory::kParameter), before + 32);
+    mem.set_cpu_data(outside.data());
+    EXPECT_EQ(Current(MemoryCategory::kParameter), before);
+    EXPECT_EQ(mem.head(), SyncedMemory::HEAD_AT_CPU);
+    EXPECT_EQ(mem.cpu_data(), outside.data());
+    EXPECT_EQ(mem.resident_bytes(), 0u);
+    static_cast<float*>(mem.mutable_cpu_data())[3] = -1.f;
+  }
+  // The block is gone; the vector it borrowed is intact (not freed) and holds the write.
+  EXPECT_EQ(outside[3], -1.f);
+  EXPECT_EQ(outside[4], 2.5f);
+  EXPECT_EQ(Current(MemoryCategory::kParameter), before);
+}
+
+TEST(SyncedMemory, SetCategoryMovesTheBytes) {
+  const size_t act = Current(MemoryCategory::kActivation), work = Current(MemoryCategory::kWorkspace);
+  SyncedMemory mem(128, MemoryCategory::kActivation);
+  mem.set_category(MemoryCategory::kWorkspace);  // nothing allocated yet: only the label changes
+  EXPECT_EQ(Current(MemoryCategory::kWorkspace), work);
+  mem.cpu_data();
+  EXPECT_EQ(Current(MemoryCategory::kWorkspace), work + 128);
+  mem.set_category(MemoryCategory::kActivation);
+  EXPECT_EQ(mem.category(), MemoryCategory::kActivation);
+  EXPECT_EQ(Current(MemoryCategory::kWorkspace), work);
+  EXPECT_EQ(Current(MemoryCategory::kActivation), act + 128);
+}
+
+TEST(MemoryTracker, CategoriesAndSpacesCountApartAndPeaksReset) {
+  const MemoryCategory c = MemoryCategory::kWorkspace;
+  const size_t host = MemoryTracker::current(c), device = MemoryTracker::current(c, MemorySpace::kDevice);
+  const size_t other = MemoryTracker::current(MemoryCategory::kParameter);
+  MemoryTracker::reset_peak(c);
+  EXPECT_EQ(MemoryTracker::peak(c), host);
+  MemoryTracker::allocated(c, 5000);
+  MemoryTracker::allocated(c, 3000);
+  MemoryTracker::released(c, 5000);
+  EXPECT_EQ(MemoryTracker::current(c), host + 3000);
+  EXPECT_EQ(MemoryTracker::peak(c), host + 8000);
+  EXPECT_EQ(MemoryTracker::current(c, MemorySpace::kDevice), device) << "host bytes are not device bytes";
+  EXPECT_EQ(MemoryTracker::current(MemoryCategory::kParameter), other);
+  MemoryTracker::allocated(c, 700, MemorySpace::kDevice);
+  EXPECT_EQ(MemoryTracker::current(c, MemorySpace::kDevice), device + 700);
+  MemoryTracker::released(c, 700, MemorySpace::kDevice);
+  MemoryTracker::reset_all_peaks();
+  EXPECT_EQ(MemoryTracker::peak(c), host + 3000) << "a reset peak starts from the current level";
+  MemoryTracker::released(c, 3000);
+  EXPECT_EQ(MemoryTracker::current(c), host);
+}
+
+TEST(SyncedMemoryDeathTest, DeviceAccessInACpuOnlyBuildStops) {
+  if (gpu_build()) GTEST_SKIP() << "this build has the GPU backend";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  SyncedMemory mem(16);
+  EXPECT_DEATH(mem.gpu_data(), "no GPU support");
+  EXPECT_DEATH(mem.mutable_gpu_data(), "no GPU support");
+}
+
+TEST(SyncedMemory, HostAndDeviceCopiesFollowTheHead) {
+  if (!gpu_build()) GTEST_SKIP() << "this build has no GPU support";
+  if (gpu_device_count() == 0) GTEST_SKIP() << "no GPU on this machine";
+  if (selected_gpu_device() < 0) select_gpu_device(-1);
+  const size_t device_before = MemoryTracker::current(MemoryCategory::kOther, MemorySpace::kDevice);
+  SyncedMemory mem(4 * sizeof(float));
+  float* host = static_cast<float*>(mem.mutable_cpu_data());
+  for (int i = 0; i < 4; ++i) host[i] = 1.5f * i;
+  // Reading on the device copies up and leaves both sides valid.
+  const void* dev = mem.gpu_data();
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(mem.head(), SyncedMemory::SYNCED);
+  EXPECT_EQ(mem.device_bytes(), 4 * sizeof(float));
+  EXPECT_EQ(MemoryTracker::current(MemoryCategory::kOther, MemorySpace::kDevice), device_before + 16);
+  EXPECT_EQ(mem.cpu_data(), host) << "a synced read changes nothing";
+  EXPECT_EQ(mem.head(), SyncedMemory::SYNCED);
+  // Writing on the device moves the head there; the next host read copies back.
+  mem.mutable_gpu_data();
+  EXPECT_EQ(mem.head(), SyncedMemory::HEAD_AT_GPU);
+  host[2] = -7.f;  // a stale host write: the device copy is the truth now
+  const float* back = static_cast<const float*>(mem.cpu_data());
+  EXPECT_EQ(mem.head(), SyncedMemory::SYNCED);
+  EXPECT_EQ(back[2], 3.f);
+  EXPECT_EQ(back[3], 4.5f);
+  // A block first touched on the device starts zeroed there.
+  SyncedMemory fresh(8);
+  fresh.mutable_gpu_data();
+  EXPECT_EQ(fresh.head(), SyncedMemory::HEAD_AT_GPU);
+  EXPECT_EQ(fresh.resident_bytes(), 0u);
+  const unsigned char* z = static_cast<const unsigned char*>(fresh.cpu_data());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(z[i], 0);
+  mem.release();
+  EXPECT_EQ(mem.device_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace strata
