@@ -20,9 +20,10 @@ inline void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int 
 }
 
 // Splits C = alpha op(A) op(B) + beta C into blocks of whole rows or whole columns of C, one per thread; the
-// reduction dimension K is never split, so every element of C is computed exactly as by one call, whatever the
-// thread count. Rows are split when C is taller than wide, else columns; block edges fall on multiples of 16
-// so that every block keeps OpenBLAS's full-width kernels.
+// reduction dimension K is never split, so a given thread count gives the same bits on every run. (Not the same
+// bits as another count: OpenBLAS may round a block's edge rows differently from the same rows inside the whole
+// product; tests/test_thread_determinism.cpp.) Rows are split when C is taller than wide, else columns; block
+// edges fall on multiples of 16 so that every block keeps OpenBLAS's full-width kernels.
 template <typename Dtype>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, Dtype alpha, const Dtype* A, const Dtype* B,
           Dtype beta, Dtype* C) {
