@@ -410,6 +410,23 @@ TEST_F(SolverFiles, NaNLossStopsAndKeepsEarlierSnapshot) {
   EXPECT_NO_THROW(ReadProtoFromBinaryFile(dir_ + "/nan_iter_1.solverstate", &state));
 }
 
+// A process killed inside a snapshot's write leaves its NAME.tmp.PID (WriteFileAtomically); the next run with the
+// same prefix removes such files before it trains, and leaves every other file alone.
+TEST_F(SolverFiles, StaleSnapshotTemporariesAreRemovedBeforeTraining) {
+  SolverParameter p = MakeSolver("base_lr: 0.1 max_iter: 1");
+  p.set_snapshot_prefix(dir_ + "/run");
+  p.set_snapshot_after_train(true);
+  const std::vector<std::string> stale = {"run_iter_100.caffemodel.tmp.4242", "run_iter_100.solverstate.tmp.77"};
+  const std::vector<std::string> kept = {"run_iter_50.caffemodel", "other_iter_100.caffemodel.tmp.4242", "notes.tmp.1"};
+  for (const auto& f : stale) std::ofstream(dir_ + "/" + f) << "half a snapshot";
+  for (const auto& f : kept) std::ofstream(dir_ + "/" + f) << "not ours";
+  auto solver = SolverRegistry<double>::Create(p);
+  solver->Solve();
+  for (const auto& f : stale) EXPECT_FALSE(FileExists(dir_ + "/" + f)) << f << " was left behind";
+  for (const auto& f : kept) EXPECT_TRUE(FileExists(dir_ + "/" + f)) << f << " was removed";
+  EXPECT_TRUE(FileExists(dir_ + "/run_iter_1.caffemodel"));
+}
+
 TEST_F(SolverFiles, CorruptFilesAreErrors) {
   SolverParameter p = MakeSolver("base_lr: 0.1");
   p.set_snapshot_prefix(dir_ + "/c");
