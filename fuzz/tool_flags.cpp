@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!items.empty()) {
       const size_t lo = strata::ParseByteSize(items.front(), "--min_bytes");
       const size_t hi = strata::ParseByteSize(items.back(), "--max_bytes");
-      strata::GeometricSizes(lo, hi, size ? static_cast<int8_t>(data[0]) : 4);
+      strata::GeometricSizes(lo, hi, static_cast<int8_t>(data[0]));
     }
   } catch (const strata::Error&) {
   }

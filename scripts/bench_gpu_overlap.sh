@@ -5,7 +5,7 @@
 # Input layer (zeros, no data loading): what is compared is the gradient path, and the convolutions cost the same
 # on any values. Writes OUT_DIR/table.md (medians over REPS runs, the first display window of each run not timed).
 #
-#   bash scripts/bench_gpu_overlap.sh [OUT_DIR=/tmp/gpu-bench]     (BATCH=128 ITERS=40 DISPLAY=10 REPS=2)
+#   bash scripts/bench_gpu_overlap.sh [OUT_DIR=/tmp/gpu-bench]     (BATCH=128 ITERS=40 DISPLAY=10 REPS=2 THREADS=)
 # Needs strata and mpirun on PATH (scripts/gpu_unpack.sh sets that up on a GPU machine).
 set -uo pipefail
 out=${1:-/tmp/gpu-bench}
@@ -13,6 +13,7 @@ batch=${BATCH:-128}
 iters=${ITERS:-40}
 display=${DISPLAY:-10}
 reps=${REPS:-2}
+threads=${THREADS:-}  # comm_param.threads: communication threads per rank (empty: Strata's default)
 mkdir -p "$out/logs"
 sed "0,/dim: 32 dim: 3/s//dim: $batch dim: 3/; 0,/shape { dim: 32 }/s//shape { dim: $batch }/" \
   models/alexnet/deploy.prototxt >"$out/alexnet.prototxt"
@@ -37,7 +38,7 @@ snapshot: 0
 snapshot_after_train: false
 solver_mode: GPU
 random_seed: 1701
-comm_param { overlap: $([ "$overlap" = on ] && echo true || echo false) gpu_path: $path }
+comm_param { overlap: $([ "$overlap" = on ] && echo true || echo false) gpu_path: $path${threads:+ threads: $threads} }
 EOF
     log="$out/logs/${name}_rep$rep.log"
     timeout 180 mpirun --oversubscribe --bind-to none --mca btl self,vader -np "$ranks" \
@@ -45,9 +46,9 @@ EOF
   done
 done
 
-python3 - "$out" "$batch" "$gpus" $configs <<'PY' | tee "$out/table.md"
+python3 - "$out" "$batch" "$gpus" "$threads" $configs <<'PY' | tee "$out/table.md"
 import glob, re, statistics, sys
-out, batch, gpus, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+out, batch, gpus, threads, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 window = re.compile(r"Iteration \d+ \([\d.e+-]+ iter/s, ([\d.e+-]+)s/(\d+) iters\)")
 sync = re.compile(r"exposed communication ([\d.]+) ms .*allreduce busy ([\d.]+) ms, comm tail after backward "
                   r"([\d.]+) ms, overlap ratio ([\d.]+)")
@@ -60,7 +61,7 @@ def run(path):
     ms = 1000 * sum(s for s, _ in timed) / sum(n for _, n in timed) if timed else None
     return ms, [statistics.mean(c) for c in zip(*stats)] if stats else None
 
-print("AlexNet, batch %d per rank, %s GPU(s); medians over runs" % (batch, gpus))
+print("AlexNet, batch %d per rank, %s GPU(s), %s communication thread(s) per rank; medians over runs" % (batch, gpus, threads or "default"))
 print()
 print("| configuration | t/iter (ms) | images/s | exposed comm (ms) | allreduce busy (ms) | tail after backward (ms) | overlap ratio |")
 print("|---|---|---|---|---|---|---|")

@@ -4,6 +4,7 @@
 # first target that finds a crash, leaving the input in build-fuzz/crashes/<target>/ (fuzz/README.md).
 #   bash scripts/fuzz.sh                    # every target, 30 s each
 #   FUZZ_SECONDS=5 bash scripts/fuzz.sh net_prototxt datum
+#   FUZZ_SEED=0 FUZZ_SECONDS=600 bash scripts/fuzz.sh   # longer, with a random seed: exploring, not CI
 # Inputs found along the way are kept in build-fuzz/corpus/<target>/ (not in the repository), so a rerun
 # starts from where the last one got to.
 set -euo pipefail
@@ -26,15 +27,17 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=0
 printf '%-18s %12s  %s\n' target inputs result
 for t in "${targets[@]}"; do
+  [ -f "fuzz/$t.cpp" ] || { echo "fuzz.sh: no target '$t' (fuzz/*.cpp)" >&2; exit 2; }
   work=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/logs/$t.log
-  mkdir -p "$work" "$crashes" build-fuzz/logs "fuzz/corpus/$t"
+  mkdir -p "$work" "$crashes" build-fuzz/logs
   # A dictionary named for the target or for the format after its last _ (prototxt.dict serves both nets and solvers).
   dict=()
   for d in "fuzz/$t.dict" "fuzz/${t##*_}.dict"; do
     if [ -f "$d" ]; then dict=(-dict="$d"); break; fi
   done
-  # -timeout: one input running 10 s is a hang; -rss_limit_mb: libFuzzer's default, stated.
-  if build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  # -timeout: one input running 10 s is a hang. -seed: a fixed one (FUZZ_SEED, default 1) makes CI explore the
+  # same way every run, so a result does not change with the draw; FUZZ_SEED=0 draws one.
+  if build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -timeout=10 -seed="${FUZZ_SEED:-1}" -print_final_stats=1 \
        -artifact_prefix="$crashes/" "${dict[@]}" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
     result=ok
   else

@@ -74,7 +74,7 @@ for step in $steps; do
       # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
       for np in 1 2; do
         timeout 280 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
-          strata_mpi_tests --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*' \
+          strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*' \
           >"$out/mpi_gpu_np$np.txt" 2>&1
         say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"
         grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | head -20 | tee -a "$summary"

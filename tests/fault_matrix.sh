@@ -5,7 +5,7 @@
 #
 # Cases:
 #   kill-npN-rankR-POINT   rank R of N kills itself with SIGKILL at POINT (forward, allreduce, snapshot: between
-#                          the .caffemodel and the .solverstate) of iteration 150 (250 for snapshot), through
+#                          the .caffemodel and the .solverstate) of iteration 150 (200 for snapshot), through
 #                          STRATA_FAULT (src/strata/util/fault_injection.cpp)
 #   kill-npN-rankR-outside rank R of N is killed with `kill -9` from outside, at whatever it is doing
 #   SIG-npN-mpirun         SIGINT or SIGTERM to mpirun
@@ -106,21 +106,24 @@ EOF
 }
 extra=()
 
-mpi() {  # mpirun with NP ranks, the fault variable passed through
-  echo timeout -k 5 "$1" "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl self,vader \
-    -x STRATA_FAULT
+mpi_cmd() {  # SECONDS: sets mpi to mpirun with NP ranks under timeout, the fault variable passed through
+  mpi=(timeout -k 5 "$1" "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl self,vader -x STRATA_FAULT)
 }
 
+# Starts training in the background: launcher is timeout, mpirun its child, rank_pids mpirun's children (taken
+# now, while all are alive, so that a rank that outlives mpirun is still checked and cleaned up).
 start_training() {
   solver_text "$snapdir/snap" "${extra[@]}" > "$work/solver.prototxt"
-  $(mpi 180) "$strata" train --solver="$work/solver.prototxt" > "$work/train.log" 2>&1 &
+  mpi_cmd 180
+  "${mpi[@]}" "$strata" train --solver="$work/solver.prototxt" > "$work/train.log" 2>&1 &
   launcher=$!
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 200); do
     mpirun_pid=$(children_of "$launcher" | head -n 1)
-    [ -n "$mpirun_pid" ] && break
+    [ -n "$mpirun_pid" ] && rank_pids=$(children_of "$mpirun_pid")
+    [ "$(echo $rank_pids | wc -w)" -ge "$np" ] && return
     sleep 0.05
   done
-  [ -n "$mpirun_pid" ] || fail "cannot find mpirun under pid $launcher"
+  fail "cannot find mpirun's $np ranks under pid $launcher"
 }
 
 wait_for() {  # SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds, while training runs
@@ -138,7 +141,6 @@ log_has() { grep -q "$1" "$work/train.log" 2>/dev/null; }
 
 # Waits for mpirun and every rank to end within the limit from `fault_ms`; leaves mpirun's status in $status.
 expect_end() {
-  rank_pids=$(children_of "$mpirun_pid")
   while kill -0 "$launcher" 2>/dev/null && [ $(($(now_ms) - fault_ms)) -lt $((limit_s * 1000)) ]; do sleep 0.1; done
   kill -0 "$launcher" 2>/dev/null && fail "mpirun still running ${limit_s} s after the fault (a hang)"
   wait "$launcher"
@@ -166,11 +168,12 @@ expect_resumes() {
   local target=$((last + 20))
   mkdir -p "$work/resumed" "$work/reference"
   solver_text "$snapdir/snap" > "$work/resume.prototxt"
-  STRATA_FAULT= $(mpi 120) "$strata" train --solver="$work/resume.prototxt" \
+  mpi_cmd 120
+  STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/resume.prototxt" \
     --snapshot="$snapdir/snap_iter_$last.solverstate" --iterations=$target > "$work/resume.log" 2>&1 ||
     { tail -n 20 "$work/resume.log" >&2; fail "resuming from snap_iter_$last failed"; }
   solver_text "$work/reference/snap" > "$work/reference.prototxt"
-  STRATA_FAULT= $(mpi 120) "$strata" train --solver="$work/reference.prototxt" --iterations=$target \
+  STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/reference.prototxt" --iterations=$target \
     > "$work/reference.log" 2>&1 || { tail -n 20 "$work/reference.log" >&2; fail "the reference run failed"; }
   cmp -s "$snapdir/snap_iter_$target.caffemodel" "$work/reference/snap_iter_$target.caffemodel" ||
     fail "resumed from iteration $last, the weights at $target differ from an uninterrupted run's"
@@ -238,6 +241,12 @@ case $case_name in
       [ "$status" -eq 0 ] || fail "a stop asked for by a signal ended with status $status"
       expect_line "All ranks stop at iteration"
       expect_line "Optimization stopped early"
+      stop=$(sed -n 's/.*All ranks stop at iteration \([0-9]*\) (requested at iteration \([0-9]*\)).*/\1 \2/p' \
+        "$work/train.log" | head -n 1)
+      read -r at asked <<< "$stop"
+      [ "$at" -eq $((asked + 2)) ] || fail "stopped at iteration $at, not two after the request at $asked"
+      [ -f "$snapdir/snap_iter_$at.caffemodel" ] && [ -f "$snapdir/snap_iter_$at.solverstate" ] ||
+        fail "no final snapshot pair at the stop, iteration $at"
     fi
     expect_resumes
     ;;
@@ -251,10 +260,16 @@ case $case_name in
     fault_ms=$(now_ms)
     expect_end
     expect_failed
-    expect_line "No space left on device"
+    expect_line "cannot write .*No space left on device"
     stray=$(ls "$snapdir" | grep '\.tmp\.' || true)
     [ -z "$stray" ] || fail "the failed write left $stray"
-    # The pairs written before the disk filled are whole: resume from a copy on a disk with room.
+    # The pairs written before the disk filled are whole: each loads, and the newest resumes from a copy on a disk
+    # with room.
+    for state in "$snapdir"/snap_iter_*.solverstate; do
+      model=${state%.solverstate}.caffemodel
+      timeout -k 5 60 "$strata" test --model="$net" --weights="$model" --iterations=1 > "$work/test.log" 2>&1 ||
+        { cat "$work/test.log" >&2; fail "$(basename "$model") does not load"; }
+    done
     mkdir -p "$work/moved"
     cp "$snapdir"/* "$work/moved/"
     umount "$snapdir" && mounted=""
@@ -289,11 +304,11 @@ open(path, "wb").write(data)
 PY
     sed -i 's|layer { name: "in" type: "Input" top: "data" top: "label"|layer { name: "in" type: "Data" top: "data" top: "label" transform_param { scale: 0.00390625 } data_param { source: "'"$work/lmdb"'" batch_size: 16 } }|; /input_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }/d' "$net"
     start_training
-    wait_for 120 "the corrupt record" log_has "lmdb"
+    wait_for 120 "the corrupt record" log_has "(record 6000) is not a Datum"
     fault_ms=$(now_ms)
     expect_end
     expect_failed
-    expect_line "$work/lmdb.*6000"
+    expect_line "layer 'in' (Data): LMDB '$work/lmdb', key '00006000' (record 6000) is not a Datum"
     expect_resumes
     ;;
   nan-loss)

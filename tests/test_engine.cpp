@@ -3,6 +3,7 @@
 // reduces by, and the timeline. The data-parallel engine itself runs under mpirun (tests/mpi).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -10,8 +11,10 @@
 
 #include "data_test_util.hpp"
 #include "strata/engine/bucket_plan.hpp"
+#include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
+#include "strata/parallel.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -240,6 +243,20 @@ TEST(Timeline, WritesChromeTraceSpans) {
   off.Record("conv1", "forward", 0, off.now_us());
   off.Write(dir / "off.json");
   EXPECT_EQ(testing_data::ReadAll(dir / "off.json").find("conv1"), std::string::npos);
+}
+
+TEST(DataParallelOptions, GpuHostStagingGetsAThreadPerCoreUnlessTheSolverSays) {
+  CommParameter p;
+  EXPECT_EQ(DataParallelOptions::FromProto(p).threads, 1);  // CPU training
+  const int expected = std::min(DataParallelOptions::kMaxGpuHostThreads, cores_per_local_rank());
+  EXPECT_EQ(DataParallelOptions::FromProto(p, /*gpu=*/true).threads, expected);
+  p.set_gpu_path(CommParameter::NCCL);
+  EXPECT_EQ(DataParallelOptions::FromProto(p, true).threads, 1);  // NCCL's threads only wait on events
+  p.set_gpu_path(CommParameter::HOST);
+  p.set_threads(3);
+  EXPECT_EQ(DataParallelOptions::FromProto(p, true).threads, 3);
+  p.set_threads(0);
+  EXPECT_THROW(DataParallelOptions::FromProto(p, true), Error);
 }
 
 }  // namespace

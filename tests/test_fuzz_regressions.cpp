@@ -64,7 +64,7 @@ TEST(FuzzRegressions, NetWithAnEmptyInput) {
   const char* kNet = R"(name: "v1" input: "data" input_dim: 0 input_dim: 1 input_dim: 4 input_dim: 4
 layers { name: "ip" type: INNER_PRODUCT bottom: "data" top: "ip" blobs_lr: 1 blobs_lr: 2
          inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
-layers { name: "relnormalizationu" type: RELU bottom: "ip" top: "ip" }
+layers { name: "relu" type: RELU bottom: "ip" top: "ip" }
 layers { name: "prob" type: SOFTMAX bottom: "ip" top: "prob" })";
   NetParameter param;
   ReadProtoFromTextString(kNet, &param);

@@ -32,7 +32,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/util/flag_parsing.hpp"
-#include "allreduce_flags.hpp"  // --allreduce_table: the table the hybrid runs; --allreduce is not read here
+#include "allreduce_flags.hpp"  // --allreduce_table: the table the hybrid runs
 
 DEFINE_string(algorithms, "hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,shm,mpi",
               "Comma-separated algorithms to time: hybrid, linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi "

@@ -43,7 +43,7 @@
 #include "strata/solver.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
-#include "allreduce_flags.hpp"
+#include "allreduce_flags.hpp"  // --allreduce_table
 
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
@@ -76,6 +76,10 @@ DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation wi
                               "(least memory) or all.");
 DEFINE_int32(max_lower_sets, 2000, "plan: enumerate lower sets exactly up to this many; beyond, the DP runs "
                                    "over each node's ancestor closure and each topological prefix.");
+DEFINE_string(allreduce, "hybrid",
+              "train: the allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one "
+              "of linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (docs/allreduce.md); overrides the "
+              "solver's comm_param.");
 
 namespace strata {
 namespace {
@@ -316,10 +320,11 @@ int time_command() {
 // CopyTrainedLayersFrom); layers with parameters that no file sets keep their initial values, which is a
 // warning naming them (fine-tuning a changed net), or an error with --strict_weights.
 void LoadWeights(Net<float>* net, const std::string& files) {
-  STRATA_REQUIRE(!SplitCommas(files).empty()) << "--weights names no file";
+  const std::vector<std::string> weight_files = SplitCommas(files);
+  STRATA_REQUIRE(!weight_files.empty()) << "--weights names no file";
   std::set<std::string> untouched;
   bool first = true;
-  for (const auto& w : SplitCommas(files)) {
+  for (const auto& w : weight_files) {
     LOG(INFO) << "Initialising from " << w;
     const std::vector<std::string> left = net->CopyTrainedLayersFrom(w);
     std::set<std::string> still;
@@ -381,7 +386,7 @@ std::function<SignalAction()> install_signal_handlers() {
 AllreducePolicy gradient_policy(const CommParameter& comm) {
   const bool flag_given = !gflags::GetCommandLineFlagInfoOrDie("allreduce").is_default ||
                           !FLAGS_allreduce_table.empty();
-  if (flag_given) return allreduce_policy_from_flags();
+  if (flag_given) return AllreducePolicy::from_spec(FLAGS_allreduce, FLAGS_allreduce_table);
   if (comm.has_tuning_table()) return AllreducePolicy::from_table_file(comm.tuning_table());
   std::string name = comm.algorithm();
   for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -404,13 +409,12 @@ int train(int* argc, char*** argv) {
     if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
     param.set_snapshot_prefix(prefix);
   }
-  DataParallelOptions options = DataParallelOptions::FromProto(param.comm_param());
-  options.timeline_file = FLAGS_timeline;
-  const AllreducePolicy policy = gradient_policy(param.comm_param());
-
   // The GPU is chosen before MPI comes up: a CUDA-aware MPI picks its device at MPI_Init. As in Caffe, only a
   // solver_mode the solver states selects the GPU (the field's default is GPU).
   const bool gpu = setup_gpu(param.has_solver_mode() && param.solver_mode() == SolverParameter::GPU);
+  DataParallelOptions options = DataParallelOptions::FromProto(param.comm_param(), gpu);
+  options.timeline_file = FLAGS_timeline;
+  const AllreducePolicy policy = gradient_policy(param.comm_param());
   // MPI comes up here: one communicator per communication thread, waiting threads yield their core.
   Communicator::set_default_mpi_tuning();
   Communicator comm(argc, argv, options.threads);

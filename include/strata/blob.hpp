@@ -74,6 +74,8 @@ class Blob {
   Dtype sumsq_diff() const;
   void scale_data(Dtype factor);
   void scale_diff(Dtype factor);
+  // Zeroes the gradient where the current mode keeps it (on the device in GPU mode, not on a host copy).
+  void clear_diff();
 
   // Make this blob use `other`'s value or gradient memory (shapes must have equal counts).
   void ShareData(const Blob& other);

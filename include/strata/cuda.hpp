@@ -4,7 +4,7 @@
 //
 // All GPU work runs on the legacy default stream, so it is ordered with the synchronous cudaMemcpy of
 // SyncedMemory's lazy copies without any further synchronisation. The one exception is data-parallel training's
-// gradient path (strata/comm/gradient_staging.hpp), whose copy and NCCL streams order themselves against it with
+// gradient path (strata/engine/gradient_staging.hpp), whose copy and NCCL streams order themselves against it with
 // events (docs/gpu.md).
 #pragma once
 

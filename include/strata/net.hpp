@@ -79,11 +79,22 @@ class Net {
   // The runner installed, or nullptr when Forward and Backward run the plain passes.
   const NetPassRunner<Dtype>* pass_runner() const { return runner_.get(); }
 
-  // Hooks; each returns nothing and fires in registration order.
-  void add_before_forward_hook(LayerHook h) { before_forward_.push_back(std::move(h)); }
-  void add_after_forward_hook(LayerHook h) { after_forward_.push_back(std::move(h)); }
-  void add_before_backward_hook(LayerHook h) { before_backward_.push_back(std::move(h)); }
-  void add_after_backward_hook(LayerHook h) { after_backward_.push_back(std::move(h)); }
+  // Hooks; each returns nothing and fires in registration order. `owner` (optional) names who added it, so that
+  // RemoveHooks(owner) can take its hooks away when it goes (an engine that outlives nothing of the net's).
+  void add_before_forward_hook(LayerHook h, const void* owner = nullptr) {
+    before_forward_.push_back({owner, std::move(h)});
+  }
+  void add_after_forward_hook(LayerHook h, const void* owner = nullptr) {
+    after_forward_.push_back({owner, std::move(h)});
+  }
+  void add_before_backward_hook(LayerHook h, const void* owner = nullptr) {
+    before_backward_.push_back({owner, std::move(h)});
+  }
+  void add_after_backward_hook(LayerHook h, const void* owner = nullptr) {
+    after_backward_.push_back({owner, std::move(h)});
+  }
+  // Removes every hook added with this owner.
+  void RemoveHooks(const void* owner);
 
   const std::string& name() const { return name_; }
   Phase phase() const { return phase_; }
@@ -178,7 +189,11 @@ class Net {
   std::vector<bool> learnable_param_statistic_;
   std::vector<std::vector<int>> final_after_;
   std::vector<std::vector<int>> layer_learnable_ids_;
-  std::vector<LayerHook> before_forward_, after_forward_, before_backward_, after_backward_;
+  struct OwnedHook {
+    const void* owner;
+    LayerHook fn;
+  };
+  std::vector<OwnedHook> before_forward_, after_forward_, before_backward_, after_backward_;
   // Blobs a layer that rebuilds its bottoms (RebuildsBottomsInBackward) lets go of: dropped after that layer's
   // forward, and dropped again after the backward of the layer that produced them (their last reader).
   // The plain passes (ForwardFromTo, BackwardFromTo) drop them; a pass runner decides for itself.

@@ -13,6 +13,9 @@ namespace strata {
 // The number of threads compute may use: OMP_NUM_THREADS if set, else OPENBLAS_NUM_THREADS if set, else the
 // cores. The first call (made when libstrata loads) also pins OpenBLAS to one thread.
 int compute_threads();
+// This machine's cores divided among the ranks mpirun started on it (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE,
+// MPICH's MPI_LOCALNRANKS; all of them outside mpirun), at least 1.
+int cores_per_local_rank();
 // Changes the thread count for what follows on this thread (tests; a tool's flag).
 void set_compute_threads(int threads);
 

@@ -210,6 +210,15 @@ void Blob<Dtype>::scale_diff(Dtype factor) {
 }
 
 template <typename Dtype>
+void Blob<Dtype>::clear_diff() {
+  if (!count_) return;
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) return gpu_set(count_, Dtype(0), mutable_gpu_diff());
+#endif
+  cpu_set(count_, Dtype(0), mutable_cpu_diff());
+}
+
+template <typename Dtype>
 void Blob<Dtype>::ShareData(const Blob& other) {
   CHECK_EQ(count_, other.count());
   data_ = other.data();

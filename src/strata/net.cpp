@@ -408,17 +408,17 @@ void Net<Dtype>::AppendParam(const NetParameter& param, int layer_id, int param_
 
 template <typename Dtype>
 Dtype Net<Dtype>::RunLayerForward(int i) {
-  for (auto& h : before_forward_) h(i);
+  for (auto& h : before_forward_) h.fn(i);
   const Dtype loss = layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
-  for (auto& h : after_forward_) h(i);
+  for (auto& h : after_forward_) h.fn(i);
   return loss;
 }
 
 template <typename Dtype>
 void Net<Dtype>::RunLayerBackward(int i) {
-  for (auto& h : before_backward_) h(i);
+  for (auto& h : before_backward_) h.fn(i);
   if (layer_need_backward_[i]) layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
-  for (auto& h : after_backward_) h(i);
+  for (auto& h : after_backward_) h.fn(i);
 }
 
 template <typename Dtype>
@@ -480,18 +480,16 @@ void Net<Dtype>::Reshape() {
 }
 
 template <typename Dtype>
-void Net<Dtype>::ClearParamDiffs() {
-  for (Blob<Dtype>* p : learnable_params_) {
-    if (!p->count()) continue;
-#ifdef STRATA_USE_CUDA
-    // In GPU mode the gradients are accumulated on the device: zero them there, not on a host copy.
-    if (Strata::mode() == Strata::GPU) {
-      gpu_set(p->count(), Dtype(0), p->mutable_gpu_diff());
-      continue;
-    }
-#endif
-    cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+void Net<Dtype>::RemoveHooks(const void* owner) {
+  for (auto* hooks : {&before_forward_, &after_forward_, &before_backward_, &after_backward_}) {
+    hooks->erase(std::remove_if(hooks->begin(), hooks->end(), [owner](const OwnedHook& h) { return h.owner == owner; }),
+                 hooks->end());
   }
+}
+
+template <typename Dtype>
+void Net<Dtype>::ClearParamDiffs() {
+  for (Blob<Dtype>* p : learnable_params_) p->clear_diff();
 }
 
 template <typename Dtype>

@@ -17,6 +17,17 @@ int positive_env(const char* name) {
   return n > 0 ? n : 0;
 }
 
+}  // namespace
+
+int cores_per_local_rank() {
+  int local_ranks = positive_env("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (local_ranks == 0) local_ranks = positive_env("MPI_LOCALNRANKS");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
+}
+
+namespace {
+
 int init_threads() {
   int threads = positive_env("OMP_NUM_THREADS");
   if (threads == 0) threads = positive_env("OPENBLAS_NUM_THREADS");
@@ -25,10 +36,7 @@ int init_threads() {
     // OMPI_COMM_WORLD_LOCAL_SIZE, MPICH in MPI_LOCALNRANKS): each computes with its share. With a full team per
     // rank, every OpenMP barrier waits for threads the other ranks have descheduled; LeNet on 2 ranks of 2
     // cores ran at 3-5 iterations/s instead of 90.
-    int local_ranks = positive_env("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (local_ranks == 0) local_ranks = positive_env("MPI_LOCALNRANKS");
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, local_ranks));
+    threads = cores_per_local_rank();
   }
   omp_set_num_threads(threads);
   // OpenBLAS computes on the caller's thread; the OpenMP team is the only pool.

@@ -42,16 +42,18 @@ class BucketPlan {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const Bucket& bucket(int b) const { return buckets_[b]; }
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
-  // The chunks of bucket b (CutBucket).
-  std::vector<ElementRange> chunks(int b) const;
+  // The chunks of bucket b (CutBucket), cut once.
+  const std::vector<ElementRange>& chunks(int b) const { return chunks_[b]; }
   size_t chunk_elems() const { return chunk_elems_; }
 
   // The bucket of learnable param p, or -1 when it is not reduced.
   int bucket_of(int p) const { return bucket_of_param_[p]; }
   // The layer whose update applies learnable param p (its gradient is final after that layer's backward).
   int unit_of(int p) const { return unit_of_param_[p]; }
-  // How many reduced params layer L's update applies.
+  // The reduced params layer L's update applies (final after its backward, in some bucket), and their counts.
+  const std::vector<int>& unit_params(int layer) const { return unit_params_[layer]; }
   int params_in_unit(int layer) const { return unit_total_[layer]; }
+  const std::vector<int>& unit_totals() const { return unit_total_; }
   // The buckets complete once layer L's backward is done, in submission order.
   const std::vector<int>& buckets_after(int layer) const { return layer_buckets_[layer]; }
   // The reduced params layer L reads in forward: what its next forward waits for.
@@ -62,8 +64,10 @@ class BucketPlan {
  private:
   size_t chunk_elems_;
   std::vector<Bucket> buckets_;
+  std::vector<std::vector<ElementRange>> chunks_;
   std::vector<int> bucket_of_param_;
   std::vector<int> unit_of_param_;
+  std::vector<std::vector<int>> unit_params_;
   std::vector<int> unit_total_;
   std::vector<std::vector<int>> layer_buckets_;
   std::vector<std::vector<int>> layer_reads_;

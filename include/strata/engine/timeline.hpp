@@ -4,14 +4,14 @@
 // layers of one process.
 #pragma once
 
-#include <mpi.h>
-
 #include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace strata {
+
+class Collectives;
 
 class Timeline {
  public:
@@ -23,9 +23,9 @@ class Timeline {
   double now_us() const;
   // A span from t0_us to now on row `row` (0: the compute thread). Safe to call from any thread.
   void Record(const std::string& name, const char* category, int row, double t0_us);
-  // Writes the spans as Chrome-trace JSON to `file`, atomically. With a communicator, collective: rank 0 gathers
+  // Writes the spans as Chrome-trace JSON to `file`, atomically. With collectives, collective: rank 0 gathers
   // every rank's spans (pid = rank) and writes them; otherwise this process's alone.
-  void Write(const std::string& file, MPI_Comm comm = MPI_COMM_NULL) const;
+  void Write(const std::string& file, Collectives* ranks = nullptr) const;
 
  private:
   struct Span {

@@ -66,8 +66,6 @@ class LocalEngine : public TrainingEngine<Dtype> {
 
  private:
   Solver<Dtype>* solver_;
-  // The last update left every gradient at zero (one-pass updates), so this iteration need not clear them.
-  bool diffs_clear_ = false;
 };
 
 }  // namespace strata

@@ -70,15 +70,16 @@ BucketPlan::BucketPlan(const Net<Dtype>& net, size_t fusion_elems, size_t chunk_
   }
   close(open);
 
+  unit_params_.assign(num_layers, {});
   for (int L = 0; L < num_layers; ++L) {
     for (int p : net.learnable_params_of_layer(L)) {
       if (bucket_of_param_[p] >= 0) layer_reads_[L].push_back(p);
     }
+    for (int p : net.learnable_params_final_after(L)) {
+      if (bucket_of_param_[p] >= 0) unit_params_[L].push_back(p);
+    }
   }
-}
-
-std::vector<ElementRange> BucketPlan::chunks(int b) const {
-  return CutBucket(buckets_[b].elements, buckets_[b].fused(), chunk_elems_);
+  for (const Bucket& b : buckets_) chunks_.push_back(CutBucket(b.elements, b.fused(), chunk_elems_));
 }
 
 template BucketPlan::BucketPlan(const Net<float>&, size_t, size_t);

@@ -8,16 +8,19 @@
 #include "strata/device.hpp"
 #include "strata/engine/consistency.hpp"
 #include "strata/math_functions.hpp"
+#include "strata/parallel.hpp"
 #include "strata/util/fault_injection.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
 
-DataParallelOptions DataParallelOptions::FromProto(const CommParameter& p) {
+DataParallelOptions DataParallelOptions::FromProto(const CommParameter& p, bool gpu) {
   DataParallelOptions o;
   o.overlap = p.overlap();
   o.chunk_bytes = p.chunk_bytes();
   o.threads = static_cast<int>(p.threads());
+  if (gpu && p.gpu_path() == CommParameter::HOST && !p.has_threads())
+    o.threads = std::min(kMaxGpuHostThreads, cores_per_local_rank());
   o.fusion_bytes = p.fusion_bytes();
   o.checksum_interval = p.checksum_interval();
   o.poll_sleep_us = static_cast<int>(p.poll_sleep_us());
@@ -53,7 +56,7 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
   const size_t num_params = net_->learnable_params().size();
   param_remaining_.assign(num_params, 0);
   param_pending_.assign(num_params, 0);
-  for (int L = 0; L < net_->num_layers(); ++L) unit_remaining_.push_back(plan_.params_in_unit(L));
+  unit_remaining_ = plan_.unit_totals();
   for (const BucketPlan::Bucket& b : plan_.buckets()) fused_.emplace_back(b.fused() ? b.elements : 0);
 
   // GPU training: the chunks reach the communication threads through staging (none in CPU training).
@@ -93,21 +96,28 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
 
 template <typename Dtype>
 void DataParallelEngine<Dtype>::AttachHooks() {
-  net_->add_before_forward_hook([this](int i) {
-    if (i == net_->num_layers() / 2) MaybeInjectFault(FaultPoint::kForward, solver_->iter());
-    WaitForLayer(i);
-    layer_t0_us_ = timeline_.now_us();
-  });
-  net_->add_after_forward_hook([this](int i) { timeline_.Record(net_->layer_names()[i], "forward", 0, layer_t0_us_); });
-  net_->add_before_backward_hook([this](int) { layer_t0_us_ = timeline_.now_us(); });
-  net_->add_after_backward_hook([this](int i) {
-    timeline_.Record(net_->layer_names()[i], "backward", 0, layer_t0_us_);
-    OnBackward(i);
-  });
+  // Owned by this engine: the destructor takes them off the net, which may go on with another engine.
+  net_->add_before_forward_hook(
+      [this](int i) {
+        if (i == net_->num_layers() / 2) MaybeInjectFault(FaultPoint::kForward, solver_->iter());
+        WaitForLayer(i);
+        layer_t0_us_ = timeline_.now_us();
+      },
+      this);
+  net_->add_after_forward_hook(
+      [this](int i) { timeline_.Record(net_->layer_names()[i], "forward", 0, layer_t0_us_); }, this);
+  net_->add_before_backward_hook([this](int) { layer_t0_us_ = timeline_.now_us(); }, this);
+  net_->add_after_backward_hook(
+      [this](int i) {
+        timeline_.Record(net_->layer_names()[i], "backward", 0, layer_t0_us_);
+        OnBackward(i);
+      },
+      this);
 }
 
 template <typename Dtype>
 DataParallelEngine<Dtype>::~DataParallelEngine() {
+  net_->RemoveHooks(this);
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     stop_ = true;
@@ -188,12 +198,12 @@ void DataParallelEngine<Dtype>::UpdateWholeGradient() {
     state_cv_.wait(lock, [this] { return unreduced_params_ == 0; });
   }
   solver_->ApplyUpdate();
-  net_->ClearParamDiffs();
+  if (!solver_->gradients_zeroed()) net_->ClearParamDiffs();
   std::lock_guard<std::mutex> lock(state_mutex_);
   last_update_us_ = timeline_.now_us();
   std::fill(param_pending_.begin(), param_pending_.end(), 0);
   pending_params_ = 0;
-  for (int L = 0; L < net_->num_layers(); ++L) unit_remaining_[L] = plan_.params_in_unit(L);
+  unit_remaining_ = plan_.unit_totals();
 }
 
 template <typename Dtype>
@@ -286,11 +296,11 @@ void DataParallelEngine<Dtype>::Reduce(Worker& w, const Task& t) {
   const double t0 = timeline_.now_us();
   const BucketPlan::Bucket& b = plan_.bucket(t.bucket);
   const auto& params = net_->learnable_params();
+  MaybeInjectFault(FaultPoint::kAllreduce, t.iter);
   if (staging_) {
     // GPU training: summed in host staging (or by NCCL), and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
   } else if (!b.fused()) {
-    MaybeInjectFault(FaultPoint::kAllreduce, t.iter);
     Dtype* g = params[b.params[0]]->mutable_cpu_diff() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
   } else {
@@ -355,22 +365,9 @@ template <typename Dtype>
 void DataParallelEngine<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
   const double t0 = timeline_.now_us();
   if (!fused_update_) solver_->update_layer(layer_id, rate, iter);
-  std::vector<int> params;
-  for (int p : net_->learnable_params_final_after(layer_id)) {
-    if (plan_.bucket_of(p) < 0) continue;
-    params.push_back(p);
-    if (fused_update_) continue;  // one-pass updates already zeroed the gradient
-    Blob<Dtype>* blob = net_->learnable_params()[p];
-#ifdef STRATA_USE_CUDA
-    // In GPU mode the update left the gradient on the device: zero it there rather than copy it back to do so.
-    if (Strata::mode() == Strata::GPU) {
-      gpu_set(blob->count(), Dtype(0), blob->mutable_gpu_diff());
-      continue;
-    }
-#endif
-    cpu_set(blob->count(), Dtype(0), blob->mutable_cpu_diff());
-  }
-  if (!fused_update_) {
+  const std::vector<int>& params = plan_.unit_params(layer_id);
+  if (!fused_update_) {  // one-pass updates already zeroed the gradients
+    for (int p : params) net_->learnable_params()[p]->clear_diff();
     timeline_.Record(net_->layer_names()[layer_id], "update", 1 + static_cast<int>(workers_.size()), t0);
   }
   std::lock_guard<std::mutex> lock(state_mutex_);
@@ -378,7 +375,7 @@ void DataParallelEngine<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
     param_pending_[p] = 0;
     --pending_params_;
   }
-  unit_remaining_[layer_id] = plan_.params_in_unit(layer_id);
+  unit_remaining_[layer_id] = static_cast<int>(params.size());
   last_update_us_ = timeline_.now_us();
   state_cv_.notify_all();
 }
@@ -420,7 +417,7 @@ template <typename Dtype>
 void DataParallelEngine<Dtype>::Finish(int iterations_done) {
   CheckConsistency(iterations_done);
   if (timeline_.enabled()) {
-    timeline_.Write(options_.timeline_file, comm_.world());
+    timeline_.Write(options_.timeline_file, &collectives_);
     LOG_IF(INFO, comm_.rank() == 0) << "Wrote timeline " << options_.timeline_file;
   }
 }

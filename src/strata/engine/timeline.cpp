@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "strata/comm/communicator.hpp"
+#include "strata/comm/collectives.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -33,30 +33,13 @@ std::string Timeline::EventsJson(int pid) const {
   return out.str();
 }
 
-void Timeline::Write(const std::string& file, MPI_Comm comm) const {
-  int rank = 0, ranks = 1;
-  if (comm != MPI_COMM_NULL) {
-    STRATA_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    STRATA_MPI_CHECK(MPI_Comm_size(comm, &ranks));
-  }
-  const std::string mine = EventsJson(rank);
-  std::string all = mine;
-  if (ranks > 1) {
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(ranks), displs(ranks);
-    STRATA_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
-    if (rank == 0) {
-      int total = 0;
-      for (int r = 0; r < ranks; ++r) {
-        displs[r] = total;
-        total += lens[r];
-      }
-      all.assign(total, '\0');
-    }
-    STRATA_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-                                 comm));
-  }
+void Timeline::Write(const std::string& file, Collectives* ranks) const {
+  const int rank = ranks ? ranks->rank() : 0;
+  const std::vector<std::string> spans =
+      ranks ? ranks->GatherToRoot(EventsJson(rank)) : std::vector<std::string>{EventsJson(rank)};
   if (rank != 0) return;
+  std::string all;
+  for (const std::string& s : spans) all += s;
   while (!all.empty() && (all.back() == '\n' || all.back() == ',')) all.pop_back();
   WriteFileAtomically(file, "{\"traceEvents\":[\n" + all + "\n],\"displayTimeUnit\":\"ms\"}\n");
 }

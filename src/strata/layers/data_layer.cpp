@@ -111,10 +111,7 @@ void DataLayer<Dtype>::StopPrefetch() {
 
 template <typename Dtype>
 void DataLayer<Dtype>::set_position(uint64_t position) {
-  CHECK(db_) << "set_position before SetUp";
-  StopPrefetch();
-  position_ = position;
-  StartPrefetch();
+  set_record_stream({position, seed_});
 }
 
 template <typename Dtype>

@@ -90,7 +90,7 @@ Solver<Dtype>::~Solver() {
 
 template <typename Dtype>
 TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<Dtype>> engine) {
-  engine_.reset();  // the old one finishes before the new one attaches to the net
+  engine_.reset();  // the old one stops its threads and detaches its hooks before the new one runs an iteration
   engine_ = engine ? std::move(engine) : std::make_unique<LocalEngine<Dtype>>(this);
   gradient_scale_ = Dtype(1) / (static_cast<Dtype>(engine_->replicas()) * static_cast<Dtype>(param_.iter_size()));
   return engine_.get();
@@ -418,7 +418,7 @@ void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
   const bool fused = updates_in_one_pass();
   if (net_->params_lr()[param_id] == 0) {
     // Frozen: no step, but the one-pass path promises zero gradients after the update.
-    if (fused && p->count() > 0) cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+    if (fused) p->clear_diff();
     return;
   }
   if (fused) {
