@@ -16,6 +16,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   dataset-fashion-mnist
   python3 python3-matplotlib
+  iproute2 util-linux   # ip, tc, nsenter, unshare: the multi-host test bed (scripts/cluster.sh)
 )
 if [ "${STRATA_WITH_BENCH:-0}" = 1 ]; then
   packages+=(python3-torch)

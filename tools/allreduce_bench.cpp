@@ -31,6 +31,7 @@
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/topology.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "allreduce_flags.hpp"  // --allreduce_table: the table the hybrid runs
 
@@ -53,8 +54,9 @@ DEFINE_bool(check, true, "Check every result against the expected sum");
 DEFINE_bool(csv, false, "Print CSV instead of the table");
 DEFINE_bool(memcpy, true, "Also time a memcpy of each size on every rank at once (the bandwidth reference)");
 DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (linear, brb, brd, vhd, vhd_seg, ring, "
-                         "ring_seg, shm) on powers of two from --min_bytes to --max_bytes and write them to "
-                         "--tune_out as the rows for this rank count");
+                         "ring_seg, shm, hier) on powers of two from --min_bytes to --max_bytes and write them "
+                         "to --tune_out as the rows for this rank count (for this layout, NODESxRANKS, when the "
+                         "ranks span several nodes)");
 DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
 DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
                                     "range going rather than flip the table on noise");
@@ -93,6 +95,7 @@ double percentile(std::vector<double> v, double q) {
 struct SizeResult {
   size_t bytes;
   std::vector<Timing> timings;  // algorithms, then memcpy last when timed
+  std::string hybrid_choice;    // what the hybrid ran at this size, and why (when it was timed)
 };
 
 class Bench {
@@ -125,10 +128,13 @@ class Bench {
   SizeResult measure(size_t bytes) {
     const size_t es = size_of(type_);
     const size_t count = std::max<size_t>(1, bytes / es);
-    SizeResult res{count * es, {}};
+    SizeResult res{count * es, {}, {}};
     const size_t nalg = algorithms_.size();
     res.timings.resize(nalg + (FLAGS_memcpy ? 1 : 0));
-    for (size_t a = 0; a < nalg; ++a) res.timings[a].name = names_[a];
+    for (size_t a = 0; a < nalg; ++a) {
+      res.timings[a].name = names_[a];
+      if (names_[a] == "hybrid") res.hybrid_choice = algorithms_[a]->explain(count * es);
+    }
     if (FLAGS_memcpy) res.timings[nalg].name = "memcpy";
 
     // Warm-up, which also sizes the number of timed reps to the time budget (rank 0 decides for all).
@@ -228,12 +234,12 @@ std::vector<std::string> algorithms_from_flags() {
   return names;
 }
 
-void print_header() {
+void print_header(const Topology& topology) {
   if (FLAGS_csv) {
     printf("ranks,dtype,bytes,algorithm,reps,median_us,p90_us,algbw_GBps,busbw_GBps,busbw_over_memcpy,winner\n");
   } else {
-    printf("# allreduce_bench: %d ranks, %s, times are the slowest rank's; * = fastest median at that size\n",
-           g_size, FLAGS_dtype.c_str());
+    printf("# allreduce_bench: %d ranks (%s), %s, times are the slowest rank's; * = fastest median at that size\n",
+           g_size, topology.describe().c_str(), FLAGS_dtype.c_str());
     // Other work on the machine shows in every number; say how much there was.
     if (FILE* f = fopen("/proc/loadavg", "r")) {
       char line[128] = {0};
@@ -273,7 +279,10 @@ void print_result(const SizeResult& res) {
              100 * frac);
     }
   }
-  if (!FLAGS_csv) printf("\n");
+  if (!FLAGS_csv) {
+    if (!res.hybrid_choice.empty()) printf("%10s  %s\n", "", res.hybrid_choice.c_str());
+    printf("\n");
+  }
   fflush(stdout);
 }
 
@@ -312,7 +321,7 @@ int run(MPI_Comm comm) {
     STRATA_REQUIRE(FLAGS_reps >= 1 && FLAGS_min_reps >= 1 && FLAGS_warmup >= 0)
         << "--reps and --min_reps must be >= 1 and --warmup >= 0";
     if (FLAGS_tune) {
-      names = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm"};
+      names = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "hier"};
       STRATA_REQUIRE(FLAGS_sizes.empty()) << "--tune measures powers of two from --min_bytes to --max_bytes; "
                                              "drop --sizes";
     } else {
@@ -331,7 +340,8 @@ int run(MPI_Comm comm) {
     return 1;
   }
 
-  if (g_rank == 0) print_header();
+  const Topology topology = Topology::detect(comm);
+  if (g_rank == 0) print_header(topology);
   std::vector<SizeResult> results;
   for (size_t bytes : sizes) {
     results.push_back(bench->measure(bytes));
@@ -345,9 +355,17 @@ int run(MPI_Comm comm) {
     try {
       CrossoverTable table(FLAGS_tune_out);
       if (std::ifstream(FLAGS_tune_out)) table = CrossoverTable::load(FLAGS_tune_out);
-      table.set(g_size, crossovers(results));
+      // Ranks spread evenly over several nodes get rows of their layout (HxL); otherwise rows of their count.
+      std::string key = std::to_string(g_size);
+      if (topology.nodes() > 1 && topology.uniform()) {
+        table.set_layout(topology.nodes(), topology.local_size(), crossovers(results));
+        key = std::to_string(topology.nodes()) + "x" + std::to_string(topology.local_size());
+      } else {
+        table.set(g_size, crossovers(results));
+      }
       table.save(FLAGS_tune_out);
-      printf("# wrote the crossovers for %d ranks to %s:\n%s", g_size, FLAGS_tune_out.c_str(), table.to_text().c_str());
+      printf("# wrote the crossovers for ranks %s (%s) to %s:\n%s", key.c_str(), topology.describe().c_str(),
+             FLAGS_tune_out.c_str(), table.to_text().c_str());
     } catch (const std::exception& e) {
       fprintf(stderr, "allreduce_bench: %s\n", e.what());
       ok = 0;

@@ -19,7 +19,9 @@
 #include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/hier_allreduce.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/topology.hpp"
 #include "strata/comm/allreduce_kernels.hpp"
 #include "strata/comm/shm_allreduce.hpp"
 
@@ -39,7 +41,8 @@ double expected_sum(size_t i, int n) {
 }
 
 // The algorithms every test runs; the forced Open MPI ones are covered once, separately.
-const std::vector<std::string> kAlgorithms = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "mpi", "hybrid"};
+const std::vector<std::string> kAlgorithms = {"linear", "brb", "brd",  "vhd", "vhd_seg", "ring",
+                                              "ring_seg", "shm", "hier", "mpi", "hybrid"};
 
 std::unique_ptr<Allreduce> make(const std::string& name, MPI_Comm comm) {
   return AllreducePolicy::from_name(name).create(comm);
@@ -60,15 +63,18 @@ class AllreduceTest : public ::testing::Test {
 
   template <typename T>
   void check_sums(const std::string& name) {
+    check_sums<T>(*make(name, comm_), name);
+  }
+  template <typename T>
+  void check_sums(Allreduce& alg, const std::string& name) {
     const int r = world_rank(), n = world_size();
-    auto alg = make(name, comm_);
     std::vector<T> buf;
     for (size_t count : test_counts(n)) {
       buf.resize(count + 1);
       for (size_t i = 0; i < count; ++i) buf[i] = static_cast<T>(input_value(i, r));
       const T guard = static_cast<T>(12345.5);
       buf[count] = guard;  // one past the end must stay untouched
-      alg->run(buf.data(), count);
+      alg.run(buf.data(), count);
       size_t bad = 0, first_bad = 0;
       for (size_t i = 0; i < count; ++i)
         if (buf[i] != static_cast<T>(expected_sum(i, n)) && bad++ == 0) first_bad = i;
@@ -82,14 +88,17 @@ class AllreduceTest : public ::testing::Test {
   // Non-integer data whose sum depends on the order of additions; every rank must hold the same bits.
   template <typename T>
   void check_bit_identical(const std::string& name) {
+    check_bit_identical<T>(*make(name, comm_), name);
+  }
+  template <typename T>
+  void check_bit_identical(Allreduce& alg, const std::string& name) {
     const int r = world_rank();
-    auto alg = make(name, comm_);
     std::mt19937 rng(1234 + r);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     for (size_t count : {size_t(world_size() + 1), size_t(1021), size_t(100003)}) {
       std::vector<T> buf(count);
       for (auto& x : buf) x = static_cast<T>(u(rng) * (1 + r * 1e3));
-      alg->run(buf.data(), count);
+      alg.run(buf.data(), count);
       std::vector<T> root = buf;
       MPI_Bcast(root.data(), static_cast<int>(count * sizeof(T)), MPI_BYTE, 0, comm_);
       bool same = memcmp(root.data(), buf.data(), count * sizeof(T)) == 0;
@@ -190,6 +199,121 @@ TEST_F(AllreduceTest, OpenMpiForcedAlgorithmsWhenAvailable) {
 #endif
 }
 
+// ---- hier: nodes of shared memory joined by the network ----
+
+// The layouts a machine of N ranks can pretend to be: nodes of 1, 2 and 3 ranks (the last node smaller when
+// they do not divide N), so the network part, uneven nodes and nodes of one rank all run under any mpirun.
+std::vector<int> virtual_node_sizes() { return {1, 2, 3}; }
+
+TEST_F(AllreduceTest, HierSumsAndIsBitIdenticalOnEveryNodeLayout) {
+  const CrossoverTable network = CrossoverTable::builtin_network();
+  for (int per_node : virtual_node_sizes()) {
+    const Topology topo = Topology::virtual_nodes(comm_, per_node);
+    // 64 KiB chunks: several blocks per chunk, and the largest test counts in many chunks (slot halves reused).
+    HierarchicalAllreduce hier(comm_, topo, network, 65536);
+    const std::string label = "hier over " + topo.describe();
+    check_sums<float>(hier, label);
+    check_sums<double>(hier, label);
+    check_bit_identical<float>(hier, label);
+    check_bit_identical<double>(hier, label);
+  }
+}
+
+TEST_F(AllreduceTest, HierNetworkPartFollowsItsTable) {
+  const int n = world_size(), r = world_rank();
+  const Topology topo = Topology::virtual_nodes(comm_, 2);
+  const std::string H = std::to_string(topo.nodes());
+  CrossoverTable network = CrossoverTable::parse(H + " 1000 brb\n" + H + " inf vhd\n", "network table");
+  HierarchicalAllreduce hier(comm_, topo, network, 1 << 20);
+  if (topo.nodes() > 1) {
+    EXPECT_EQ(hier.network_choice(1000), "brb");
+    EXPECT_EQ(hier.network_choice(1001), "vhd");
+  } else {
+    EXPECT_EQ(hier.network_choice(1000), "");
+  }
+  std::vector<double> buf(300000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = input_value(i, r);
+  hier.run(buf.data(), buf.size());
+  bool ok = true;
+  for (size_t i = 0; i < buf.size(); ++i) ok = ok && buf[i] == expected_sum(i, n);
+  EXPECT_TRUE(all_ranks(ok));
+}
+
+TEST_F(AllreduceTest, HierRefusesANetworkTableNamingShmOrHier) {
+  const Topology topo = Topology::virtual_nodes(comm_, 1);
+  if (topo.nodes() < 2) GTEST_SKIP() << "one rank: no network part";
+  for (const char* alg : {"shm", "hier"}) {
+    CrossoverTable bad = CrossoverTable::parse(std::string("* inf ") + alg + "\n", "bad.table");
+    try {
+      HierarchicalAllreduce h(comm_, topo, bad);
+      ADD_FAILURE() << "a network table naming " << alg << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.table: the allreduce across nodes cannot be"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST_F(AllreduceTest, HierBlockingWaitsWakeEverySleeper) {
+  // As ShmBlockingWaitsWakeEverySleeper, for the node part of hier: ranks arrive late by turns.
+  const Topology topo = Topology::virtual_nodes(comm_, 2);
+  HierarchicalAllreduce hier(comm_, topo, CrossoverTable::builtin_network(), 4096);
+  const int r = world_rank(), n = world_size();
+  comm_detail::set_thread_blocking_waits(true);
+  bool ok = true;
+  for (int call = 0; call < 8; ++call) {
+    if (call % n == r) usleep(3000);
+    const size_t count = 2049 + 977 * static_cast<size_t>(call);
+    std::vector<double> d(count);
+    for (size_t i = 0; i < count; ++i) d[i] = input_value(i, r);
+    hier.run(d.data(), count);
+    for (size_t i = 0; i < count; ++i) ok = ok && d[i] == expected_sum(i, n);
+  }
+  comm_detail::set_thread_blocking_waits(false);
+  EXPECT_TRUE(all_ranks(ok));
+}
+
+TEST(TopologyTest, VirtualNodesNumberNodesAndLocalRanksInRankOrder) {
+  const int n = world_size(), r = world_rank();
+  const Topology t = Topology::virtual_nodes(MPI_COMM_WORLD, 2);
+  EXPECT_EQ(t.size, n);
+  EXPECT_EQ(t.nodes(), (n + 1) / 2);
+  EXPECT_EQ(t.node, r / 2);
+  EXPECT_EQ(t.local_rank, r % 2);
+  EXPECT_EQ(t.max_local_size(), n == 1 ? 1 : 2);
+  EXPECT_EQ(t.uniform(), n % 2 == 0 || n == 1);
+}
+
+TEST(TopologyTest, NodesAreTheMachinesTheRanksRunOn) {
+  // Ranks with the same host name share a node (on one machine, all of them; on the multi-host test bed,
+  // each namespace's ranks).
+  const int n = world_size(), r = world_rank();
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> names(static_cast<size_t>(n) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  auto host = [&](int q) { return std::string(&names[static_cast<size_t>(q) * MPI_MAX_PROCESSOR_NAME]); };
+  const Topology t = Topology::of(MPI_COMM_WORLD);
+  for (int q = 0; q < n; ++q) {
+    EXPECT_EQ(t.node_of[q] == t.node, host(q) == host(r)) << "ranks " << r << " and " << q << " on " << host(r)
+                                                          << " and " << host(q) << ": " << t.describe();
+  }
+  EXPECT_EQ(t.ranks_of_node[t.node][t.local_rank], r);
+}
+
+TEST(TopologyTest, DescribesUniformAndUnevenLayouts) {
+  EXPECT_EQ(Topology::from_nodes(0, {0, 0, 1, 1}).describe(), "2 nodes x 2 ranks");
+  EXPECT_EQ(Topology::from_nodes(2, {0, 0, 1, 2}).describe(), "3 nodes (2+1+1 ranks)");
+  EXPECT_EQ(Topology::from_nodes(0, {0}).describe(), "1 node x 1 rank");
+  const Topology t = Topology::from_nodes(3, {0, 1, 0, 1, 2});
+  EXPECT_EQ(t.node, 1);
+  EXPECT_EQ(t.local_rank, 1);
+  EXPECT_EQ(t.ranks_of_node[0], (std::vector<int>{0, 2}));
+  EXPECT_THROW(Topology::from_nodes(0, {1, 0}), Error);
+}
+
 // ---- the hybrid ----
 
 TEST_F(AllreduceTest, HybridSwitchesWhereItsTableSays) {
@@ -239,7 +363,44 @@ TEST_F(AllreduceTest, BuiltinTableCoversEveryRankCount) {
   }
 }
 
+TEST_F(AllreduceTest, HybridAndHierExplainTheirChoice) {
+  const int n = world_size();
+  HybridAllreduce hybrid(comm_, CrossoverTable::builtin());
+  const std::string why = hybrid.explain(1 << 20);
+  EXPECT_EQ(why.rfind("hybrid: row '", 0), 0u) << why;
+  EXPECT_NE(why.find("of the built-in table -> shm"), std::string::npos) << why;
+  const Topology topo = Topology::virtual_nodes(comm_, 2);
+  HierarchicalAllreduce hier(comm_, topo, CrossoverTable::builtin_network());
+  const std::string hier_why = hier.explain(1 << 20);
+  EXPECT_EQ(hier_why.rfind("hier over " + topo.describe(), 0), 0u) << hier_why;
+  // Across nodes a 1 MiB message is two blocks of 512 KiB per chunk: past BRD's 64 KiB.
+  if (topo.nodes() > 1) {
+    EXPECT_NE(hier_why.find("across nodes hybrid: row '"), std::string::npos) << hier_why;
+    EXPECT_NE(hier_why.find(n > 2 ? "-> " : "-> vhd_seg"), std::string::npos) << hier_why;
+    EXPECT_NE(hier.explain(64).find("-> brd"), std::string::npos) << hier.explain(64);
+  }
+}
+
 // ---- table files and names: the bad-input paths ----
+
+TEST(CrossoverTableTest, LayoutRowsComeBeforeRankCountRows) {
+  const CrossoverTable t = CrossoverTable::parse(
+      "4 inf ring\n2x2 100 brd\n2x2 inf hier\n* 10 brb\n* inf shm\n", "layouts.table");
+  std::string key;
+  const auto& two_by_two = t.rows_for(Topology::from_nodes(0, {0, 0, 1, 1}), &key);
+  EXPECT_EQ(key, "2x2");
+  ASSERT_EQ(two_by_two.size(), 2u);
+  EXPECT_EQ(two_by_two[0].algorithm, "brd");
+  EXPECT_EQ(two_by_two[1].algorithm, "hier");
+  EXPECT_EQ(t.rows_for(Topology::from_nodes(0, {0, 0, 0, 0}), &key)[0].algorithm, "ring");  // 1x4: its count
+  EXPECT_EQ(key, "4");
+  EXPECT_EQ(t.rows_for(Topology::from_nodes(0, {0, 0, 1}), &key)[0].algorithm, "brb");  // uneven, 3 ranks: *
+  EXPECT_EQ(key, "*");
+  // The text form keeps every row and parses back to itself.
+  const std::string text = t.to_text();
+  EXPECT_EQ(CrossoverTable::parse(text, "again").to_text(), text);
+  EXPECT_NE(text.find("2x2 100 brd\n2x2 inf hier\n"), std::string::npos) << text;
+}
 
 std::string parse_error(const std::string& text) {
   try {
@@ -267,6 +428,11 @@ TEST(CrossoverTableTest, MalformedTablesSayWhatAndWhere) {
   EXPECT_NE(parse_error("2 inf hybrid\n").find("unknown algorithm 'hybrid'"), std::string::npos);
   EXPECT_NE(parse_error("two 16 brd\n").find("ranks must be a positive integer"), std::string::npos);
   EXPECT_NE(parse_error("0 inf brd\n").find("ranks must be a positive integer"), std::string::npos);
+  for (const char* layout : {"2x", "x2", "0x2", "2x0", "2x2x2", "-2x2"})
+    EXPECT_NE(parse_error(std::string(layout) + " inf brd\n").find("a layout NODESxRANKS"), std::string::npos)
+        << layout;
+  EXPECT_NE(parse_error("2x2 inf brd\n2x2 16 brd\n").find("t.table:2: rows for ranks 2x2 must have increasing"),
+            std::string::npos);
   EXPECT_NE(parse_error("2 16k brd\n").find("max_bytes must be a number of bytes or inf"), std::string::npos);
   EXPECT_NE(parse_error("2 -5 brd\n").find("max_bytes must be a number"), std::string::npos);
   EXPECT_NE(parse_error("2 64 brd\n2 16 vhd\n2 inf ring\n").find("t.table:2: rows for ranks 2 must have increasing"),

@@ -48,6 +48,14 @@ class Allreduce {
 
   template <typename T> void run(T* buf, size_t count) { run(buf, count, data_type_of<T>()); }
 
+  // What a message of `bytes` bytes runs, and why, where the algorithm chooses ("hybrid: row '* inf shm'
+  // of the built-in table -> shm: ranks on 2 nodes -> hier over 2 nodes x 2 ranks, across nodes: brd").
+  // Plain algorithms return their name.
+  virtual std::string explain(size_t bytes) const {
+    (void)bytes;
+    return name();
+  }
+
   MPI_Comm comm() const { return comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -58,7 +66,8 @@ class Allreduce {
   int size_ = 1;
 };
 
-// The algorithms by name: linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (MPI_Allreduce itself).
+// The algorithms by name: linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, hier (ranks on several machines:
+// hier_allreduce.hpp), mpi (MPI_Allreduce itself) and Open MPI's own algorithms forced by name (mpi_ring, ...).
 // "hybrid" is not among them: it is a policy over these (strata/comm/hybrid_allreduce.hpp).
 const std::vector<std::string>& allreduce_algorithm_names();
 bool is_allreduce_algorithm(const std::string& name);

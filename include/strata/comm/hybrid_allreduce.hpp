@@ -10,10 +10,16 @@
 //     *        65536      brd
 //     *        inf        vhd_seg
 //
+//     2x2      65536      hier
+//     2x2      inf        hier
+//
 // A message of B bytes on N ranks uses the first row for N (in file order) whose max_bytes >= B. The
-// rows of one rank count must have increasing max_bytes and end with "inf". Rows with ranks "*" apply to
-// rank counts that have no rows of their own; a table with neither rows for N nor "*" rows is an error
-// on N ranks (it was tuned for other rank counts). `allreduce_bench --tune` writes these files.
+// rows of one rank count must have increasing max_bytes and end with "inf". The first field may also be a
+// layout, HxL: H machines ("nodes") with L ranks each (strata/comm/topology.hpp). Ranks spread evenly over
+// H nodes use the rows for HxL when the table has them, else the rows for their count H*L. Rows with ranks
+// "*" apply to rank counts (and layouts) that have no rows of their own; a table with neither is an error
+// on N ranks (it was tuned for other rank counts). `allreduce_bench --tune` writes these files, for the
+// layout it runs on when that spans several nodes.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
+#include "strata/comm/topology.hpp"
 
 namespace strata {
 
@@ -41,31 +48,43 @@ class CrossoverTable {
 
   // The defaults measured on the development machine (2 cores, Open MPI 4.1 vader; docs/benchmarks.md).
   static CrossoverTable builtin();
+  // The default for the part of `hier` that crosses the network (one rank per node): the seed paper's
+  // hybrid, BRD while a message costs its latency, then vhd_seg on power-of-two node counts and ring_seg on
+  // the others (VHD's fold costs a whole extra message there). Never shm or hier.
+  static CrossoverTable builtin_network();
   // Parses the text format above; errors throw strata::Error naming origin and line.
   static CrossoverTable parse(const std::string& text, const std::string& origin);
   static CrossoverTable load(const std::string& path);
 
   // Replaces the rows for one rank count (kAnyRanks for "*"); throws strata::Error if they are invalid.
   void set(int ranks, std::vector<CrossoverRow> rows);
+  // Replaces the rows for a layout of `nodes` nodes of `per_node` ranks each.
+  void set_layout(int nodes, int per_node, std::vector<CrossoverRow> rows);
   // The rows that apply on `ranks` ranks; throws strata::Error if the table has none for it.
   const std::vector<CrossoverRow>& rows_for(int ranks) const;
+  // The rows that apply to ranks placed as `topology` says: its layout's, else its rank count's, else "*".
+  // key (if not null) gets the first field of the rows chosen ("2x2", "4", "*").
+  const std::vector<CrossoverRow>& rows_for(const Topology& topology, std::string* key = nullptr) const;
   std::string to_text() const;
   void save(const std::string& path) const;  // throws strata::Error if the file cannot be written
   const std::string& origin() const { return origin_; }
 
  private:
   std::map<int, std::vector<CrossoverRow>> rows_;
+  std::map<std::pair<int, int>, std::vector<CrossoverRow>> layout_rows_;  // by (nodes, ranks per node)
   std::string origin_ = "built-in table";
 };
 
 class HybridAllreduce : public Allreduce {
  public:
-  // Builds every algorithm the table's rows for this communicator's size name (throws strata::Error if
-  // the table has no rows for it).
+  // Collective over comm. Builds every algorithm the table's rows for this communicator name: the rows for
+  // its layout (Topology::detect), else for its size (throws strata::Error if the table has neither).
   HybridAllreduce(MPI_Comm comm, const CrossoverTable& table);
+  ~HybridAllreduce() override;
   std::string name() const override { return "hybrid"; }
   void run(void* buf, size_t count, DataType type) override;
   using Allreduce::run;
+  std::string explain(size_t bytes) const override;
 
   // The algorithm a message of `bytes` bytes goes to.
   const std::string& choice(size_t bytes) const;
@@ -73,6 +92,7 @@ class HybridAllreduce : public Allreduce {
   const std::string& last_choice() const { return last_; }
 
  private:
+  std::string origin_, key_;  // the table's name and the first field of the rows used
   std::vector<CrossoverRow> rows_;
   std::vector<Allreduce*> row_algorithm_;  // parallel to rows_
   std::map<std::string, std::unique_ptr<Allreduce>> algorithms_;

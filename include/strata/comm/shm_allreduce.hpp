@@ -17,24 +17,25 @@
 // whole and every rank sums all N copies itself after the first wait: one wait, and the sums are cheap. Half k % 2 of a slot is written again only
 // in chunk k + 2, after every rank has arrived at chunk k + 1 and so finished reading chunk k.
 //
-// A rank waiting on a flag spins briefly, then either yields its core (ranks with cores of their own, or
-// outnumbering them) or, on a thread that asked for blocking waits (the data-parallel engine's communication
-// threads, which share a core with the computation), sleeps on the flag as a futex until its owner raises it.
+// Waits are ShmGroup's (shm_group.hpp): a brief spin, then a yield, or a futex sleep on threads that asked
+// for blocking waits.
 //
 // Every block is summed in one place and copied, so all ranks end bit-identical. When the ranks of the
-// communicator do not all share one machine the segment cannot exist, and the class runs ring_seg
-// instead (same results, by messages).
+// communicator do not all share one machine the segment cannot exist, and the class runs hier instead
+// (hier_allreduce.hpp: shared memory inside each machine, the network between them).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "strata/comm/allreduce.hpp"
 
 namespace strata {
+
+namespace comm_detail {
+class ShmGroup;
+}
 
 class ShmAllreduce : public Allreduce {
  public:
@@ -46,6 +47,7 @@ class ShmAllreduce : public Allreduce {
   std::string name() const override { return "shm"; }
   void run(void* buf, size_t count, DataType type) override;
   using Allreduce::run;
+  std::string explain(size_t bytes) const override;
 
   // The chunk size is a trade between the flag waits (two per chunk) and the cache (slots of small chunks
   // stay in the shared L3 while the message streams past). When every rank has a core of its own a flag
@@ -58,20 +60,10 @@ class ShmAllreduce : public Allreduce {
   static constexpr size_t kSharedCoreChunkBytes = 16 << 20;
 
  private:
-  struct Flag;
-  struct Flags;  // one rank's flags, on cache lines of their own
-  // Raises this rank's flag to `round` (waking ranks asleep on it); waits until every rank's has reached it.
-  void raise(Flag Flags::*flag, uint64_t round);
-  void wait_all(Flag Flags::*flag, uint64_t round) const;
-
   size_t chunk_bytes_;
-  int spin_polls_;  // polls before each yield
-  void* segment_ = nullptr;
-  size_t segment_bytes_ = 0;
-  std::vector<Flags*> flags_;     // by rank
-  std::vector<char*> slots_;      // by rank: two halves of chunk_bytes_
-  uint64_t round_ = 0;            // chunks done so far, the same on every rank
-  std::unique_ptr<Allreduce> fallback_;  // when the ranks do not share a machine
+  std::unique_ptr<comm_detail::ShmGroup> group_;  // two chunk-sized halves per rank
+  uint64_t round_ = 0;                            // chunks done so far, the same on every rank
+  std::unique_ptr<Allreduce> fallback_;           // when the ranks do not share a machine
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include "strata/comm/brb_allreduce.hpp"
 #include "strata/comm/brd_allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/hier_allreduce.hpp"
 #include "strata/comm/linear_allreduce.hpp"
 #include "strata/comm/mpi_allreduce.hpp"
 #include "strata/comm/ring_allreduce.hpp"
@@ -31,7 +32,7 @@ Allreduce::Allreduce(MPI_Comm comm) : comm_(comm) {
 
 const std::vector<std::string>& allreduce_algorithm_names() {
   static const std::vector<std::string> names = {
-      "linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "mpi",
+      "linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "hier", "mpi",
       "mpi_linear", "mpi_nonoverlapping", "mpi_recursive_doubling", "mpi_ring", "mpi_segmented_ring",
       "mpi_rabenseifner"};
   return names;
@@ -59,6 +60,7 @@ std::unique_ptr<Allreduce> make_allreduce_algorithm(const std::string& name, MPI
   if (name == "ring") return std::make_unique<RingAllreduce>(comm, 0);
   if (name == "ring_seg") return std::make_unique<RingAllreduce>(comm, segment_bytes());
   if (name == "shm") return std::make_unique<ShmAllreduce>(comm);
+  if (name == "hier") return std::make_unique<HierarchicalAllreduce>(comm);
   int k = MpiAllreduce::openmpi_algorithm_of(name);
   // Open MPI's segmented ring is measured with 1 MiB segments, its best here (docs/allreduce.md).
   if (k >= 0) return std::make_unique<MpiAllreduce>(comm, k, k == 5 ? (1 << 20) : 0);

@@ -1,5 +1,6 @@
 #include "strata/comm/hybrid_allreduce.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +19,18 @@ std::string known_algorithms() {
   return known;
 }
 std::string ranks_text(int r) { return r == CrossoverTable::kAnyRanks ? "*" : std::to_string(r); }
+std::string layout_text(std::pair<int, int> l) { return std::to_string(l.first) + "x" + std::to_string(l.second); }
+
+// A positive integer up to 2^24 (ranks, nodes or ranks per node).
+bool parse_count(const std::string& s, int* out) {
+  if (s.empty() || s[0] == '-' || s[0] == '+') return false;
+  char* end = nullptr;
+  errno = 0;
+  long r = strtol(s.c_str(), &end, 10);
+  if (*end != 0 || errno != 0 || r < 1 || r > 1 << 24) return false;
+  *out = static_cast<int>(r);
+  return true;
+}
 
 // Rows are checked in one place so that parse() and set() give the same messages.
 std::string rows_problem(const std::vector<CrossoverRow>& rows) {
@@ -42,7 +55,8 @@ CrossoverTable CrossoverTable::builtin() {
   // Measured on the development machine (docs/benchmarks.md): the shared-memory algorithm beat every
   // message-based one, Strata's and Open MPI's, at every size from 4 B to 256 MiB at 2, 4 and 8 ranks in
   // the same runs (vader moves large messages with CMA at about 12 GB/s where shm copies at memcpy speed,
-  // and small ones cost shm one flag wait). Across machines, ranks fall back to ring_seg inside shm.
+  // and small ones cost shm one flag wait). Across machines shm hands the message to hier, whose network
+  // part follows builtin_network().
   static const char* const kText = R"(
 2 inf shm
 4 inf shm
@@ -52,10 +66,18 @@ CrossoverTable CrossoverTable::builtin() {
   return parse(kText, "built-in table");
 }
 
+CrossoverTable CrossoverTable::builtin_network() {
+  CrossoverTable table("built-in network table");
+  for (int nodes = 2; nodes <= (1 << 16); nodes *= 2) table.set(nodes, {{65536, "brd"}, {CrossoverRow::kUnlimited, "vhd_seg"}});
+  table.set(kAnyRanks, {{65536, "brd"}, {CrossoverRow::kUnlimited, "ring_seg"}});
+  return table;
+}
+
 CrossoverTable CrossoverTable::parse(const std::string& text, const std::string& origin) {
   CrossoverTable table(origin);
   std::map<int, std::vector<CrossoverRow>> rows;
   std::map<int, int> first_line;
+  std::vector<std::pair<int, int>> layouts;  // in order of first appearance
   std::istringstream in(text);
   std::string line;
   for (int lineno = 1; std::getline(in, line); ++lineno) {
@@ -66,14 +88,22 @@ CrossoverTable CrossoverTable::parse(const std::string& text, const std::string&
     const std::string where = origin + ":" + std::to_string(lineno) + ": ";
     STRATA_REQUIRE((fields >> bytes_s >> alg) && !(fields >> extra))
         << where << "expected 'ranks max_bytes algorithm', got '" << line << "'";
+    // The key of these rows: a rank count, "*" (kAnyRanks), or a layout HxL (stored as -(index + 1) while
+    // parsing, so that one map keeps every list in file order).
     int ranks = kAnyRanks;
     if (ranks_s != "*") {
-      char* end = nullptr;
-      errno = 0;
-      long r = strtol(ranks_s.c_str(), &end, 10);
-      STRATA_REQUIRE(*end == 0 && errno == 0 && r >= 1 && r <= 1 << 24)
-          << where << "ranks must be a positive integer or *, got '" << ranks_s << "'";
-      ranks = static_cast<int>(r);
+      const size_t x = ranks_s.find('x');
+      int nodes = 0, per_node = 0;
+      const bool layout = x != std::string::npos;
+      bool ok = layout ? parse_count(ranks_s.substr(0, x), &nodes) && parse_count(ranks_s.substr(x + 1), &per_node)
+                       : parse_count(ranks_s, &ranks);
+      STRATA_REQUIRE(ok) << where << "ranks must be a positive integer, a layout NODESxRANKS (2x4) or *, got '"
+                         << ranks_s << "'";
+      if (layout) {
+        auto it = std::find(layouts.begin(), layouts.end(), std::make_pair(nodes, per_node));
+        if (it == layouts.end()) it = layouts.insert(layouts.end(), {nodes, per_node});
+        ranks = -static_cast<int>(it - layouts.begin()) - 1;
+      }
     }
     size_t max_bytes = CrossoverRow::kUnlimited;
     if (bytes_s != "inf") {
@@ -95,11 +125,13 @@ CrossoverTable CrossoverTable::parse(const std::string& text, const std::string&
   }
   STRATA_REQUIRE(!rows.empty()) << origin << ": no rows (expected lines 'ranks max_bytes algorithm')";
   for (auto& [ranks, list] : rows) {
+    const std::string key = ranks < 0 ? layout_text(layouts[-ranks - 1]) : ranks_text(ranks);
     STRATA_REQUIRE(list.back().max_bytes == CrossoverRow::kUnlimited)
-        << origin << ":" << first_line[ranks] << ": the rows for ranks " << ranks_text(ranks)
+        << origin << ":" << first_line[ranks] << ": the rows for ranks " << key
         << " must end with max_bytes inf, so every size has an algorithm";
+    if (ranks < 0) table.layout_rows_[layouts[-ranks - 1]] = std::move(list);
+    else table.rows_[ranks] = std::move(list);
   }
-  table.rows_ = std::move(rows);
   return table;
 }
 
@@ -117,12 +149,33 @@ void CrossoverTable::set(int ranks, std::vector<CrossoverRow> rows) {
   rows_[ranks] = std::move(rows);
 }
 
+void CrossoverTable::set_layout(int nodes, int per_node, std::vector<CrossoverRow> rows) {
+  const std::string key = layout_text({nodes, per_node});
+  STRATA_REQUIRE(nodes >= 1 && per_node >= 1) << origin_ << ": no layout " << key;
+  std::string problem = rows_problem(rows);
+  STRATA_REQUIRE(problem.empty()) << origin_ << ": rows for ranks " << key << ": " << problem;
+  layout_rows_[{nodes, per_node}] = std::move(rows);
+}
+
+const std::vector<CrossoverRow>& CrossoverTable::rows_for(const Topology& topology, std::string* key) const {
+  if (topology.uniform()) {
+    auto it = layout_rows_.find({topology.nodes(), topology.local_size()});
+    if (it != layout_rows_.end()) {
+      if (key) *key = layout_text(it->first);
+      return it->second;
+    }
+  }
+  if (key) *key = rows_.count(topology.size) ? ranks_text(topology.size) : "*";
+  return rows_for(topology.size);
+}
+
 const std::vector<CrossoverRow>& CrossoverTable::rows_for(int ranks) const {
   auto it = rows_.find(ranks);
   if (it == rows_.end()) it = rows_.find(kAnyRanks);
   if (it == rows_.end()) {
     std::string have;
     for (const auto& kv : rows_) have += (have.empty() ? "" : ", ") + ranks_text(kv.first);
+    for (const auto& kv : layout_rows_) have += (have.empty() ? "" : ", ") + layout_text(kv.first);
     STRATA_FAIL() << origin_ << " has no rows for " << ranks << " ranks (it has rows for " << have
                   << "); run allreduce_bench --tune under mpirun -np " << ranks << " to measure them";
   }
@@ -133,16 +186,17 @@ std::string CrossoverTable::to_text() const {
   std::ostringstream out;
   out << "# Strata allreduce crossover table (docs/allreduce.md).\n"
       << "# A message of B bytes on N ranks uses the first row for N whose max_bytes >= B;\n"
+      << "# ranks HxL: H nodes of L ranks each, before the rows for their count H*L;\n"
       << "# rows with ranks * apply to rank counts without rows of their own.\n"
       << "# ranks  max_bytes  algorithm\n";
-  auto write = [&](int ranks, const std::vector<CrossoverRow>& list) {
-    for (const auto& row : list)
-      out << ranks_text(ranks) << " " << bytes_text(row.max_bytes) << " " << row.algorithm << "\n";
+  auto write = [&](const std::string& key, const std::vector<CrossoverRow>& list) {
+    for (const auto& row : list) out << key << " " << bytes_text(row.max_bytes) << " " << row.algorithm << "\n";
   };
+  for (const auto& kv : layout_rows_) write(layout_text(kv.first), kv.second);
   for (const auto& kv : rows_)
-    if (kv.first != kAnyRanks) write(kv.first, kv.second);
+    if (kv.first != kAnyRanks) write(ranks_text(kv.first), kv.second);
   auto any = rows_.find(kAnyRanks);
-  if (any != rows_.end()) write(any->first, any->second);
+  if (any != rows_.end()) write("*", any->second);
   return out.str();
 }
 
@@ -155,7 +209,7 @@ void CrossoverTable::save(const std::string& path) const {
 }
 
 HybridAllreduce::HybridAllreduce(MPI_Comm comm, const CrossoverTable& table)
-    : Allreduce(comm), rows_(table.rows_for(size_)) {
+    : Allreduce(comm), origin_(table.origin()), rows_(table.rows_for(Topology::detect(comm), &key_)) {
   for (const auto& row : rows_) {
     auto& alg = algorithms_[row.algorithm];
     if (!alg) alg = make_allreduce_algorithm(row.algorithm, comm);
@@ -167,6 +221,15 @@ const std::string& HybridAllreduce::choice(size_t bytes) const {
   for (const auto& row : rows_)
     if (bytes <= row.max_bytes) return row.algorithm;
   return rows_.back().algorithm;  // unreachable: the last row is unlimited
+}
+
+HybridAllreduce::~HybridAllreduce() = default;
+
+std::string HybridAllreduce::explain(size_t bytes) const {
+  size_t i = 0;
+  while (i + 1 < rows_.size() && bytes > rows_[i].max_bytes) ++i;
+  return "hybrid: row '" + key_ + " " + bytes_text(rows_[i].max_bytes) + " " + rows_[i].algorithm + "' of the " +
+         origin_ + " -> " + row_algorithm_[i]->explain(bytes);
 }
 
 void HybridAllreduce::run(void* buf, size_t count, DataType type) {
