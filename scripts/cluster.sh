@@ -274,6 +274,12 @@ cmd_mpirun() {
   mca btl self,vader,tcp
   mca btl_tcp_if_include "$subnet.0/24"
   mca oob_tcp_if_include "$subnet.0/24"
+  # A host that drops off the network: mpirun hears of it only through its daemon's TCP connection, idle while
+  # the ranks train, so TCP keepalives are what notice. Open MPI's defaults wait 300 s, then 9 probes 20 s
+  # apart; these declare a silent daemon lost within about 5 + 3 x 2 = 11 s, and mpirun then ends every rank.
+  mca oob_tcp_keepalive_time 5
+  mca oob_tcp_keepalive_intvl 2
+  mca oob_tcp_keepalive_probes 3
   # Every host's daemon sees all of the machine's cores and pins its first rank to core 0, so one rank per
   # host would put every rank on the same core: no binding, unless asked for.
   [[ $args == *" --bind-to "* || $args == *" -bind-to "* ]] || flags+=(--bind-to none)

@@ -13,6 +13,8 @@
 #   disk-full              the snapshot directory is a 160 KiB tmpfs, full at the third snapshot
 #   corrupt-record         a record in the middle of the LMDB is not a Datum
 #   nan-loss               the learning rate jumps at iteration 150 until the loss is not finite
+#   host-link-down         2 hosts of the test bed (scripts/cluster.sh), one rank each: host 1's link goes down
+#   host-killed            the same, host 1's rank is killed with SIGKILL (the whole host's work dies)
 # For every case: every process ends within 30 s of the fault, mpirun's status says whether the run failed,
 # the failure is said in one clear line, the newest complete snapshot pair loads (`strata test`) and resumes to
 # the same weights, bit for bit, as a run that was never interrupted, and no temporary file is left behind once
@@ -53,13 +55,15 @@ rank_pid() {  # MPIRUN_PID RANK: the pid of that rank among mpirun's children
 }
 
 work=$(mktemp -d /tmp/strata_fault_XXXXXX)
-launcher="" mpirun_pid="" rank_pids="" mounted=""
+cluster=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/cluster.sh
+launcher="" mpirun_pid="" rank_pids="" mounted="" bed=""
 cleanup() {
-  # Never leave a rank or a mount behind, whatever happened: only what this script started.
+  # Never leave a rank, a mount or a test bed behind, whatever happened: only what this script started.
   [ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null
   [ -n "$mpirun_pid" ] && alive "$mpirun_pid" && kill -9 "$mpirun_pid" 2>/dev/null
   for p in $rank_pids; do kill -9 "$p" 2>/dev/null; done
   [ -n "$mounted" ] && umount "$mounted" 2>/dev/null
+  [ -n "$bed" ] && bash "$cluster" down > /dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -107,8 +111,14 @@ EOF
 extra=()
 
 mpi_cmd() {  # SECONDS: sets mpi to mpirun with NP ranks under timeout, the fault variable passed through
-  mpi=(timeout -k 5 "$1" "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl self,vader -x STRATA_FAULT)
+  if [ -n "$bed" ]; then  # one rank per host of the test bed
+    mpi=(timeout -k 5 "$1" bash "$cluster" mpirun -np "$np" --map-by node -x STRATA_FAULT)
+  else
+    mpi=(timeout -k 5 "$1" "$mpirun" -np "$np" --oversubscribe --bind-to none --mca btl self,vader -x STRATA_FAULT)
+  fi
 }
+# Every process on the test bed's hosts (the daemons and the ranks; mpirun itself is the launcher's child).
+bed_pids() { for h in $(seq 0 $((np - 1))); do ip netns pids "strata-h$h" 2>/dev/null; done; }
 
 # Starts training in the background: launcher is timeout, mpirun its child, rank_pids mpirun's children (taken
 # now, while all are alive, so that a rank that outlives mpirun is still checked and cleaned up).
@@ -119,8 +129,16 @@ start_training() {
   launcher=$!
   for _ in $(seq 1 200); do
     mpirun_pid=$(children_of "$launcher" | head -n 1)
-    [ -n "$mpirun_pid" ] && rank_pids=$(children_of "$mpirun_pid")
-    [ "$(echo $rank_pids | wc -w)" -ge "$np" ] && return
+    if [ -n "$bed" ]; then
+      # Ranks on other hosts are not mpirun's children: wait for a strata process on every host.
+      rank_pids=$(bed_pids)
+      local ranks=0 p
+      for p in $rank_pids; do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && ranks=$((ranks + 1)); done
+      [ "$ranks" -ge "$np" ] && return
+    else
+      [ -n "$mpirun_pid" ] && rank_pids=$(children_of "$mpirun_pid")
+      [ "$(echo $rank_pids | wc -w)" -ge "$np" ] && return
+    fi
     sleep 0.05
   done
   fail "cannot find mpirun's $np ranks under pid $launcher"
@@ -321,6 +339,34 @@ PY
     expect_failed
     expect_line "the loss is .* at iteration"
     extra=()
+    expect_resumes
+    ;;
+  host-link-down | host-killed)
+    # Ranks on two hosts of the test bed, one each; host 1 fails. Open MPI notices through its daemons' TCP
+    # connections (cluster.sh sets their keepalives to about 11 s) or a rank's death, and ends every rank.
+    bed=yes
+    bash "$cluster" up "$np" --slots 1 > "$work/bed.log" 2>&1 || { cat "$work/bed.log" >&2; fail "no test bed"; }
+    start_training
+    wait_for 60 "a first snapshot" has_snapshot
+    sleep 0.3
+    fault_ms=$(now_ms)
+    if [ "$case_name" = host-link-down ]; then
+      echo "taking host strata-h1's link down"
+      ip netns exec strata-h1 ip link set eth0 down || fail "cannot take strata-h1's link down"
+    else
+      victims=$(for p in $(ip netns pids strata-h1); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && echo "$p"; done)
+      [ -n "$victims" ] || fail "no rank on strata-h1"
+      echo "killing host strata-h1's rank (pid $victims) with SIGKILL"
+      kill -9 $victims
+    fi
+    expect_end
+    expect_failed
+    # Open MPI's own report names the host: "Remote daemon: ... on node strata-h1" for the lost link, "process
+    # rank 1 ... on node strata-h1 exited on signal 9" for the dead rank.
+    expect_line "on node strata-h1"
+    # Resumed on a fresh bed: the snapshot rank 0 wrote is all a new job needs.
+    bash "$cluster" down > /dev/null 2>&1
+    bash "$cluster" up "$np" --slots 1 > "$work/bed.log" 2>&1 || { cat "$work/bed.log" >&2; fail "no second test bed"; }
     expect_resumes
     ;;
   *) fail "unknown case" ;;
