@@ -17,6 +17,9 @@
 #   LENET_ITERS=300 ALEXNET_ITERS=12 ...                        (iterations per run; the first display
 #                                                                window of each run is warm-up, not timed)
 #   PRIO="chrt -r 10" ...                                       (a prefix for mpirun, e.g. a priority)
+#   CLUSTER=1 ...                                               (across the hosts of the test bed, one rank
+#                                                                per host: bring it up first, e.g.
+#                                                                bash scripts/cluster.sh up 2 --rate 1gbit)
 #   SMOKE=1 ...                                                 (a few iterations, to check the script)
 #
 # On a machine shared with other sessions: the kernel groups processes by session (sched_autogroup), so `nice`
@@ -50,6 +53,9 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # --bind-to none: at -np 2 Open MPI would pin each rank, and with it its communication threads, to one core.
 # strata train itself makes waiting MPI threads yield (mpi_yield_when_idle=1) unless told otherwise.
 mpirun=(${PRIO:-} mpirun --oversubscribe --bind-to none --mca btl self,vader ${MPIRUN_EXTRA:-})
+if [ "${CLUSTER:-0}" = 1 ]; then
+  mpirun=(${PRIO:-} bash scripts/cluster.sh mpirun --map-by node ${MPIRUN_EXTRA:-})
+fi
 
 # ---- data ----
 # LeNet: Fashion-MNIST as scripts/quickstart.sh converts it (Debian's dataset-fashion-mnist).

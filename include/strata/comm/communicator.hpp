@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/comm/topology.hpp"
+
 namespace strata {
 
 // Checks the return code of an MPI call. MPI errors are not user errors that a tool can report and
@@ -49,6 +51,8 @@ class Communicator {
   int num_comm_threads() const { return static_cast<int>(thread_comms_.size()); }
   // The thread level MPI provided (MPI_THREAD_SINGLE ... MPI_THREAD_MULTIPLE).
   int thread_level() const { return provided_; }
+  // Where the ranks run (Topology::detect of MPI_COMM_WORLD): which share a machine, this rank's place there.
+  const Topology& topology() const { return topology_; }
 
   // Sets Open MPI defaults that suit Strata's tools unless the user chose otherwise (an mpirun --mca
   // flag or an OMPI_MCA_* variable always wins). Must run before MPI is initialised. Today: waiting
@@ -66,6 +70,7 @@ class Communicator {
   int size_ = 1;
   MPI_Comm main_comm_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> thread_comms_;
+  Topology topology_;
 };
 
 // A human name for an MPI thread level ("MPI_THREAD_MULTIPLE").

@@ -49,8 +49,9 @@ class CrossoverTable {
   // The defaults measured on the development machine (2 cores, Open MPI 4.1 vader; docs/benchmarks.md).
   static CrossoverTable builtin();
   // The default for the part of `hier` that crosses the network (one rank per node): the seed paper's
-  // hybrid, BRD while a message costs its latency, then vhd_seg on power-of-two node counts and ring_seg on
-  // the others (VHD's fold costs a whole extra message there). Never shm or hier.
+  // hybrid, BRD while a message costs its latency (up to 64 KiB; 256 KiB on 2 nodes, where BRD moves no more
+  // bytes than VHD), then vhd on power-of-two node counts and ring on the others (VHD's fold costs a whole
+  // extra message there), unsegmented (over TCP every segment costs a handshake). Never shm or hier.
   static CrossoverTable builtin_network();
   // Parses the text format above; errors throw strata::Error naming origin and line.
   static CrossoverTable parse(const std::string& text, const std::string& origin);

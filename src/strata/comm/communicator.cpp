@@ -98,6 +98,7 @@ void Communicator::setup(int comm_threads) {
   STRATA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &main_comm_));
   thread_comms_.assign(usable, MPI_COMM_NULL);
   for (MPI_Comm& c : thread_comms_) STRATA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  topology_ = Topology::detect(main_comm_);
 }
 
 MPI_Comm Communicator::thread_comm(int i) const {

@@ -87,8 +87,8 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
   }
   for (int k = 0; k < threads; ++k) workers_[k]->thread = std::thread([this, k] { WorkerLoop(k); });
   AttachHooks();
-  LOG_IF(INFO, comm.rank() == 0) << "Data-parallel training on " << ranks_ << " ranks: overlap "
-                                 << (options_.overlap ? "on" : "off") << ", " << threads
+  LOG_IF(INFO, comm.rank() == 0) << "Data-parallel training on " << ranks_ << " ranks ("
+                                 << comm.topology().describe() << "): overlap " << (options_.overlap ? "on" : "off") << ", " << threads
                                  << " communication thread(s), chunks of " << human_bytes(options_.chunk_bytes)
                                  << ", " << plan_.num_buckets() << " reduction unit(s), allreduce "
                                  << policy.describe() << (staging_ ? ", gradients by " + staging_->describe() : "");

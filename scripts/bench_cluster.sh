@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Allreduce across hosts on the one-machine test bed (scripts/cluster.sh, docs/cluster.md): allreduce_bench of
+# Strata's hybrid, hier and network algorithms against every Open MPI algorithm, interleaved in one process per
+# layout, at 2 hosts x 1 rank and 2 hosts x 2 ranks, unshaped and with every link shaped to RATE. Prints, per
+# layout and size, the hybrid's median against the best of Open MPI's (ratio < 1: the hybrid is faster) and
+# against the link-rate bound 2 (H-1)/H x M / rate where a rate is set. Raw outputs go to OUT_DIR.
+#
+#   bash scripts/bench_cluster.sh [BUILD_DIR=build] [OUT_DIR=bench-out/cluster]   (as root; RATE=1gbit)
+set -euo pipefail
+build=${1:-build}
+out=${2:-bench-out/cluster}
+rate=${RATE:-1gbit}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench=$(cd "$build" && pwd)/bin/allreduce_bench
+[ -x "$bench" ] || { echo "bench_cluster: no $bench (build first)" >&2; exit 1; }
+mkdir -p "$out"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+trap 'bash "$here/cluster.sh" down >/dev/null 2>&1 || true' EXIT
+algs=hybrid,hier,brd,vhd_seg,ring_seg,mpi_all
+
+bash "$here/cluster.sh" up 2 --slots 2 >/dev/null
+for np in 2 4; do
+  bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
+    --factor=4 --seconds=1.5 --memcpy=false > "$out/2x$((np / 2))_unshaped.txt"
+done
+bash "$here/cluster.sh" rate "$rate" >/dev/null
+for np in 2 4; do
+  bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
+    --seconds=3 --memcpy=false > "$out/2x$((np / 2))_$rate.txt"
+done
+
+python3 - "$out" "$rate" <<'PY'
+import glob, os, re, sys
+out, rate = sys.argv[1], sys.argv[2]
+units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+m = re.match(r"([\d.]+)(kbit|mbit|gbit)$", rate)
+bits = float(m.group(1)) * units[m.group(2)] if m else None
+size = re.compile(r"^\s*([\d.]+) (B|KiB|MiB|GiB)\s+(\S+)(?: \*)?\s+\d+\s+([\d.]+)")
+scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+for path in sorted(glob.glob(os.path.join(out, "2x*.txt"))):
+    rows = {}
+    for line in open(path):
+        g = size.match(line)
+        if g:
+            b = int(float(g.group(1)) * scale[g.group(2)])
+            rows.setdefault(b, {})[g.group(3)] = float(g.group(4))
+    name = os.path.basename(path)[:-4]
+    shaped = not name.endswith("unshaped")
+    print("\n%s (medians, us)" % name)
+    print("| size | hybrid | hier | best Strata (network) | best Open MPI | hybrid / best Open MPI |%s" %
+          (" link bound | hybrid / bound |" if shaped and bits else ""))
+    print("|---|---|---|---|---|---|%s" % ("---|---|" if shaped and bits else ""))
+    for b in sorted(rows):
+        r = rows[b]
+        ompi = min((v, k) for k, v in r.items() if k.startswith("mpi_"))
+        strata = min((v, k) for k, v in r.items() if k in ("brd", "vhd_seg", "ring_seg"))
+        cells = [str(b), "%.1f" % r["hybrid"], "%.1f" % r.get("hier", float("nan")),
+                 "%.1f %s" % strata, "%.1f %s" % ompi, "%.2f" % (r["hybrid"] / ompi[0])]
+        if shaped and bits:
+            bound = 2 * 0.5 * b * 8 / bits * 1e6  # 2 hosts: 2 (H-1)/H x M / rate
+            cells += ["%.1f" % bound, "%.2f" % (r["hybrid"] / bound)]
+        print("| " + " | ".join(cells) + " |")
+PY
