@@ -23,7 +23,8 @@
 //
 // Slots hold two chunks (chunk k uses half k % 2); half k % 2 is written again only in chunk k + 2, after
 // every rank of the node has arrived at chunk k + 1 and so finished reading chunk k. A node of one rank
-// needs no slots: it only allreduces over the network. When the shared-memory segment cannot be mapped on
+// needs no slots: it only allreduces over the network, and with one rank on every node the whole message
+// goes to the network algorithm at once, unchunked. When the shared-memory segment cannot be mapped on
 // some node, every rank runs ring_seg over the whole communicator instead (same results, by messages).
 #pragma once
 

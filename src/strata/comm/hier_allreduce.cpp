@@ -89,8 +89,9 @@ std::string HierarchicalAllreduce::network_choice(size_t bytes) const {
 std::string HierarchicalAllreduce::explain(size_t bytes) const {
   if (fallback_) return "hier: no shared segment on some node -> " + fallback_->explain(bytes);
   std::string text = "hier over " + topology_.describe();
-  // The network part of one chunk: its block (the largest, when blocks differ by an element).
-  const size_t chunk = std::min(bytes, chunk_bytes_);
+  // The network part of one chunk: its block (the largest, when blocks differ by an element); the whole
+  // message with one rank per node.
+  const size_t chunk = !shm_ && blocks_ == 1 ? bytes : std::min(bytes, chunk_bytes_);
   const int blocks = chunk <= kSingleBlockBytes ? 1 : blocks_;
   for (const auto& a : network_)
     if (a) return text + ", across nodes " + a->explain((chunk + blocks - 1) / blocks);
@@ -101,6 +102,12 @@ void HierarchicalAllreduce::run(void* buf, size_t count, DataType t) {
   if (count == 0 || size_ == 1) return;
   if (fallback_) {
     fallback_->run(buf, count, t);
+    return;
+  }
+  if (!shm_ && blocks_ == 1) {
+    // One rank per node: nothing to stage, so no chunks either. The network algorithm takes the whole message
+    // (over TCP a chunk boundary costs a handshake and lets the connection go idle).
+    network_[0]->run(buf, count, t);
     return;
   }
   const size_t es = size_of(t);
