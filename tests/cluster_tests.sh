@@ -8,6 +8,7 @@
 # must pick its cross-node rows, and the TCP path must give the same bits. Two shapes:
 #   2 hosts x 2 ranks  (--map-by node: ranks 0,2 on strata-h0 and 1,3 on strata-h1)
 #   3 hosts x 1 rank   behind 1 Gbit/s links (the shaped path of the bed)
+#   4 hosts x 1 rank   the training equivalences only
 # Each runs the allreduce tests and the data-parallel training equivalences (N ranks with batch b end with
 # the weights of one rank with batch N*b). Every mpirun is under `timeout`; any failure fails the script.
 # It needs namespaces: where they cannot be made it fails (exit 1) with cluster.sh's message, never skips.
@@ -112,6 +113,10 @@ bed_up 3 --slots 1 --rate 1gbit
 step "3x1 placement" -- check_placement "0 strata-h0 0 1;1 strata-h1 0 1;2 strata-h2 0 1" -- -np 3
 step "3x1 allreduce" -- tests "$allreduce_filter" -np 3
 step "3x1 training" -- tests "$training_filter" -np 3
+bed_down
+
+bed_up 4 --slots 1
+step "4x1 training" -- tests "$training_filter" -np 4
 bed_down
 
 if [ ${#failures[@]} -gt 0 ]; then
