@@ -4,6 +4,7 @@
 //   mpirun -np 4 --oversubscribe --bind-to none --mca btl self,vader bin/allreduce_bench
 //       --min_bytes=4 --max_bytes=256M --algorithms=hybrid,brd,vhd_seg,ring_seg,mpi
 //   mpirun -np 4 ... bin/allreduce_bench --tune --tune_out=allreduce.table
+//   bash scripts/cluster.sh mpirun -np 2 --map-by node bin/allreduce_bench --model   (alpha, beta, gamma)
 //
 // For each size all algorithms run interleaved, rep by rep and in a rotating order, in one process, so
 // drifting latency levels hit them alike. A rep's time is the slowest rank's; the table shows the median and 90th percentile
@@ -30,6 +31,7 @@
 #include "strata/common.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/cost_model.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/topology.hpp"
 #include "strata/util/flag_parsing.hpp"
@@ -57,6 +59,9 @@ DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (linear,
                          "ring_seg, shm, hier) on powers of two from --min_bytes to --max_bytes and write them "
                          "to --tune_out as the rows for this rank count (for this layout, NODESxRANKS, when the "
                          "ranks span several nodes)");
+DEFINE_bool(model, false, "Measure the network cost model between rank 0 and the last rank (alpha: latency, beta: "
+                          "seconds per byte, gamma: seconds per byte summed; docs/allreduce.md) and print the "
+                          "crossovers it predicts for 2 to 256 nodes, instead of timing the algorithms");
 DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
 DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
                                     "range going rather than flip the table on noise");
@@ -309,7 +314,21 @@ std::vector<CrossoverRow> crossovers(const std::vector<SizeResult>& results) {
   return rows;
 }
 
+// --model: the three figures and what they predict, as table rows a file could hold.
+int print_model(MPI_Comm comm) {
+  const NetworkCostModel m = NetworkCostModel::measure(comm);
+  if (g_rank != 0) return 0;
+  printf("# network cost model between rank 0 and rank %d: %s\n", g_size - 1, m.describe().c_str());
+  printf("# built-in model (hier's network part on node counts without measured rows): %s\n",
+         CrossoverTable::builtin_network_model().describe().c_str());
+  CrossoverTable table("model");
+  for (int nodes : {2, 3, 4, 5, 8, 16, 64, 256}) table.set(nodes, m.rows(nodes));
+  printf("%s", table.to_text().c_str());
+  return 0;
+}
+
 int run(MPI_Comm comm) {
+  if (FLAGS_model) return print_model(comm);
   // Setup: everything that can fail on bad input happens here, on every rank, before any timing.
   std::string error;
   std::vector<std::string> names;

@@ -19,6 +19,7 @@
 #include "mpi/mpi_test_util.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/cost_model.hpp"
 #include "strata/comm/hier_allreduce.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/topology.hpp"
@@ -381,6 +382,58 @@ TEST_F(AllreduceTest, HybridAndHierExplainTheirChoice) {
     EXPECT_EQ(hier_why.substr(hier_why.size() - std::min(hier_why.size(), last.size())), last) << hier_why;
     EXPECT_NE(hier.explain(64).find("-> brd"), std::string::npos) << hier.explain(64);
   }
+}
+
+// ---- the network cost model ----
+
+TEST(NetworkCostModelTest, PredictsTheSeedPapersHybridAndRingOffPowersOfTwo) {
+  const NetworkCostModel m{15e-6, 0.8e-9, 0.25e-9};
+  // One exchange of the whole message against log2 p of them, and halving beats the butterfly when large.
+  EXPECT_DOUBLE_EQ(m.predict("brd", 2, 1000), 15e-6 + 1000 * 1.05e-9);
+  EXPECT_LT(m.predict("brd", 8, 64), m.predict("vhd", 8, 64));
+  EXPECT_LT(m.predict("vhd", 8, 64 << 20), m.predict("brd", 8, 64 << 20));
+  EXPECT_LT(m.predict("ring", 3, 64 << 20), m.predict("vhd", 3, 64 << 20));  // VHD's fold on 3 ranks
+  EXPECT_EQ(m.predict("ring", 1, 1 << 20), 0.0);
+  EXPECT_THROW(m.predict("shm", 4, 100), Error);
+  for (int p : {2, 3, 4, 5, 8, 64}) {
+    const auto rows = m.rows(p);
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.front().algorithm, "brd") << p << " ranks";
+    EXPECT_EQ(rows.back().max_bytes, CrossoverRow::kUnlimited);
+    EXPECT_EQ(rows.back().algorithm, (p & (p - 1)) == 0 ? "vhd" : "ring") << p << " ranks";
+    for (size_t i = 1; i < rows.size(); ++i) EXPECT_LT(rows[i - 1].max_bytes, rows[i].max_bytes);
+  }
+  // A faster network moves the crossover up: its latency is worth more bytes.
+  const NetworkCostModel fast{15e-6, 0.08e-9, 0.25e-9};
+  EXPECT_GT(fast.rows(8).front().max_bytes, m.rows(8).front().max_bytes);
+}
+
+TEST(NetworkCostModelTest, TablesFallBackOnTheModelBeforeStarRows) {
+  CrossoverTable t = CrossoverTable::parse("2 inf ring\n* inf linear\n", "t.table");
+  t.set_model(NetworkCostModel{15e-6, 0.8e-9, 0.25e-9});
+  EXPECT_EQ(t.rows_for(2).back().algorithm, "ring");  // its own rows first
+  EXPECT_EQ(t.rows_for(3).back().algorithm, "ring");  // the model: ring on 3
+  EXPECT_EQ(t.rows_for(4).back().algorithm, "vhd");
+  std::string key;
+  t.rows_for(Topology::from_nodes(0, {0, 1, 2}), &key);
+  EXPECT_EQ(key, "model");
+  EXPECT_NE(t.to_text().find("# other rank counts: the cost model's predictions (alpha 15.0 us"), std::string::npos);
+  // The built-in network table: measured rows on 2 nodes, the model elsewhere.
+  const CrossoverTable net = CrossoverTable::builtin_network();
+  EXPECT_EQ(net.rows_for(2).front().max_bytes, 262144u);
+  EXPECT_EQ(net.rows_for(6).back().algorithm, "ring");
+  EXPECT_EQ(net.rows_for(16).back().algorithm, "vhd");
+}
+
+TEST(NetworkCostModelTest, MeasuresPositiveFiguresTheSameOnEveryRank) {
+  const NetworkCostModel m = NetworkCostModel::measure(MPI_COMM_WORLD);
+  EXPECT_GT(m.gamma, 0.0);
+  if (world_size() > 1) {
+    EXPECT_GT(m.alpha, 0.0);
+    EXPECT_GE(m.beta, 0.0);
+  }
+  EXPECT_TRUE(mpi_test::same_on_all_ranks(static_cast<uint64_t>(m.alpha * 1e12)));
+  EXPECT_TRUE(mpi_test::same_on_all_ranks(static_cast<uint64_t>(m.gamma * 1e15)));
 }
 
 // ---- table files and names: the bad-input paths ----

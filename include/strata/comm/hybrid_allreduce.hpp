@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
+#include "strata/comm/cost_model.hpp"
 #include "strata/comm/topology.hpp"
 
 namespace strata {
@@ -48,11 +49,15 @@ class CrossoverTable {
 
   // The defaults measured on the development machine (2 cores, Open MPI 4.1 vader; docs/benchmarks.md).
   static CrossoverTable builtin();
-  // The default for the part of `hier` that crosses the network (one rank per node): the seed paper's
-  // hybrid, BRD while a message costs its latency (up to 64 KiB; 256 KiB on 2 nodes, where BRD moves no more
-  // bytes than VHD), then vhd on power-of-two node counts and ring on the others (VHD's fold costs a whole
-  // extra message there), unsegmented (over TCP every segment costs a handshake). Never shm or hier.
+  // The default for the part of `hier` that crosses the network (one rank per node), unsegmented (over TCP
+  // every segment costs a handshake), never shm or hier. On 2 nodes, as measured on the test bed: BRD up to
+  // 256 KiB (it moves no more bytes than VHD there, in half the messages), then VHD. Other node counts take
+  // builtin_network_model()'s predictions among brd, vhd and ring: the seed paper's hybrid (BRD while a
+  // message costs its latency, VHD for large ones) with ring where VHD's fold costs a whole extra message.
   static CrossoverTable builtin_network();
+  // The model behind it: alpha 15 us, 10 Gbit/s (beta 0.8 ns/B), sums at 4 GB/s (docs/allreduce.md);
+  // `allreduce_bench --model` measures a network's own.
+  static NetworkCostModel builtin_network_model();
   // Parses the text format above; errors throw strata::Error naming origin and line.
   static CrossoverTable parse(const std::string& text, const std::string& origin);
   static CrossoverTable load(const std::string& path);
@@ -61,11 +66,14 @@ class CrossoverTable {
   void set(int ranks, std::vector<CrossoverRow> rows);
   // Replaces the rows for a layout of `nodes` nodes of `per_node` ranks each.
   void set_layout(int nodes, int per_node, std::vector<CrossoverRow> rows);
-  // The rows that apply on `ranks` ranks; throws strata::Error if the table has none for it.
-  const std::vector<CrossoverRow>& rows_for(int ranks) const;
-  // The rows that apply to ranks placed as `topology` says: its layout's, else its rank count's, else "*".
-  // key (if not null) gets the first field of the rows chosen ("2x2", "4", "*").
-  const std::vector<CrossoverRow>& rows_for(const Topology& topology, std::string* key = nullptr) const;
+  // Rank counts without rows of their own take the model's predictions (before any "*" rows).
+  void set_model(const NetworkCostModel& model);
+  // The rows that apply on `ranks` ranks: its own, else the model's, else "*"; throws strata::Error if the
+  // table has none for it.
+  std::vector<CrossoverRow> rows_for(int ranks) const;
+  // The rows that apply to ranks placed as `topology` says: its layout's, else as rows_for(its rank count).
+  // key (if not null) gets the first field of the rows chosen ("2x2", "4", "model", "*").
+  std::vector<CrossoverRow> rows_for(const Topology& topology, std::string* key = nullptr) const;
   std::string to_text() const;
   void save(const std::string& path) const;  // throws strata::Error if the file cannot be written
   const std::string& origin() const { return origin_; }
@@ -73,6 +81,8 @@ class CrossoverTable {
  private:
   std::map<int, std::vector<CrossoverRow>> rows_;
   std::map<std::pair<int, int>, std::vector<CrossoverRow>> layout_rows_;  // by (nodes, ranks per node)
+  bool has_model_ = false;
+  NetworkCostModel model_;
   std::string origin_ = "built-in table";
 };
 

@@ -66,6 +66,8 @@ CrossoverTable CrossoverTable::builtin() {
   return parse(kText, "built-in table");
 }
 
+NetworkCostModel CrossoverTable::builtin_network_model() { return NetworkCostModel{15e-6, 0.8e-9, 0.25e-9}; }
+
 CrossoverTable CrossoverTable::builtin_network() {
   CrossoverTable table("built-in network table");
   // Unsegmented: a segment is an MPI message, and over TCP each one above the eager limit waits for the
@@ -74,9 +76,7 @@ CrossoverTable CrossoverTable::builtin_network() {
   // vhd_seg (docs/benchmarks.md). On 2 nodes BRD is one exchange of the whole message where VHD makes two of
   // half of it: the same bytes, half the latency; unshaped it took 99 us at 256 KiB against 136 for VHD.
   table.set(2, {{262144, "brd"}, {CrossoverRow::kUnlimited, "vhd"}});
-  for (int nodes = 4; nodes <= (1 << 16); nodes *= 2)
-    table.set(nodes, {{65536, "brd"}, {CrossoverRow::kUnlimited, "vhd"}});
-  table.set(kAnyRanks, {{65536, "brd"}, {CrossoverRow::kUnlimited, "ring"}});
+  table.set_model(builtin_network_model());
   return table;
 }
 
@@ -164,7 +164,12 @@ void CrossoverTable::set_layout(int nodes, int per_node, std::vector<CrossoverRo
   layout_rows_[{nodes, per_node}] = std::move(rows);
 }
 
-const std::vector<CrossoverRow>& CrossoverTable::rows_for(const Topology& topology, std::string* key) const {
+void CrossoverTable::set_model(const NetworkCostModel& model) {
+  model_ = model;
+  has_model_ = true;
+}
+
+std::vector<CrossoverRow> CrossoverTable::rows_for(const Topology& topology, std::string* key) const {
   if (topology.uniform()) {
     auto it = layout_rows_.find({topology.nodes(), topology.local_size()});
     if (it != layout_rows_.end()) {
@@ -172,12 +177,13 @@ const std::vector<CrossoverRow>& CrossoverTable::rows_for(const Topology& topolo
       return it->second;
     }
   }
-  if (key) *key = rows_.count(topology.size) ? ranks_text(topology.size) : "*";
+  if (key) *key = rows_.count(topology.size) ? ranks_text(topology.size) : has_model_ ? "model" : "*";
   return rows_for(topology.size);
 }
 
-const std::vector<CrossoverRow>& CrossoverTable::rows_for(int ranks) const {
+std::vector<CrossoverRow> CrossoverTable::rows_for(int ranks) const {
   auto it = rows_.find(ranks);
+  if (it == rows_.end() && has_model_) return model_.rows(ranks);
   if (it == rows_.end()) it = rows_.find(kAnyRanks);
   if (it == rows_.end()) {
     std::string have;
@@ -202,6 +208,7 @@ std::string CrossoverTable::to_text() const {
   for (const auto& kv : layout_rows_) write(layout_text(kv.first), kv.second);
   for (const auto& kv : rows_)
     if (kv.first != kAnyRanks) write(ranks_text(kv.first), kv.second);
+  if (has_model_) out << "# other rank counts: the cost model's predictions (" << model_.describe() << ")\n";
   auto any = rows_.find(kAnyRanks);
   if (any != rows_.end()) write("*", any->second);
   return out.str();

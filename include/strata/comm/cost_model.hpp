@@ -1,0 +1,43 @@
+// What an allreduce should cost on a network, from three numbers (the Hockney model with a reduction term):
+//   alpha  seconds per message (latency and software overhead),
+//   beta   seconds per byte on the wire,
+//   gamma  seconds per byte summed.
+// For p ranks and M bytes (p' the largest power of two <= p, r = p - p'; a fold costs 2 (alpha + M beta) + M
+// gamma when r > 0, as docs/allreduce.md describes):
+//   brd   fold + log2 p' (alpha + M beta + M gamma)
+//   vhd   fold + 2 log2 p' alpha + 2 (p'-1)/p' M beta + (p'-1)/p' M gamma
+//   ring  2 (p-1) alpha + 2 (p-1)/p M beta + (p-1)/p M gamma
+//   brb   2 log2 p (alpha + M beta) + log2 p M gamma   (rounded up: the tree's depth)
+// It gives the crossover rows for layouts nobody measured (the network part of `hier` on node counts other
+// than the measured ones), and `allreduce_bench --model` measures the three numbers between two ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct CrossoverRow;
+
+struct NetworkCostModel {
+  double alpha = 0;
+  double beta = 0;
+  double gamma = 0;
+
+  // Predicted seconds for `algorithm` (brd, vhd, ring, brb) on `ranks` ranks and `bytes` bytes. Throws
+  // strata::Error for an algorithm the model does not cover.
+  double predict(const std::string& algorithm, int ranks, double bytes) const;
+  // Crossover rows for `ranks` ranks: at every power of two from 4 B to 1 GiB the candidate predicted fastest,
+  // merged into rows (the last one unlimited).
+  std::vector<CrossoverRow> rows(int ranks, const std::vector<std::string>& candidates = {"brd", "vhd", "ring"}) const;
+  std::string describe() const;  // "alpha 15.0 us, beta 1.00 GB/s, gamma 4.00 GB/s"
+
+  // Collective over comm: alpha and beta from ping-pongs of 8 B and 4 MiB between rank 0 and the last rank
+  // (half a round trip each; on a job across nodes, put those two on different nodes), gamma from summing
+  // 4 MiB of floats on rank 0. Every rank gets rank 0's figures.
+  static NetworkCostModel measure(MPI_Comm comm);
+};
+
+}  // namespace strata
