@@ -107,6 +107,24 @@ class AllreduceTest : public ::testing::Test {
     }
   }
 
+  // `calls` allreduces of base + step * call doubles on a thread that sleeps in its waits (futexes), with the
+  // ranks arriving late by turns: the others spin out and fall asleep, and a lost wake would hang.
+  static void check_blocking_waits(Allreduce& alg, int calls, size_t base, size_t step) {
+    const int r = world_rank(), n = world_size();
+    comm_detail::set_thread_blocking_waits(true);
+    bool ok = true;
+    for (int call = 0; call < calls; ++call) {
+      if (call % n == r) usleep(3000);  // this rank arrives late this time
+      const size_t count = base + step * static_cast<size_t>(call);
+      std::vector<double> d(count);
+      for (size_t i = 0; i < count; ++i) d[i] = input_value(i, r);
+      alg.run(d.data(), count);
+      for (size_t i = 0; i < count; ++i) ok = ok && d[i] == expected_sum(i, n);
+    }
+    comm_detail::set_thread_blocking_waits(false);
+    EXPECT_TRUE(all_ranks(ok));
+  }
+
   static MPI_Comm comm_;
 };
 MPI_Comm AllreduceTest::comm_ = MPI_COMM_NULL;
@@ -168,19 +186,7 @@ TEST_F(AllreduceTest, ShmBlockingWaitsWakeEverySleeper) {
   // arrive late by turns, so the others spin out and fall asleep, and a lost wake would hang this test; many
   // 256-byte chunks give both flags of many rounds their turn.
   ShmAllreduce alg(comm_, 256);
-  const int r = world_rank(), n = world_size();
-  comm_detail::set_thread_blocking_waits(true);
-  bool ok = true;
-  for (int call = 0; call < 12; ++call) {
-    if (call % n == r) usleep(3000);  // this rank arrives late this time
-    const size_t count = 257 + 97 * static_cast<size_t>(call);
-    std::vector<double> d(count);
-    for (size_t i = 0; i < count; ++i) d[i] = input_value(i, r);
-    alg.run(d.data(), count);
-    for (size_t i = 0; i < count; ++i) ok = ok && d[i] == expected_sum(i, n);
-  }
-  comm_detail::set_thread_blocking_waits(false);
-  EXPECT_TRUE(all_ranks(ok));
+  check_blocking_waits(alg, 12, 257, 97);
 }
 
 TEST_F(AllreduceTest, OpenMpiForcedAlgorithmsWhenAvailable) {
@@ -259,19 +265,7 @@ TEST_F(AllreduceTest, HierBlockingWaitsWakeEverySleeper) {
   // As ShmBlockingWaitsWakeEverySleeper, for the node part of hier: ranks arrive late by turns.
   const Topology topo = Topology::virtual_nodes(comm_, 2);
   HierarchicalAllreduce hier(comm_, topo, CrossoverTable::builtin_network(), 4096);
-  const int r = world_rank(), n = world_size();
-  comm_detail::set_thread_blocking_waits(true);
-  bool ok = true;
-  for (int call = 0; call < 8; ++call) {
-    if (call % n == r) usleep(3000);
-    const size_t count = 2049 + 977 * static_cast<size_t>(call);
-    std::vector<double> d(count);
-    for (size_t i = 0; i < count; ++i) d[i] = input_value(i, r);
-    hier.run(d.data(), count);
-    for (size_t i = 0; i < count; ++i) ok = ok && d[i] == expected_sum(i, n);
-  }
-  comm_detail::set_thread_blocking_waits(false);
-  EXPECT_TRUE(all_ranks(ok));
+  check_blocking_waits(hier, 8, 2049, 977);
 }
 
 TEST(TopologyTest, VirtualNodesNumberNodesAndLocalRanksInRankOrder) {

@@ -45,6 +45,10 @@ bool thread_blocking_waits();
 // MPI_Waitall under the calling thread's wait setting.
 void wait_all(int n, MPI_Request* reqs);
 
+// A chunk size in bytes: the environment variable env_name if set, else `requested`; rounded down to whole
+// cache lines, and at least one (room for a double). For the algorithms that stage chunks in shared memory.
+size_t chunk_bytes_from_env(const char* env_name, size_t requested);
+
 // dst[i] += src[i] for i < n. Written so the compiler vectorises it (AVX2 where the CPU has it: cpu_dispatch.hpp).
 void sum_into(void* dst, const void* src, size_t n, DataType t);
 

@@ -69,6 +69,8 @@ class HierarchicalAllreduce : public Allreduce {
 
  private:
   void run_chunk(char* data, size_t len, DataType t, size_t es);
+  // One rank on every node: no slots to stage through, so the network algorithm takes the whole message.
+  bool whole_message() const { return !shm_ && blocks_ == 1; }
 
   Topology topology_;
   size_t chunk_bytes_ = 0;

@@ -60,7 +60,7 @@ class ShmAllreduce : public Allreduce {
   static constexpr size_t kSharedCoreChunkBytes = 16 << 20;
 
  private:
-  size_t chunk_bytes_;
+  size_t chunk_bytes_ = 0;
   std::unique_ptr<comm_detail::ShmGroup> group_;  // two chunk-sized halves per rank
   uint64_t round_ = 0;                            // chunks done so far, the same on every rank
   std::unique_ptr<Allreduce> fallback_;           // when the ranks do not share a machine

@@ -65,6 +65,12 @@ void* ScratchBuffer::get(size_t bytes) {
   return data_;
 }
 
+size_t chunk_bytes_from_env(const char* env_name, size_t requested) {
+  const char* env = getenv(env_name);
+  const size_t bytes = env ? static_cast<size_t>(atoll(env)) : requested;
+  return std::max<size_t>(64, bytes / 64 * 64);
+}
+
 void sum_into(void* dst, const void* src, size_t n, DataType t) {
   if (t == DataType::kFloat)
     sum_into_typed(static_cast<float*>(dst), static_cast<const float*>(src), n);

@@ -17,13 +17,6 @@ using comm_detail::block_begin;
 using comm_detail::ShmGroup;
 
 namespace {
-size_t chunk_bytes_setting(size_t requested) {
-  const char* env = getenv("STRATA_ALLREDUCE_HIER_CHUNK_BYTES");
-  size_t bytes = env ? static_cast<size_t>(atoll(env)) : requested ? requested : HierarchicalAllreduce::kDefaultChunkBytes;
-  // Whole cache lines, and room for at least one double.
-  return std::max<size_t>(64, bytes / 64 * 64);
-}
-
 // The network part runs on one rank per node; an algorithm that itself looks for shared memory or nodes
 // would find none there (or recurse into this one).
 void check_network_table(const CrossoverTable& network, int nodes) {
@@ -40,7 +33,10 @@ HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm)
 
 HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm, const Topology& topology,
                                              const CrossoverTable& network, size_t chunk_bytes)
-    : Allreduce(comm), topology_(topology), chunk_bytes_(chunk_bytes_setting(chunk_bytes)) {
+    : Allreduce(comm),
+      topology_(topology),
+      chunk_bytes_(comm_detail::chunk_bytes_from_env("STRATA_ALLREDUCE_HIER_CHUNK_BYTES",
+                                                      chunk_bytes ? chunk_bytes : kDefaultChunkBytes)) {
   STRATA_REQUIRE(topology_.size == size_ && topology_.rank == rank_)
       << "hier: the topology describes " << topology_.size << " ranks, the communicator has " << size_;
   if (size_ == 1) return;
@@ -91,7 +87,7 @@ std::string HierarchicalAllreduce::explain(size_t bytes) const {
   std::string text = "hier over " + topology_.describe();
   // The network part of one chunk: its block (the largest, when blocks differ by an element); the whole
   // message with one rank per node.
-  const size_t chunk = !shm_ && blocks_ == 1 ? bytes : std::min(bytes, chunk_bytes_);
+  const size_t chunk = whole_message() ? bytes : std::min(bytes, chunk_bytes_);
   const int blocks = chunk <= kSingleBlockBytes ? 1 : blocks_;
   for (const auto& a : network_)
     if (a) return text + ", across nodes " + a->explain((chunk + blocks - 1) / blocks);
@@ -104,7 +100,7 @@ void HierarchicalAllreduce::run(void* buf, size_t count, DataType t) {
     fallback_->run(buf, count, t);
     return;
   }
-  if (!shm_ && blocks_ == 1) {
+  if (whole_message()) {
     // One rank per node: nothing to stage, so no chunks either. The network algorithm takes the whole message
     // (over TCP a chunk boundary costs a handshake and lets the connection go idle).
     network_[0]->run(buf, count, t);

@@ -8,7 +8,10 @@
 
 #include "strata/comm/allreduce_kernels.hpp"
 #include "strata/comm/communicator.hpp"
+#include "strata/comm/hier_allreduce.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/shm_group.hpp"
+#include "strata/comm/topology.hpp"
 
 namespace strata {
 
@@ -24,31 +27,19 @@ const size_t kWholeSumBytes = [] {
   return env ? static_cast<size_t>(atoll(env)) : size_t(16384);
 }();
 
-size_t chunk_bytes_setting(size_t requested, bool oversubscribed) {
-  const char* env = getenv("STRATA_ALLREDUCE_SHM_CHUNK_BYTES");
-  if (requested == 0) {
-    requested = oversubscribed ? ShmAllreduce::kSharedCoreChunkBytes : ShmAllreduce::kDedicatedCoreChunkBytes;
-  }
-  size_t bytes = env ? static_cast<size_t>(atoll(env)) : requested;
-  // Whole cache lines, and room for at least one double.
-  return std::max<size_t>(64, bytes / 64 * 64);
-}
 }  // namespace
 
-ShmAllreduce::ShmAllreduce(MPI_Comm comm, size_t chunk_bytes)
-    : Allreduce(comm), chunk_bytes_(chunk_bytes_setting(chunk_bytes, size_ > sysconf(_SC_NPROCESSORS_ONLN))) {
+ShmAllreduce::ShmAllreduce(MPI_Comm comm, size_t chunk_bytes) : Allreduce(comm) {
+  const bool oversubscribed = size_ > sysconf(_SC_NPROCESSORS_ONLN);
+  chunk_bytes_ = comm_detail::chunk_bytes_from_env(
+      "STRATA_ALLREDUCE_SHM_CHUNK_BYTES",
+      chunk_bytes ? chunk_bytes : oversubscribed ? kSharedCoreChunkBytes : kDedicatedCoreChunkBytes);
   if (size_ == 1) return;
-  MPI_Comm node;
-  int node_size = 0;
-  STRATA_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  STRATA_MPI_CHECK(MPI_Comm_size(node, &node_size));
-  STRATA_MPI_CHECK(MPI_Comm_free(&node));
-  // Every rank sees the same node sizes only if they all share one machine; otherwise all take the
-  // other path together (the minimum tells each rank whether any was left out).
-  int local = node_size == size_, all = 0;
-  STRATA_MPI_CHECK(MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, comm));
-  if (!all) {
-    fallback_ = make_allreduce_algorithm("hier", comm);
+  // The topology is the same on every rank, so all take the same path. Ranks on several machines cannot share
+  // one segment: hier, over the machines MPI sees (not STRATA_RANKS_PER_NODE's virtual ones).
+  const Topology topology = Topology::of(comm);
+  if (topology.nodes() > 1) {
+    fallback_ = std::make_unique<HierarchicalAllreduce>(comm, topology, CrossoverTable::builtin_network());
     return;
   }
   group_ = std::make_unique<ShmGroup>(comm, 2 * chunk_bytes_);
