@@ -264,7 +264,7 @@ cmd_mpirun() {
   [ -r "$dir/hostfile" ] || die "no test bed is up (bash $here/cluster.sh up HOSTS)"
   [ "$(id -u)" -eq 0 ] || die "mpirun on the bed needs root (it enters the bed's namespaces)"
   local h0 args=" $* "
-  h0=$(hosts_up | head -n 1)
+  h0=$(hosts_up | awk 'NR == 1')   # awk reads to the end: no SIGPIPE for hosts_up under pipefail
   # mpirun refuses an MCA parameter given twice: a default here gives way to the caller's own.
   local flags=(--hostfile "$dir/hostfile") v
   mca() { [[ $args == *" --mca $1 "* || $args == *" -mca $1 "* ]] || flags+=(--mca "$1" "$2"); }

@@ -37,7 +37,7 @@ for step in $steps; do
       # The GPU tests first (their per-blob errors are printed), then every unit test on this machine.
       timeout 200 strata_tests --gtest_filter='GpuTest*' >"$out/gpu_tests.txt" 2>&1
       say "GPU tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.txt" | tr '\n' ' '))"
-      grep -E "FAILED|Failure|error" "$out/gpu_tests.txt" | head -20 | tee -a "$summary"
+      grep -E "FAILED|Failure|error" "$out/gpu_tests.txt" | awk 'NR <= 20' | tee -a "$summary"
       grep "normalised error" "$out/gpu_tests.txt" | awk '{print $NF}' | sort -g | tail -1 |
         xargs -I{} echo "largest normalised error, GPU vs CPU: {}" | tee -a "$summary"
       ;;
@@ -45,7 +45,7 @@ for step in $steps; do
       # Every other unit test, on this machine (CPU code; catches a broken bundle).
       (cd "$out" && timeout "${UNIT_TIMEOUT:-300}" strata_tests --gtest_filter='-GpuTest*' >"$out/unit_tests.txt" 2>&1)
       say "other unit tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/unit_tests.txt" | tr '\n' ' '))"
-      grep -E "^\[  FAILED" "$out/unit_tests.txt" | head -20 | tee -a "$summary"
+      grep -E "^\[  FAILED" "$out/unit_tests.txt" | awk 'NR <= 20' | tee -a "$summary"
       ;;
     time)
       sed '0,/dim: 32 dim: 3/s//dim: 256 dim: 3/; 0,/shape { dim: 32 }/s//shape { dim: 256 }/' \
@@ -77,7 +77,7 @@ for step in $steps; do
           strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*' \
           >"$out/mpi_gpu_np$np.txt" 2>&1
         say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"
-        grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | head -20 | tee -a "$summary"
+        grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | awk 'NR <= 20' | tee -a "$summary"
       done
       ;;
     overlap)

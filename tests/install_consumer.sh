@@ -36,9 +36,9 @@ step "run it"
 cat "$tmp/run.log"
 grep -q "layer softsign has type Softsign" "$tmp/run.log" || fail "the custom layer was not used"
 grep -q "custom layer example: OK" "$tmp/run.log" || fail "the example's checks"
-# It linked the installed library, not the build tree's.
-if ! ldd "$tmp/example/custom_layer" | grep -q "$prefix/lib/libstrata.so"; then
-  ldd "$tmp/example/custom_layer"
-  fail "the example is not linked against $prefix/lib/libstrata.so"
-fi
+# It linked the installed library, not the build tree's. ldd's list goes to a file first: under pipefail,
+# `ldd | grep -q` fails whenever grep stops reading early and ldd dies of SIGPIPE (a long list, as with CUDA).
+ldd "$tmp/example/custom_layer" > "$tmp/ldd.log" || { cat "$tmp/ldd.log"; fail "ldd on the example"; }
+grep -qF "$prefix/lib/libstrata.so" "$tmp/ldd.log" ||
+  { cat "$tmp/ldd.log"; fail "the example is not linked against $prefix/lib/libstrata.so"; }
 step "OK"
