@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "gradient_checker.hpp"
+#include "gpu_layer_compare.hpp"
 #include "strata/device.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/memory_tracker.hpp"
@@ -31,127 +31,12 @@
 namespace strata {
 namespace {
 
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu_build()) GTEST_SKIP() << "this build has no GPU support (no CUDA toolkit at build time)";
-    if (gpu_device_count() == 0) {
-      GTEST_SKIP() << "no GPU: cudaGetDeviceCount reports none on this machine; these tests run on a GPU machine";
-    }
-    if (selected_gpu_device() < 0) select_gpu_device(-1);
-  }
-  void TearDown() override { Strata::set_mode(Strata::CPU); }
-};
+using gpu_compare::CompareWithCpu;
+using gpu_compare::Copy;
+using gpu_compare::GpuTest;
+using gpu_compare::LayerCase;
+using gpu_compare::NormalisedError;
 
-struct LayerCase {
-  std::string prototxt;                   // the LayerParameter, text format
-  std::vector<std::vector<int>> bottoms;  // shapes
-  int tops = 1;
-  int label_bottom = -1;  // this bottom holds class labels in [0, label_classes)
-  int label_classes = 0;
-  bool in_place = false;  // top 0 is bottom 0
-  double bound = 1e-5;
-};
-
-double NormalisedError(const float* got, const float* want, int n) {
-  double diff = 0, ref = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::isnan(got[i]) != std::isnan(want[i])) return INFINITY;
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    ref += double(want[i]) * want[i];
-  }
-  return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
-}
-
-std::vector<float> Copy(const float* p, int n) { return std::vector<float>(p, p + n); }
-
-// Runs the layer forward and backward on the CPU, then the same layer (same weights, same inputs, same top
-// gradients, same random seed) on the GPU, and compares everything it computed.
-void CompareWithCpu(const LayerCase& c) {
-  LayerParameter param;
-  ReadProtoFromTextString(c.prototxt, &param);
-  SCOPED_TRACE(param.type() + " " + param.name());
-  Strata::set_mode(Strata::CPU);
-  Strata::set_random_seed(1701);
-  std::vector<std::unique_ptr<Blob<float>>> bottom_blobs, top_blobs;
-  std::vector<Blob<float>*> bottom, top;
-  for (size_t b = 0; b < c.bottoms.size(); ++b) {
-    bottom_blobs.emplace_back(new Blob<float>(c.bottoms[b]));
-    Blob<float>* blob = bottom_blobs.back().get();
-    float* x = blob->mutable_cpu_data();
-    if (static_cast<int>(b) == c.label_bottom) {
-      std::uniform_int_distribution<int> dist(0, c.label_classes - 1);
-      for (int i = 0; i < blob->count(); ++i) x[i] = static_cast<float>(dist(Strata::rng()));
-    } else {
-      rng_uniform<float>(blob->count(), -1.f, 1.f, x);
-    }
-    bottom.push_back(blob);
-  }
-  for (int t = 0; t < c.tops; ++t) {
-    if (t == 0 && c.in_place) {
-      top.push_back(bottom[0]);
-      continue;
-    }
-    top_blobs.emplace_back(new Blob<float>());
-    top.push_back(top_blobs.back().get());
-  }
-  auto layer = LayerRegistry<float>::CreateLayer(param);
-  layer->SetUp(bottom, top);
-
-  std::vector<std::vector<float>> x0, p0;
-  for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
-  for (auto& p : layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
-  std::vector<bool> down(bottom.size(), true);
-  if (c.label_bottom >= 0) down[c.label_bottom] = false;
-
-  // One pass in the current mode; returns tops, then bottom gradients, then parameter gradients, then the
-  // parameters themselves (BatchNorm's forward updates its running statistics there).
-  std::vector<std::vector<float>> dy;
-  auto run = [&]() {
-    for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
-    for (size_t i = 0; i < p0.size(); ++i) {
-      std::copy(p0[i].begin(), p0[i].end(), layer->blobs()[i]->mutable_cpu_data());
-      cpu_set(layer->blobs()[i]->count(), 0.f, layer->blobs()[i]->mutable_cpu_diff());
-    }
-    layer->Reshape(bottom, top);
-    Strata::set_random_seed(42);
-    layer->Forward(bottom, top);
-    std::vector<std::vector<float>> out;
-    for (auto* t : top) out.push_back(Copy(t->cpu_data(), t->count()));
-    if (dy.empty()) {
-      for (auto* t : top) {
-        dy.emplace_back(t->count());
-        rng_uniform<float>(t->count(), -1.f, 1.f, dy.back().data());
-      }
-    }
-    for (size_t t = 0; t < top.size(); ++t) std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());
-    layer->Backward(top, down, bottom);
-    for (size_t b = 0; b < bottom.size(); ++b) {
-      if (down[b]) out.push_back(Copy(bottom[b]->cpu_diff(), bottom[b]->count()));
-    }
-    for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_diff(), p->count()));
-    for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_data(), p->count()));
-    return out;
-  };
-  const auto cpu = run();
-  Strata::set_mode(Strata::GPU);
-  const auto gpu = run();
-  Strata::set_mode(Strata::CPU);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  const double bound = param.type() == "Convolution" ? std::max(c.bound, 1e-4) : c.bound;
-  for (size_t k = 0; k < cpu.size(); ++k) {
-    ASSERT_EQ(cpu[k].size(), gpu[k].size());
-    const double err = NormalisedError(gpu[k].data(), cpu[k].data(), static_cast<int>(cpu[k].size()));
-    const size_t params = layer->blobs().size();
-    const char* what = k < top.size()                 ? "top"
-                       : k + 2 * params < cpu.size() ? "bottom diff"
-                       : k + params < cpu.size()     ? "param diff"
-                                                     : "param";
-    EXPECT_LT(err, bound) << what << " #" << k << " (" << cpu[k].size() << " values)";
-    std::printf("[gpu-vs-cpu] %-18s %-12s %-11s #%zu  n=%-7zu normalised error %.3g\n", param.type().c_str(),
-                param.name().c_str(), what, k, cpu[k].size(), err);
-  }
-}
 
 std::vector<LayerCase> LeNetCases() {
   return {
@@ -235,7 +120,7 @@ TEST_F(GpuTest, AlexNetAndResNetLayersMatchCpu) {
   for (const auto& c : AlexNetResNetCases()) CompareWithCpu(c);
 }
 
-// Finite differences of the GPU forward against the GPU backward, in double (cuDNN and cuBLAS run double too).
+// Finite differences of the GPU forward against the GPU backward, in double.
 TEST_F(GpuTest, GradientChecks) {
   const char* cases[] = {
       R"(name: "conv" type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 stride: 2 pad: 1
@@ -248,31 +133,15 @@ TEST_F(GpuTest, GradientChecks) {
       R"(name: "tanh" type: "TanH")",
       R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 })",
   };
-  for (const char* text : cases) {
-    LayerParameter param;
-    ReadProtoFromTextString(text, &param);
-    SCOPED_TRACE(param.name());
-    Strata::set_mode(Strata::GPU);
-    Blob<double> x({2, 3, 6, 5}), y;
-    Strata::set_random_seed(3);
-    rng_uniform<double>(x.count(), -1, 1, x.mutable_cpu_data());
-    auto layer = LayerRegistry<double>::CreateLayer(param);
-    GradientChecker<double> checker(1e-4, 1e-6);
-    checker.CheckGradient(layer.get(), {&x}, {&y});
-    EXPECT_GT(checker.last_num_checked(), 0);
-    Strata::set_mode(Strata::CPU);
-  }
+  for (const char* text : cases) gpu_compare::GpuGradientCheck({text});
   // The loss, with labels as the second bottom (no gradient).
-  LayerParameter param;
-  ReadProtoFromTextString(R"(name: "loss" type: "SoftmaxWithLoss")", &param);
-  Strata::set_mode(Strata::GPU);
-  Blob<double> scores({4, 5}), labels({4}), loss;
-  rng_uniform<double>(scores.count(), -2, 2, scores.mutable_cpu_data());
-  for (int i = 0; i < 4; ++i) labels.mutable_cpu_data()[i] = (i * 3) % 5;
-  auto layer = LayerRegistry<double>::CreateLayer(param);
-  GradientChecker<double> checker(1e-4, 1e-6);
-  checker.CheckGradient(layer.get(), {&scores, &labels}, {&loss}, 0);
-  EXPECT_GT(checker.last_num_checked(), 0);
+  gpu_compare::GradientCase loss{R"(name: "loss" type: "SoftmaxWithLoss")", {{4, 5}, {4}}, 0};
+  loss.fill = [](const std::vector<Blob<double>*>& b) {
+    for (int i = 0; i < 4; ++i) b[1]->mutable_cpu_data()[i] = (i * 3) % 5;
+  };
+  loss.lo = -2;
+  loss.hi = 2;
+  gpu_compare::GpuGradientCheck(loss);
 }
 
 // Blob arithmetic runs where the data is, and gives the CPU's results.
