@@ -190,7 +190,8 @@ TEST_F(GpuTest, DeviceMemoryIsCountedApartFromTheHosts) {
   EXPECT_EQ(MT::current(MemoryCategory::kActivation), host);
 }
 
-// A few SGD steps of a small net on the GPU land where the CPU's do, and the weights stay on the device.
+// A few steps of every solver of the SGD family on a small net on the GPU land where the CPU's do, and the
+// weights stay on the device.
 TEST_F(GpuTest, SolverStepsMatchCpu) {
   const std::string net = R"(
     name: "tiny"
@@ -204,41 +205,45 @@ TEST_F(GpuTest, SolverStepsMatchCpu) {
             inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
   )";
-  std::vector<std::vector<float>> results[2];
-  for (int mode = 0; mode < 2; ++mode) {
-    Strata::set_mode(mode == 0 ? Strata::CPU : Strata::GPU);
-    SolverParameter sp;
-    ReadProtoFromTextString(net, sp.mutable_net_param());
-    sp.set_base_lr(0.1f);
-    sp.set_momentum(0.9f);
-    sp.set_weight_decay(0.01f);
-    sp.set_lr_policy("fixed");
-    sp.set_max_iter(5);
-    sp.set_random_seed(7);
-    sp.set_snapshot_after_train(false);
-    sp.set_display(0);
-    auto solver = SolverRegistry<float>::Create(sp);
-    // The same inputs for both modes.
-    std::mt19937 gen(11);
-    std::uniform_real_distribution<float> u(-1, 1);
-    Blob<float>* data = solver->net()->blobs()[0].get();
-    Blob<float>* label = solver->net()->blobs()[1].get();
-    for (int i = 0; i < data->count(); ++i) data->mutable_cpu_data()[i] = u(gen);
-    for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>(i % 3);
-    solver->Solve();
-    for (Blob<float>* p : solver->net()->learnable_params()) {
-      if (mode == 1) {
-        EXPECT_EQ(p->data()->head(), SyncedMemory::HEAD_AT_GPU) << "weights were copied to the host";
+  for (const std::string type : {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) {
+    SCOPED_TRACE(type);
+    std::vector<std::vector<float>> results[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      Strata::set_mode(mode == 0 ? Strata::CPU : Strata::GPU);
+      SolverParameter sp;
+      ReadProtoFromTextString(net, sp.mutable_net_param());
+      sp.set_type(type);
+      sp.set_base_lr(type == "AdaDelta" ? 1.f : 0.1f);
+      sp.set_momentum(type == "AdaGrad" || type == "RMSProp" ? 0.f : 0.9f);
+      sp.set_weight_decay(0.01f);
+      sp.set_lr_policy("fixed");
+      sp.set_max_iter(5);
+      sp.set_random_seed(7);
+      sp.set_snapshot_after_train(false);
+      sp.set_display(0);
+      auto solver = SolverRegistry<float>::Create(sp);
+      // The same inputs for both modes.
+      std::mt19937 gen(11);
+      std::uniform_real_distribution<float> u(-1, 1);
+      Blob<float>* data = solver->net()->blobs()[0].get();
+      Blob<float>* label = solver->net()->blobs()[1].get();
+      for (int i = 0; i < data->count(); ++i) data->mutable_cpu_data()[i] = u(gen);
+      for (int i = 0; i < label->count(); ++i) label->mutable_cpu_data()[i] = static_cast<float>(i % 3);
+      solver->Solve();
+      for (Blob<float>* p : solver->net()->learnable_params()) {
+        if (mode == 1) {
+          EXPECT_EQ(p->data()->head(), SyncedMemory::HEAD_AT_GPU) << "weights were copied to the host";
+        }
+        results[mode].push_back(Copy(p->cpu_data(), p->count()));
       }
-      results[mode].push_back(Copy(p->cpu_data(), p->count()));
     }
-  }
-  Strata::set_mode(Strata::CPU);
-  ASSERT_EQ(results[0].size(), results[1].size());
-  for (size_t k = 0; k < results[0].size(); ++k) {
-    const double err = NormalisedError(results[1][k].data(), results[0][k].data(), results[0][k].size());
-    EXPECT_LT(err, 1e-4) << "param " << k;  // the net has a Convolution: its bound (above)
-    std::printf("[gpu-vs-cpu] SGD 5 steps param #%zu normalised error %.3g\n", k, err);
+    Strata::set_mode(Strata::CPU);
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      const double err = NormalisedError(results[1][k].data(), results[0][k].data(), results[0][k].size());
+      EXPECT_LT(err, 1e-4) << "param " << k;  // the net has a Convolution: its bound (above)
+      std::printf("[gpu-vs-cpu] %s 5 steps param #%zu normalised error %.3g\n", type.c_str(), k, err);
+    }
   }
 }
 

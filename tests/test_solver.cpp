@@ -143,6 +143,75 @@ TEST(Solver, Adam) {
   EXPECT_NEAR(w[1], r.w[1], 1e-7);
 }
 
+// AdaGrad and RMSProp: the step is lr g / (sqrt(h) + delta), with h the sum (AdaGrad) or the moving average
+// (RMSProp) of g^2.
+TEST(Solver, AdaGradAndRMSProp) {
+  for (const bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "RMSProp" : "AdaGrad");
+    auto solver = SolverRegistry<double>::Create(MakeSolver(
+        rms ? "type: 'RMSProp' base_lr: 0.01 rms_decay: 0.9 delta: 1e-6" : "type: 'AdaGrad' base_lr: 0.1 delta: 1e-6"));
+    EXPECT_STREQ(solver->type(), rms ? "RMSProp" : "AdaGrad");
+    SetUpInputs(solver.get());
+    solver->Step(3);
+    Reference r;
+    double h[2] = {0, 0};
+    for (int it = 0; it < 3; ++it) {
+      double g[2] = {r.grad(0), r.grad(1)};
+      for (int i = 0; i < 2; ++i) {
+        h[i] = rms ? 0.9 * h[i] + 0.1 * g[i] * g[i] : h[i] + g[i] * g[i];
+        r.w[i] -= (rms ? 0.01 : 0.1) * g[i] / (std::sqrt(h[i]) + 1e-6);
+      }
+    }
+    auto w = Weights(solver.get());
+    EXPECT_GT(std::fabs(w[0] - 0.5), 1e-3) << "the weights did not move";
+    EXPECT_NEAR(w[0], r.w[0], 1e-7);  // solver fields are float in the proto
+    EXPECT_NEAR(w[1], r.w[1], 1e-7);
+  }
+}
+
+// AdaDelta (Zeiler 2012, as Caffe runs it): momentum is the decay of both running averages; base_lr scales the
+// step (1 in the paper).
+TEST(Solver, AdaDelta) {
+  auto solver =
+      SolverRegistry<double>::Create(MakeSolver("type: 'AdaDelta' base_lr: 1 momentum: 0.95 delta: 1e-6"));
+  SetUpInputs(solver.get());
+  solver->Step(3);
+  Reference r;
+  double h[2] = {0, 0}, d[2] = {0, 0};
+  for (int it = 0; it < 3; ++it) {
+    double g[2] = {r.grad(0), r.grad(1)};
+    for (int i = 0; i < 2; ++i) {
+      h[i] = 0.95 * h[i] + 0.05 * g[i] * g[i];
+      const double u = std::sqrt((d[i] + 1e-6) / (h[i] + 1e-6)) * g[i];
+      d[i] = 0.95 * d[i] + 0.05 * u * u;
+      r.w[i] -= u;
+    }
+  }
+  auto w = Weights(solver.get());
+  EXPECT_GT(std::fabs(w[0] - 0.5), 1e-4) << "the weights did not move";
+  EXPECT_NEAR(w[0], r.w[0], 1e-7);
+  EXPECT_NEAR(w[1], r.w[1], 1e-7);
+}
+
+// The legacy enum picks the same solvers, and Caffe's restrictions hold with a message naming the solver.
+TEST(Solver, AdaptiveSolversByEnumAndTheirRestrictions) {
+  EXPECT_STREQ(SolverRegistry<double>::Create(MakeSolver("solver_type: ADAGRAD"))->type(), "AdaGrad");
+  EXPECT_STREQ(SolverRegistry<double>::Create(MakeSolver("solver_type: RMSPROP"))->type(), "RMSProp");
+  EXPECT_STREQ(SolverRegistry<double>::Create(MakeSolver("solver_type: ADADELTA momentum: 0.9"))->type(), "AdaDelta");
+  auto message = [](const std::string& text) {
+    try {
+      SolverRegistry<double>::Create(MakeSolver(text));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("type: 'AdaGrad' momentum: 0.9").find("momentum cannot be used with AdaGrad"), std::string::npos);
+  EXPECT_NE(message("type: 'RMSProp' momentum: 0.9").find("momentum cannot be used with RMSProp"), std::string::npos);
+  EXPECT_NE(message("type: 'RMSProp' rms_decay: 1.5").find("rms_decay"), std::string::npos);
+  EXPECT_NE(message("type: 'AdaDelta' momentum: 1").find("AdaDelta needs"), std::string::npos);
+}
+
 TEST(Solver, L1RegularizationAndLrMult) {
   SolverParameter p = MakeSolver("base_lr: 0.1 weight_decay: 0.5 regularization_type: 'L1'");
   p.mutable_net_param()->mutable_layer(1)->add_param()->set_lr_mult(2);
@@ -236,6 +305,9 @@ TEST(Solver, OnePassUpdateEqualsSeparatePasses) {
   ExpectOnePassEqualsSeparatePasses<SGDSolver>("momentum: 0.9 weight_decay: 0.02 regularization_type: 'L1'");
   ExpectOnePassEqualsSeparatePasses<NesterovSolver>("momentum: 0.8 weight_decay: 0.01");
   ExpectOnePassEqualsSeparatePasses<AdamSolver>("momentum: 0.9 momentum2: 0.999 delta: 1e-8 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<AdaGradSolver>("delta: 1e-6 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<RMSPropSolver>("rms_decay: 0.9 delta: 1e-6 weight_decay: 0.02 regularization_type: 'L1'");
+  ExpectOnePassEqualsSeparatePasses<AdaDeltaSolver>("momentum: 0.9 delta: 1e-6 weight_decay: 0.01");
 }
 
 // Slices in any order and any cut give the same bits as one slice over the whole parameter: what lets the
@@ -310,7 +382,8 @@ class SolverFiles : public ::testing::Test {
   std::string dir_;
 };
 
-// Training 0..6 in one go equals 0..3, snapshot, then resume to 6 — bit for bit, dropout included.
+// Training 0..6 in one go equals 0..3, snapshot, then resume to 6 — bit for bit, dropout included, for a solver
+// with one history blob per parameter and for ones with two (AdaDelta, Adam) or none that momentum touches.
 TEST_F(SolverFiles, ResumeIsExact) {
   const char* net = R"(
 name: "resume"
@@ -321,35 +394,39 @@ layer { name: "fc2" type: "InnerProduct" bottom: "h" top: "y"
         inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
 layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
 )";
-  auto make = [&](int max_iter) {
-    SolverParameter p;
-    ReadProtoFromTextString(net, p.mutable_net_param());
-    p.set_base_lr(0.05f);
-    p.set_momentum(0.9f);
-    p.set_weight_decay(0.01f);
-    p.set_lr_policy("inv");
-    p.set_gamma(0.1f);
-    p.set_power(0.75f);
-    p.set_max_iter(max_iter);
-    p.set_random_seed(7);
-    p.set_snapshot_prefix(dir_ + "/run");
-    auto s = SolverRegistry<float>::Create(p);
-    float* x = s->net()->blob_by_name("x")->mutable_cpu_data();
-    for (int i = 0; i < 12; ++i) x[i] = 0.1f * (i - 5);
-    return s;
-  };
-  auto straight = make(6);
-  straight->Solve();
-  auto first = make(3);
-  first->Solve();  // snapshots at the end: run_iter_3.*
-  auto resumed = make(6);
-  resumed->Solve(dir_ + "/run_iter_3.solverstate");
-  EXPECT_EQ(resumed->iter(), 6);
-  const auto& a = straight->net()->learnable_params();
-  const auto& b = resumed->net()->learnable_params();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    for (int k = 0; k < a[i]->count(); ++k) ASSERT_EQ(a[i]->cpu_data()[k], b[i]->cpu_data()[k]) << i << "," << k;
+  for (const std::string type : {"SGD", "RMSProp", "AdaDelta", "Adam"}) {
+    SCOPED_TRACE(type);
+    auto make = [&](int max_iter) {
+      SolverParameter p;
+      p.set_type(type);
+      ReadProtoFromTextString(net, p.mutable_net_param());
+      p.set_base_lr(0.05f);
+      p.set_momentum(type == "RMSProp" ? 0.f : 0.9f);
+      p.set_weight_decay(0.01f);
+      p.set_lr_policy("inv");
+      p.set_gamma(0.1f);
+      p.set_power(0.75f);
+      p.set_max_iter(max_iter);
+      p.set_random_seed(7);
+      p.set_snapshot_prefix(dir_ + "/" + type);
+      auto s = SolverRegistry<float>::Create(p);
+      float* x = s->net()->blob_by_name("x")->mutable_cpu_data();
+      for (int i = 0; i < 12; ++i) x[i] = 0.1f * (i - 5);
+      return s;
+    };
+    auto straight = make(6);
+    straight->Solve();
+    auto first = make(3);
+    first->Solve();  // snapshots at the end: TYPE_iter_3.*
+    auto resumed = make(6);
+    resumed->Solve(dir_ + "/" + type + "_iter_3.solverstate");
+    EXPECT_EQ(resumed->iter(), 6);
+    const auto& a = straight->net()->learnable_params();
+    const auto& b = resumed->net()->learnable_params();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (int k = 0; k < a[i]->count(); ++k) ASSERT_EQ(a[i]->cpu_data()[k], b[i]->cpu_data()[k]) << i << "," << k;
+    }
   }
 }
 

@@ -15,6 +15,10 @@ void sgd_update_gpu(int n, Dtype* g, Dtype* h, Dtype momentum, Dtype lr);
 template <typename Dtype>
 void nesterov_update_gpu(int n, Dtype* g, Dtype* h, Dtype momentum, Dtype lr);
 template <typename Dtype>
+void adaptive_rate_update_gpu(int n, Dtype* g, Dtype* h, Dtype decay, Dtype weight, Dtype delta, Dtype lr);
+template <typename Dtype>
+void adadelta_update_gpu(int n, Dtype* g, Dtype* h, Dtype* d, Dtype momentum, Dtype delta, Dtype lr);
+template <typename Dtype>
 void adam_update_gpu(int n, Dtype* g, Dtype* m, Dtype* s, Dtype b1, Dtype b2, Dtype eps, Dtype step);
 #endif
 
@@ -49,6 +53,14 @@ STRATA_HOT_KERNEL void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, con
   } else {
     sweep([decay](Dtype x) { return decay * x; });
   }
+}
+
+// Solvers with a second history blob per parameter (AdaDelta, Adam) append it after the first ones, so the
+// solverstate holds 2 x params history blobs in Caffe's order.
+template <typename Dtype>
+void add_second_history(std::vector<std::shared_ptr<Blob<Dtype>>>* history) {
+  const size_t n = history->size();
+  for (size_t i = 0; i < n; ++i) history->push_back(std::make_shared<Blob<Dtype>>((*history)[i]->shape()));
 }
 
 }  // namespace
@@ -115,16 +127,102 @@ void NesterovSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, 
 }
 
 template <typename Dtype>
+AdaptiveRateSolver<Dtype>::AdaptiveRateSolver(const SolverParameter& param, const char* name, Dtype decay,
+                                              Dtype weight)
+    : Solver<Dtype>(param), decay_(decay), weight_(weight) {
+  STRATA_REQUIRE(this->param_.momentum() == 0)
+      << "momentum cannot be used with " << name << " (it is " << this->param_.momentum() << ")";
+}
+
+template <typename Dtype>
+auto AdaptiveRateSolver<Dtype>::Rule(int param_id, Dtype rate) {
+  Dtype* h = this->history_[param_id]->mutable_cpu_data();
+  const Dtype lr = rate * this->net_->params_lr()[param_id];
+  const Dtype decay = decay_, weight = weight_, delta = this->param_.delta();
+  return [h, lr, decay, weight, delta](Dtype g, size_t i) {
+    h[i] = decay * h[i] + weight * g * g;
+    return lr * g / (std::sqrt(h[i]) + delta);
+  };
+}
+
+template <typename Dtype>
+void AdaptiveRateSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+  Blob<Dtype>* p = this->net_->learnable_params()[param_id];
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) {
+    adaptive_rate_update_gpu(p->count(), p->mutable_gpu_diff(), this->history_[param_id]->mutable_gpu_data(), decay_,
+                             weight_, static_cast<Dtype>(this->param_.delta()),
+                             rate * this->net_->params_lr()[param_id]);
+    return;
+  }
+#endif
+  step_sweep(p, Rule(param_id, rate));
+}
+
+template <typename Dtype>
+void AdaptiveRateSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                            const typename Solver<Dtype>::FusedStep& step) {
+  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+}
+
+template <typename Dtype>
+RMSPropSolver<Dtype>::RMSPropSolver(const SolverParameter& param)
+    : AdaptiveRateSolver<Dtype>(param, "RMSProp", param.rms_decay(), Dtype(1) - param.rms_decay()) {
+  STRATA_REQUIRE(param.rms_decay() >= 0 && param.rms_decay() < 1)
+      << "RMSProp needs 0 <= rms_decay < 1, got " << param.rms_decay();
+}
+
+template <typename Dtype>
+AdaDeltaSolver<Dtype>::AdaDeltaSolver(const SolverParameter& param) : Solver<Dtype>(param) {
+  STRATA_REQUIRE(this->param_.momentum() >= 0 && this->param_.momentum() < 1)
+      << "AdaDelta needs 0 <= momentum (its decay rate) < 1, got " << this->param_.momentum();
+  add_second_history(&this->history_);  // the history of updates after the history of gradients
+}
+
+template <typename Dtype>
+auto AdaDeltaSolver<Dtype>::Rule(int param_id, Dtype rate) {
+  const size_t num_params = this->net_->learnable_params().size();
+  Dtype* h = this->history_[param_id]->mutable_cpu_data();
+  Dtype* d = this->history_[param_id + num_params]->mutable_cpu_data();
+  const Dtype lr = rate * this->net_->params_lr()[param_id];
+  const Dtype m = this->param_.momentum(), delta = this->param_.delta();
+  return [h, d, lr, m, delta](Dtype g, size_t i) {
+    h[i] = m * h[i] + (1 - m) * g * g;
+    const Dtype u = std::sqrt((d[i] + delta) / (h[i] + delta)) * g;
+    d[i] = m * d[i] + (1 - m) * u * u;
+    return lr * u;
+  };
+}
+
+template <typename Dtype>
+void AdaDeltaSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+  Blob<Dtype>* p = this->net_->learnable_params()[param_id];
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) {
+    const size_t num_params = this->net_->learnable_params().size();
+    adadelta_update_gpu(p->count(), p->mutable_gpu_diff(), this->history_[param_id]->mutable_gpu_data(),
+                        this->history_[param_id + num_params]->mutable_gpu_data(),
+                        static_cast<Dtype>(this->param_.momentum()), static_cast<Dtype>(this->param_.delta()),
+                        rate * this->net_->params_lr()[param_id]);
+    return;
+  }
+#endif
+  step_sweep(p, Rule(param_id, rate));
+}
+
+template <typename Dtype>
+void AdaDeltaSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                        const typename Solver<Dtype>::FusedStep& step) {
+  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+}
+
+template <typename Dtype>
 AdamSolver<Dtype>::AdamSolver(const SolverParameter& param) : Solver<Dtype>(param) {
   STRATA_REQUIRE(this->param_.momentum() >= 0 && this->param_.momentum() < 1)
       << "Adam needs 0 <= momentum (beta1) < 1, got " << this->param_.momentum();
   STRATA_REQUIRE(this->param_.momentum2() >= 0 && this->param_.momentum2() < 1)
       << "Adam needs 0 <= momentum2 (beta2) < 1, got " << this->param_.momentum2();
-  // Second moments after the first moments, so the solverstate holds 2 x params history blobs.
-  const size_t n = this->history_.size();
-  for (size_t i = 0; i < n; ++i) {
-    this->history_.push_back(std::make_shared<Blob<Dtype>>(this->history_[i]->shape()));
-  }
+  add_second_history(&this->history_);  // second moments after the first moments
 }
 
 template <typename Dtype>
@@ -176,9 +274,16 @@ void AdamSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtyp
 
 STRATA_INSTANTIATE_CLASS(SGDSolver);
 STRATA_INSTANTIATE_CLASS(NesterovSolver);
+STRATA_INSTANTIATE_CLASS(AdaptiveRateSolver);
+STRATA_INSTANTIATE_CLASS(AdaGradSolver);
+STRATA_INSTANTIATE_CLASS(RMSPropSolver);
+STRATA_INSTANTIATE_CLASS(AdaDeltaSolver);
 STRATA_INSTANTIATE_CLASS(AdamSolver);
 REGISTER_SOLVER_CLASS(SGD);
 REGISTER_SOLVER_CLASS(Nesterov);
+REGISTER_SOLVER_CLASS(AdaGrad);
+REGISTER_SOLVER_CLASS(RMSProp);
+REGISTER_SOLVER_CLASS(AdaDelta);
 REGISTER_SOLVER_CLASS(Adam);
 
 }  // namespace strata
