@@ -212,6 +212,24 @@ TEST(Solver, AdaptiveSolversByEnumAndTheirRestrictions) {
   EXPECT_NE(message("type: 'AdaDelta' momentum: 1").find("AdaDelta needs"), std::string::npos);
 }
 
+// After the last iteration Caffe runs one more forward and prints "Iteration N, loss = " with that loss taken
+// into the smoothed loss (average_loss 1: exactly the final weights' loss).
+TEST(Solver, FinalLossLineIncludesTheLastForward) {
+  SGDSolver<double> solver(MakeSolver("type: 'SGD' base_lr: 0.1 display: 1 average_loss: 1"));
+  SetUpInputs(&solver);
+  solver.Solve();
+  double loss = 0;
+  solver.net()->Forward(&loss);
+  EXPECT_NEAR(solver.smoothed_loss(), loss, 1e-12 * loss);  // the running mean adds and subtracts
+  // The loss of the last iteration (weights after 2 of the 3 updates) differs, so the test tells them apart.
+  SGDSolver<double> shorter(MakeSolver("type: 'SGD' base_lr: 0.1 display: 1 average_loss: 1 max_iter: 2"));
+  SetUpInputs(&shorter);
+  shorter.Solve();
+  double last_iteration_loss = 0;
+  shorter.net()->Forward(&last_iteration_loss);
+  EXPECT_GT(std::fabs(loss - last_iteration_loss), 1e-6);
+}
+
 TEST(Solver, L1RegularizationAndLrMult) {
   SolverParameter p = MakeSolver("base_lr: 0.1 weight_decay: 0.5 regularization_type: 'L1'");
   p.mutable_net_param()->mutable_layer(1)->add_param()->set_lr_mult(2);

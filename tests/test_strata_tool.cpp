@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -174,6 +175,51 @@ TEST_F(StrataTool, UnwritableOutputPathsFailBeforeTraining) {
                                                   fresh + "\"\n");
   EXPECT_EQ(Shell(kStrata + " train --solver=" + ok + " > " + dir_ / "out" + " 2>&1"), 0) << ReadAll(dir_ / "out");
   EXPECT_TRUE(std::filesystem::exists(fresh + "_iter_2.caffemodel")) << ReadAll(dir_ / "out");
+}
+
+// Logs read as Caffe's do: glog's prefix without the year ("I1124 21:45:08.123456 ...", which Caffe's
+// parse_log.py expects), and `strata test` prints every batch's outputs, then "Loss:" and each output's mean
+// exactly once, in the net's output order.
+TEST_F(StrataTool, LogsReadAsCaffesTools) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "layer { name: \"loss\"",
+      "layer { name: \"acc\" type: \"Accuracy\" bottom: \"z\" bottom: \"y\" top: \"accuracy\" }\nlayer { name: \"loss\""));
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 4\ndisplay: 2\n"
+                                   "snapshot_prefix: \"" + dir_ / "snap" + "\"\n");
+  const std::string train = dir_ / "train.log", test = dir_ / "test.log";
+  ASSERT_EQ(Shell(kStrata + " train --solver=" + solver + " > " + train + " 2>&1"), 0) << ReadAll(train);
+  ASSERT_EQ(Shell(kStrata + " test --model=" + net + " --weights=" + dir_ / "snap_iter_4.caffemodel" +
+                  " --iterations=2 > " + test + " 2>&1"), 0) << ReadAll(test);
+  const std::regex prefix(R"(^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^ ]+:\d+\] )");
+  int glog_lines = 0;
+  for (const std::string& file : {train, test}) {
+    std::istringstream lines(ReadAll(file));
+    for (std::string l; std::getline(lines, l);) {
+      if (l.empty() || (l[0] != 'I' && l[0] != 'W')) continue;
+      EXPECT_TRUE(std::regex_search(l, prefix)) << "not Caffe's log prefix: " << l;
+      ++glog_lines;
+    }
+  }
+  EXPECT_GT(glog_lines, 5);
+  EXPECT_NE(ReadAll(train).find("Iteration 4, loss = "), std::string::npos) << ReadAll(train);
+  // The test's lines, in order.
+  std::vector<std::string> order;
+  std::istringstream lines(ReadAll(test));
+  for (std::string l; std::getline(lines, l);) {
+    const size_t at = l.find("] ");
+    if (at != std::string::npos) order.push_back(l.substr(at + 2, l.find(" = ") == std::string::npos ? std::string::npos
+                                                                                                  : l.find(" = ") - at - 2));
+  }
+  const std::vector<std::string> want = {"Batch 0, accuracy", "Batch 0, loss", "Batch 1, accuracy", "Batch 1, loss",
+                                         "Loss: ", "accuracy", "loss"};
+  std::vector<std::string> got;
+  for (const auto& o : order) {
+    if (o.rfind("Batch", 0) == 0 || o.rfind("Loss:", 0) == 0 || o == "accuracy" || o == "loss") {
+      got.push_back(o.rfind("Loss:", 0) == 0 ? "Loss: " : o);
+    }
+  }
+  EXPECT_EQ(got, want) << ReadAll(test);
+  EXPECT_NE(ReadAll(test).find("loss = "), std::string::npos);
+  EXPECT_NE(ReadAll(test).find(" (* 1 = "), std::string::npos) << "the loss line shows its weight, as Caffe's";
 }
 
 // The allreduce flags are the tool's own (libstrata reads no flags): a bad name or a table for a forced

@@ -43,6 +43,7 @@
 #include "strata/solver.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
+#include "tool_main.hpp"
 #include "allreduce_flags.hpp"  // --allreduce_table
 
 DEFINE_string(model, "", "The net definition (prototxt).");
@@ -460,36 +461,38 @@ int test_command() {
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
   LoadWeights(&net, FLAGS_weights);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
+  // As Caffe's `caffe test`: every output value of every batch, then the loss and each output's mean once, in
+  // the order of the net's outputs (one line per element of a multi-valued output), all on the log.
   std::vector<double> scores;
-  std::vector<std::pair<std::string, double>> names;  // output name, loss weight
+  std::vector<int> score_output;  // which output each score belongs to
   double loss = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
     float iter_loss = 0;
     const auto& outputs = net.Forward(&iter_loss);
     loss += iter_loss;
     size_t k = 0;
-    for (Blob<float>* out : outputs) {
-      int id = 0;
-      for (size_t b = 0; b < net.blobs().size(); ++b)
-        if (net.blobs()[b].get() == out) id = static_cast<int>(b);
-      for (int j = 0; j < out->count(); ++j, ++k) {
-        if (scores.size() <= k) {
-          scores.push_back(0);
-          names.push_back({net.blob_names()[id], net.blob_loss_weights()[id]});
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const std::string& name = net.blob_names()[net.output_blob_ids()[o]];
+      for (int j = 0; j < outputs[o]->count(); ++j, ++k) {
+        const double score = outputs[o]->cpu_data()[j];
+        if (i == 0) {
+          scores.push_back(score);
+          score_output.push_back(static_cast<int>(o));
+        } else {
+          scores[k] += score;
         }
-        scores[k] += out->cpu_data()[j];
-        LOG(INFO) << "Batch " << i << ", " << names[k].first << " = " << out->cpu_data()[j];
+        LOG(INFO) << "Batch " << i << ", " << name << " = " << score;
       }
     }
   }
   LOG(INFO) << "Loss: " << loss / FLAGS_iterations;
   for (size_t k = 0; k < scores.size(); ++k) {
-    const double mean = scores[k] / FLAGS_iterations;
+    const int id = net.output_blob_ids()[score_output[k]];
+    const double mean = scores[k] / FLAGS_iterations, weight = net.blob_loss_weights()[id];
     std::ostringstream s;
-    s << names[k].first << " = " << mean;
-    if (names[k].second) s << " (* " << names[k].second << " = " << names[k].second * mean << " loss)";
+    s << net.blob_names()[id] << " = " << mean;
+    if (weight) s << " (* " << weight << " = " << weight * mean << " loss)";
     LOG(INFO) << s.str();
-    std::printf("%s\n", s.str().c_str());
   }
   return 0;
 }
@@ -626,7 +629,7 @@ int main(int argc, char** argv) {
   for (const auto& c : strata::commands()) usage += std::string("  ") + c.name + "\t" + c.help + "\n";
   gflags::SetUsageMessage(usage);
   gflags::SetVersionString("0.1.0");
-  FLAGS_logtostderr = true;
+  strata::SetLoggingDefaults();
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   if (argc != 2) {

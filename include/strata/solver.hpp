@@ -109,6 +109,8 @@ class Solver {
   Net<Dtype>* net() { return net_.get(); }
   const std::vector<std::shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
   int iter() const { return iter_; }
+  // The loss as the log prints it: the mean of the last average_loss iterations' losses.
+  Dtype smoothed_loss() const { return smoothed_loss_; }
   virtual const char* type() const = 0;
 
   // Signal handling: polled once per iteration.

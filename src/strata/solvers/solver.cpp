@@ -200,6 +200,7 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   }
   PreSolve();
   requested_early_exit_ = false;
+  const int start_iter = iter_;
   Step(param_.max_iter() - iter_);
   engine_->Drain();
   if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
@@ -208,10 +209,11 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
     LOG(INFO) << "Optimization stopped early.";
     return;
   }
-  // The final loss and test, as Caffe prints them.
+  // The final loss and test, as Caffe prints them: one more forward, whose loss enters the smoothed loss.
   if (param_.display() && iter_ % param_.display() == 0) {
     Dtype loss;
     net_->Forward(&loss);
+    UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
   }
   if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
