@@ -49,6 +49,7 @@ struct LayerCase {
   int label_classes = 0;
   bool in_place = false;  // top 0 is bottom 0
   double bound = 1e-5;
+  double lo = -1, hi = 1;  // the other bottoms are uniform in [lo, hi]
 };
 
 inline double NormalisedError(const float* got, const float* want, int n) {
@@ -81,7 +82,7 @@ inline void CompareWithCpu(const LayerCase& c) {
       std::uniform_int_distribution<int> dist(0, c.label_classes - 1);
       for (int i = 0; i < blob->count(); ++i) x[i] = static_cast<float>(dist(Strata::rng()));
     } else {
-      rng_uniform<float>(blob->count(), -1.f, 1.f, x);
+      rng_uniform<float>(blob->count(), static_cast<float>(c.lo), static_cast<float>(c.hi), x);
     }
     bottom.push_back(blob);
   }

@@ -63,6 +63,11 @@ std::vector<LayerCase> LeNetCases() {
        {{2, 3, 9, 8}}},
       {R"(name: "global_ave" type: "Pooling" pooling_param { pool: AVE global_pooling: true })", {{2, 5, 7, 6}}},
       {R"(name: "global_max" type: "Pooling" pooling_param { pool: MAX global_pooling: true })", {{2, 5, 7, 6}}},
+      // STOCHASTIC on positive inputs (activations after a ReLU): TRAIN must pick what the CPU picks.
+      {R"(name: "stochastic_train" type: "Pooling" phase: TRAIN pooling_param { pool: STOCHASTIC kernel_size: 3
+          stride: 2 })", {{2, 3, 9, 8}}, 1, -1, 0, false, 1e-5, 0.1, 1},
+      {R"(name: "stochastic_test" type: "Pooling" phase: TEST pooling_param { pool: STOCHASTIC kernel_size: 2
+          stride: 2 })", {{2, 3, 8, 8}}, 1, -1, 0, false, 1e-5, 0.1, 1},
       {R"(name: "relu" type: "ReLU")", {{2, 3, 5, 4}}},
       {R"(name: "relu_in_place" type: "ReLU")", {{2, 3, 5, 4}}, 1, -1, 0, true},
       {R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 3, 5, 4}}},

@@ -229,6 +229,81 @@ TEST(PoolingLayer, CaffePrototxt) {
   EXPECT_EQ(y.shape(), (std::vector<int>{1, 96, 27, 27}));
 }
 
+// STOCHASTIC pooling in TRAIN: each window's pick is drawn in proportion to the values, its gradient goes to the
+// pick alone, and the same seed gives the same picks.
+TEST(PoolingLayer, StochasticTrainPicksInProportion) {
+  const int planes = 20000;
+  LayerParameter p = PoolParam(PoolingParameter::STOCHASTIC, 2, 2, 0);
+  p.set_phase(TRAIN);
+  // Every plane is [[1, 0], [3, 0]] plus a column the 2x2 window (stride 2, ceil) sees alone: [[0], [5]].
+  Blob<float> x({planes, 1, 2, 3}), y;
+  for (int c = 0; c < planes; ++c) {
+    const float v[] = {1, 0, 0, 3, 0, 5};
+    std::copy(v, v + 6, x.mutable_cpu_data() + 6 * c);
+  }
+  PoolingLayer<float> layer(p);
+  layer.SetUp({&x}, {&y});
+  EXPECT_TRUE(layer.IsStochastic());
+  ASSERT_EQ(y.shape(), (std::vector<int>{planes, 1, 1, 2}));
+  Strata::set_random_seed(9);
+  layer.Forward({&x}, {&y});
+  int threes = 0;
+  for (int c = 0; c < planes; ++c) {
+    const float first = y.cpu_data()[2 * c];
+    ASSERT_TRUE(first == 1 || first == 3) << "a zero is never picked, got " << first;
+    threes += first == 3;
+    ASSERT_EQ(y.cpu_data()[2 * c + 1], 5) << "the only non-zero value is always picked";
+  }
+  EXPECT_NEAR(threes / double(planes), 0.75, 0.015);  // P(3) = 3 / (1 + 3); 0.015 is 5 standard deviations
+  // Backward: each output's gradient lands on its pick.
+  for (int i = 0; i < y.count(); ++i) y.mutable_cpu_diff()[i] = 1 + i % 7;
+  layer.Backward({&y}, {true}, {&x});
+  for (int c = 0; c < planes; ++c) {
+    const float* dx = x.cpu_diff() + 6 * c;
+    const float g0 = 1 + (2 * c) % 7, g1 = 1 + (2 * c + 1) % 7;
+    const bool three = y.cpu_data()[2 * c] == 3;
+    const float want[] = {three ? 0 : g0, 0, 0, three ? g0 : 0, 0, g1};
+    for (int i = 0; i < 6; ++i) ASSERT_EQ(dx[i], want[i]) << "plane " << c << " element " << i;
+  }
+  // The same seed replays the same picks; another seed does not.
+  const std::vector<float> first(y.cpu_data(), y.cpu_data() + y.count());
+  Strata::set_random_seed(9);
+  layer.Forward({&x}, {&y});
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), y.cpu_data()));
+  Strata::set_random_seed(10);
+  layer.Forward({&x}, {&y});
+  EXPECT_FALSE(std::equal(first.begin(), first.end(), y.cpu_data()));
+}
+
+// STOCHASTIC pooling in TEST: the probability-weighted mean sum(x^2) / sum(x), and its exact gradient.
+TEST(PoolingLayer, StochasticTestWeightedMean) {
+  LayerParameter p = PoolParam(PoolingParameter::STOCHASTIC, 2, 1, 0);
+  p.set_phase(TEST);
+  Blob<double> x({1, 1, 2, 3}), y;
+  const double v[] = {1, 0, 2, 3, 0, 0};
+  std::copy(v, v + 6, x.mutable_cpu_data());
+  PoolingLayer<double> layer(p);
+  layer.SetUp({&x}, {&y});
+  EXPECT_FALSE(layer.IsStochastic());
+  EXPECT_TRUE(layer.BackwardNeedsBottomData());
+  layer.Forward({&x}, {&y});
+  ASSERT_EQ(y.count(), 2);
+  EXPECT_NEAR(y.cpu_data()[0], (1 + 0 + 9 + 0) / 4.0, 1e-12);  // window [[1, 0], [3, 0]]
+  EXPECT_NEAR(y.cpu_data()[1], (0 + 4 + 0 + 0) / 2.0, 1e-12);  // window [[0, 2], [0, 0]]
+  // An all-zero window gives 0 (Caffe's FLT_MIN in the denominator).
+  std::fill(x.mutable_cpu_data(), x.mutable_cpu_data() + 6, 0.0);
+  layer.Forward({&x}, {&y});
+  EXPECT_EQ(y.cpu_data()[0], 0);
+
+  Blob<double> g({2, 3, 5, 4}), gy;
+  FillUniform(&g, 0.2, 2.0);  // activations after a ReLU, away from zero sums
+  LayerParameter q = PoolParam(PoolingParameter::STOCHASTIC, 3, 2, 0);
+  q.set_phase(TEST);
+  PoolingLayer<double> grad_layer(q);
+  GradientChecker<double> checker(1e-5, 1e-6);
+  checker.CheckGradient(&grad_layer, {&g}, {&gy});
+}
+
 TEST(PoolingLayer, BadParametersAreErrors) {
   using P = PoolingParameter;
   auto setup = [](const LayerParameter& p, const std::vector<int>& shape, int tops = 1) {
@@ -239,7 +314,9 @@ TEST(PoolingLayer, BadParametersAreErrors) {
     layer.SetUp({&x}, top);
   };
   EXPECT_NO_THROW(setup(PoolParam(P::MAX, 3, 2, 1), {1, 1, 5, 5}));
-  EXPECT_THROW(setup(PoolParam(P::STOCHASTIC, 3, 2, 0), {1, 1, 5, 5}), Error);
+  EXPECT_NO_THROW(setup(PoolParam(P::STOCHASTIC, 3, 2, 0), {1, 1, 5, 5}));
+  EXPECT_THROW(setup(PoolParam(P::STOCHASTIC, 3, 2, 1), {1, 1, 5, 5}), Error);  // Caffe pads only MAX and AVE
+  EXPECT_THROW(setup(PoolParam(P::STOCHASTIC, 3, 2, 0), {1, 1, 5, 5}, 2), Error);  // only MAX has a mask top
   EXPECT_THROW(setup(PoolParam(P::MAX, 0, 2, 0), {1, 1, 5, 5}), Error);  // no kernel
   LayerParameter both = PoolParam(P::MAX, 3, 1, 0);
   both.mutable_pooling_param()->set_kernel_h(3);

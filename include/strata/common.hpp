@@ -69,6 +69,13 @@ class Strata {
   static int solver_count_;
 };
 
+// Marks a small inline function that the CPU code and the CUDA kernels both call, so both compute the same thing.
+#ifdef __CUDACC__
+#define STRATA_HOST_DEVICE __host__ __device__
+#else
+#define STRATA_HOST_DEVICE
+#endif
+
 #define STRATA_INSTANTIATE_CLASS(classname) \
   template class classname<float>;          \
   template class classname<double>

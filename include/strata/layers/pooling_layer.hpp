@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "strata/layer.hpp"
@@ -10,8 +11,10 @@ namespace strata {
 // (ceil rounding by default, and a last window that must start inside the image), its average divisor (the
 // window clipped to the padded image, padding counted) and its max tie-break (the first maximum in row-major
 // order). MAX keeps the argmax of every output (index h*W + w within its plane) for backward, and writes it to
-// an optional second top as Caffe does (backward uses its own copy, not the top). STOCHASTIC pooling is not
-// supported.
+// an optional second top as Caffe does (backward uses its own copy, not the top). STOCHASTIC (no padding, as in
+// Caffe) draws one element per window with probability proportional to its value in TRAIN, keeping its index as
+// MAX does, and outputs the probability-weighted mean sum(x^2) / sum(x) in TEST; its draws come from the solver's
+// seeded stream through a counter-based generator, so the GPU picks what the CPU picks.
 //
 // The loops run over kernel offsets outermost and output columns innermost, so the inner loop is a contiguous
 // (or strided) sweep the compiler vectorises, rather than a small window per output; MAX is separable (down
@@ -31,9 +34,11 @@ class PoolingLayer : public Layer<Dtype> {
   int MaxTopBlobs() const override {
     return this->layer_param_.pooling_param().pool() == PoolingParameter::MAX ? 2 : 1;
   }
-  // Backward reads only the kept argmax (MAX) or nothing (AVE).
-  bool BackwardNeedsBottomData() const override { return false; }
+  // Backward reads only the kept argmax (MAX, STOCHASTIC in TRAIN) or nothing (AVE); STOCHASTIC in TEST
+  // differentiates the weighted mean, which needs the input.
+  bool BackwardNeedsBottomData() const override { return stochastic() && this->phase_ == TEST; }
   bool BackwardNeedsTopData() const override { return false; }
+  bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
 
   // One plane's window geometry (public for the loops in the .cpp).
   struct Window {
@@ -49,7 +54,15 @@ class PoolingLayer : public Layer<Dtype> {
 #endif
 
  private:
+  bool stochastic() const { return this->layer_param_.pooling_param().pool() == PoolingParameter::STOCHASTIC; }
+  // TRAIN STOCHASTIC pooling's forward (CPU): one draw per output, its index in mask_.
+  void StochasticForward_cpu(const Dtype* x, Dtype* y, int planes, uint64_t seed);
+  // TEST STOCHASTIC pooling's backward (CPU).
+  void WeightedMeanBackward_cpu(const Dtype* x, const Dtype* dy, Dtype* dx, int planes);
+
   bool max_ = true;
+  // What backward routes through mask_: MAX, and STOCHASTIC in TRAIN.
+  bool keeps_index_ = true;
   bool global_ = false;
   Window win_{};
   // MAX: the argmax of each output as an int (h*W + w, -1 for an empty window) in a Dtype blob's memory; the

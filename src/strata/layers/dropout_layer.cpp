@@ -3,19 +3,12 @@
 #include <cmath>
 
 #include "activation_kernels.hpp"
+#include "counter_rng.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
 
 namespace {
-
-// SplitMix64's output function: a bijective mix of all 64 bits; applied to seed + k * golden gamma it is the
-// k-th output of the SplitMix64 generator (which passes BigCrush), computable for any k independently.
-inline uint64_t splitmix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Values are drawn in pairs (one 64-bit hash gives two 32-bit numbers), so the mask holds an even count.
 int mask_bytes(int count) { return count + (count & 1); }
@@ -61,7 +54,7 @@ void DropoutLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const bool parallel = act::use_threads(n);
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
   for (int j = 0; j < pairs; ++j) {
-    const uint64_t z = splitmix64(seed + static_cast<uint64_t>(j + 1) * 0x9E3779B97F4A7C15ull);
+    const uint64_t z = counter_rng::draw(seed, static_cast<uint64_t>(j));
     mask[2 * j] = (z & 0xFFFFFFFFull) < keep_below;
     mask[2 * j + 1] = (z >> 32) < keep_below;
   }

@@ -2,24 +2,19 @@
 
 #include "strata/cuda.hpp"
 #include "strata/layers/dropout_layer.hpp"
+#include "counter_rng.hpp"
 
 namespace strata {
 
 namespace {
 
-// The CPU's counter-based mask (dropout_layer.cpp): value 2j and 2j+1 take the low and high halves of
-// SplitMix64(seed + (j+1) * golden gamma), so the GPU draws exactly the CPU's mask for the same seed.
-__device__ inline uint64_t splitmix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
+// The CPU's counter-based mask (dropout_layer.cpp): values 2j and 2j+1 take the low and high halves of the j-th
+// draw, so the GPU draws exactly the CPU's mask for the same seed.
 template <typename Dtype>
 __global__ void dropout_forward(long long pairs, long long n, const Dtype* x, Dtype* y, uint8_t* mask,
                                 uint64_t seed, uint64_t keep_below, Dtype scale) {
   STRATA_KERNEL_LOOP(j, pairs) {
-    const uint64_t z = splitmix64(seed + static_cast<uint64_t>(j + 1) * 0x9E3779B97F4A7C15ull);
+    const uint64_t z = counter_rng::draw(seed, static_cast<uint64_t>(j));
     const uint8_t m0 = (z & 0xFFFFFFFFull) < keep_below;
     const uint8_t m1 = (z >> 32) < keep_below;
     mask[2 * j] = m0;

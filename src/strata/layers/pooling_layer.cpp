@@ -6,6 +6,8 @@
 #include <cfloat>
 #include <cmath>
 
+#include "counter_rng.hpp"
+#include "stochastic_pool.hpp"
 #include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -139,8 +141,8 @@ STRATA_HOT_KERNEL void AvePlaneBackward(const Dtype* dy, const Window& w, const 
 template <typename Dtype>
 void PoolingLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const PoolingParameter& p = this->layer_param_.pooling_param();
-  STRATA_REQUIRE(p.pool() != PoolingParameter::STOCHASTIC) << "STOCHASTIC pooling is not supported";
   max_ = p.pool() == PoolingParameter::MAX;
+  keeps_index_ = max_ || (stochastic() && this->phase_ == TRAIN);
   global_ = p.global_pooling();
   if (global_) {
     STRATA_REQUIRE(!p.has_kernel_size() && !p.has_kernel_h() && !p.has_kernel_w())
@@ -161,6 +163,8 @@ void PoolingLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) 
       << "give the stride as stride or as stride_h and stride_w";
   win_.pad_h = static_cast<int>(p.has_pad_h() ? p.pad_h() : p.pad());
   win_.pad_w = static_cast<int>(p.has_pad_h() ? p.pad_w() : p.pad());
+  STRATA_REQUIRE(!stochastic() || (win_.pad_h == 0 && win_.pad_w == 0))
+      << "layer '" << this->layer_param_.name() << "': padding is implemented only for MAX and AVE pooling, not STOCHASTIC";
   win_.stride_h = static_cast<int>(p.has_stride_h() ? p.stride_h() : p.stride());
   win_.stride_w = static_cast<int>(p.has_stride_h() ? p.stride_w() : p.stride());
   STRATA_REQUIRE(win_.stride_h > 0 && win_.stride_w > 0) << "stride must be positive";
@@ -197,12 +201,12 @@ void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   const std::vector<int> top_shape{bottom[0]->num(), bottom[0]->channels(), w.pooled_h, w.pooled_w};
   top[0]->Reshape(top_shape);
   if (top.size() > 1) top[1]->Reshape(top_shape);
+  if (keeps_index_) mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
   if (max_) {
-    mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
     thread_slots_ = std::max(1, omp_get_max_threads());
     row_buffers_.Reshape({2 * thread_slots_ * w.width});
   }
-  if (!max_) {
+  if (!max_ && !stochastic()) {
     // Caffe's divisor: the window clipped to the padded image [-pad, size + pad). An empty window (possible
     // only without padding when the stride exceeds the kernel) divides by 1 rather than 0.
     divisor_.resize(static_cast<size_t>(w.pooled_h) * w.pooled_w);
@@ -219,7 +223,69 @@ void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 template <typename Dtype>
+void PoolingLayer<Dtype>::StochasticForward_cpu(const Dtype* x, Dtype* y, int planes, uint64_t seed) {
+  const Window w = win_;
+  const long in_plane = static_cast<long>(w.height) * w.width;
+  const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
+  const bool train = this->phase_ == TRAIN;
+  int* mask = train ? reinterpret_cast<int*>(mask_.mutable_cpu_data()) : nullptr;
+#pragma omp parallel for schedule(static) if (planes * in_plane >= kParallelMin)
+  for (int c = 0; c < planes; ++c) {
+    for (int ph = 0; ph < w.pooled_h; ++ph) {
+      int h0, h1;
+      RowSpan(w, ph, &h0, &h1);
+      for (int pw = 0; pw < w.pooled_w; ++pw) {
+        const int w0 = pw * w.stride_w, w1 = std::min(w0 + w.kernel_w, w.width);
+        const long o = c * out_plane + ph * w.pooled_w + pw;
+        if (train) {
+          const double u = counter_rng::uniform(seed, static_cast<uint64_t>(o));
+          mask[o] = stochastic_pool::Pick(x + c * in_plane, w.width, h0, h1, w0, w1, u, &y[o]);
+        } else {
+          Dtype sum;
+          y[o] = stochastic_pool::WeightedMean(x + c * in_plane, w.width, h0, h1, w0, w1, &sum);
+        }
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::WeightedMeanBackward_cpu(const Dtype* x, const Dtype* dy, Dtype* dx, int planes) {
+  const Window w = win_;
+  const long in_plane = static_cast<long>(w.height) * w.width;
+  const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
+#pragma omp parallel for schedule(static) if (planes * in_plane >= kParallelMin)
+  for (int c = 0; c < planes; ++c) {
+    const Dtype* xc = x + c * in_plane;
+    Dtype* dxc = dx + c * in_plane;
+    std::fill(dxc, dxc + in_plane, Dtype(0));
+    for (int ph = 0; ph < w.pooled_h; ++ph) {
+      int h0, h1;
+      RowSpan(w, ph, &h0, &h1);
+      for (int pw = 0; pw < w.pooled_w; ++pw) {
+        const int w0 = pw * w.stride_w, w1 = std::min(w0 + w.kernel_w, w.width);
+        Dtype sum;
+        const Dtype y = stochastic_pool::WeightedMean(xc, w.width, h0, h1, w0, w1, &sum);
+        const Dtype g = dy[c * out_plane + ph * w.pooled_w + pw];
+        for (int h = h0; h < h1; ++h) {
+          for (int i = w0; i < w1; ++i) {
+            dxc[h * w.width + i] += g * stochastic_pool::WeightedMeanGradient(xc[h * w.width + i], y, sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename Dtype>
 void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (stochastic()) {
+    // The seed is drawn in TRAIN only, as Dropout draws it: TEST consumes no random numbers.
+    const uint64_t seed = this->phase_ == TRAIN ? Strata::draw_seed() : 0;
+    StochasticForward_cpu(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), bottom[0]->num() * bottom[0]->channels(),
+                          seed);
+    return;
+  }
   const Window w = win_;
   const int planes = bottom[0]->num() * bottom[0]->channels();
   const long in_plane = static_cast<long>(w.height) * w.width;
@@ -266,26 +332,31 @@ template <typename Dtype>
 void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                        const BlobVec& bottom) {
   if (!propagate_down[0]) return;
+  if (stochastic() && !keeps_index_) {
+    WeightedMeanBackward_cpu(bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                             bottom[0]->num() * bottom[0]->channels());
+    return;
+  }
   const Window w = win_;
   const int planes = bottom[0]->num() * bottom[0]->channels();
   const long in_plane = static_cast<long>(w.height) * w.width;
   const long out_plane = static_cast<long>(w.pooled_h) * w.pooled_w;
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
-  const int* mask = max_ ? reinterpret_cast<const int*>(mask_.cpu_data()) : nullptr;
+  const int* mask = keeps_index_ ? reinterpret_cast<const int*>(mask_.cpu_data()) : nullptr;
   const Dtype* divisor = divisor_.data();
   const bool parallel = planes * in_plane >= kParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int c = 0; c < planes; ++c) {
     Dtype* dxc = dx + c * in_plane;
     const Dtype* dyc = dy + c * out_plane;
-    if (global_ && !max_) {
+    if (global_ && !keeps_index_) {
       const Dtype g = dyc[0] / divisor[0];
       std::fill(dxc, dxc + in_plane, g);
       continue;
     }
     std::fill(dxc, dxc + in_plane, Dtype(0));
-    if (max_) {
+    if (keeps_index_) {
       const int* mc = mask + c * out_plane;
       for (long i = 0; i < out_plane; ++i) {
         if (mc[i] >= 0) dxc[mc[i]] += dyc[i];
