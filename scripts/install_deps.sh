@@ -10,7 +10,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev liblapacke-dev
-  liblmdb-dev zlib1g-dev
+  liblmdb-dev libleveldb-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   libgtest-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev

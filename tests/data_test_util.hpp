@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "strata/common.hpp"
+#include "strata/data/db.hpp"
 #include "strata/data/lmdb.hpp"
 #include "strata/proto/strata.pb.h"
 
@@ -77,10 +78,11 @@ inline std::string Key(int i) {
 }
 
 // Writes `datums` under keys "%08d" of their index.
-inline void WriteDatumDb(const std::string& path, const std::vector<Datum>& datums) {
-  LmdbWriter writer(path);
-  for (size_t i = 0; i < datums.size(); ++i) writer.Put(Key(static_cast<int>(i)), datums[i].SerializeAsString());
-  writer.Close();
+inline void WriteDatumDb(const std::string& path, const std::vector<Datum>& datums,
+                         RecordBackend backend = RecordBackend::kLmdb) {
+  std::unique_ptr<RecordWriter> writer = CreateRecords(path, backend);
+  for (size_t i = 0; i < datums.size(); ++i) writer->Put(Key(static_cast<int>(i)), datums[i].SerializeAsString());
+  writer->Close();
 }
 
 inline std::vector<Datum> IndexDatums(int n) {

@@ -199,6 +199,30 @@ TEST(DataLayer, TestPhaseIsDeterministicCentreCrop) {
   EXPECT_EQ(first, (std::vector<double>{5, 6, 9, 10, 21, 22, 25, 26, 0}));
 }
 
+// The same records in a LevelDB give the LMDB's batches, named as LEVELDB or found by the source's files, on one
+// rank and on two (two readers of one LevelDB at once: each opens its own view of it).
+TEST(DataLayer, LevelDbGivesTheLmdbBatches) {
+  TempDir dir;
+  WriteDatumDb(dir / "lmdb", PatternDatums(7));
+  WriteDatumDb(dir / "leveldb", PatternDatums(7), RecordBackend::kLevelDb);
+  for (int count : {1, 2}) {
+    for (int rank = 0; rank < count; ++rank) {
+      LayerParameter named = DataParam(dir / "leveldb", 3);
+      named.mutable_data_param()->set_backend(DataParameter::LEVELDB);
+      LayerParameter found = DataParam(dir / "leveldb", 3);
+      found.mutable_data_param()->clear_backend();
+      DataUnderTest lmdb(DataParam(dir / "lmdb", 3), 1, rank, count), a(named, 1, rank, count),
+          b(found, 1, rank, count);
+      EXPECT_EQ(a.layer->num_records(), 7u);
+      for (int t = 0; t < 4; ++t) {
+        const std::vector<double> want = lmdb.Next();
+        EXPECT_EQ(a.Next(), want) << "rank " << rank << " of " << count << ", batch " << t;
+        EXPECT_EQ(b.Next(), want) << "rank " << rank << " of " << count << ", batch " << t;
+      }
+    }
+  }
+}
+
 TEST(DataLayer, BadParametersAreErrors) {
   TempDir dir;
   WriteDatumDb(dir / "db", IndexDatums(3));
@@ -210,7 +234,7 @@ TEST(DataLayer, BadParametersAreErrors) {
   ExpectErrorContaining([&] { setup(DataParam(dir / "db", 0)); }, {"batch_size", "positive"});
   LayerParameter leveldb = DataParam(dir / "db", 2);
   leveldb.mutable_data_param()->set_backend(DataParameter::LEVELDB);
-  ExpectErrorContaining([&] { setup(leveldb); }, {"LEVELDB", "not supported"});
+  ExpectErrorContaining([&] { setup(leveldb); }, {dir / "db", "is not a LevelDB"});
   ExpectErrorContaining([&] { setup(DataParam(dir / "missing", 2)); }, {dir / "missing"});
   ExpectErrorContaining([&] { setup(DataParam("", 2)); }, {"source"});
   LayerParameter prefetch = DataParam(dir / "db", 2);

@@ -7,19 +7,18 @@
 #include "strata/common.hpp"
 #include "strata/data/converters.hpp"
 #include "strata/util/io.hpp"
+#include "backend_flag.hpp"
 #include "tool_main.hpp"
 
-DEFINE_string(backend, "lmdb", "The database backend; only lmdb is supported.");
 
 int main(int argc, char** argv) {
   return strata::RunTool(
       argc, argv,
-      "computes the mean image of an LMDB of Datums\n"
+      "computes the mean image of an LMDB or LevelDB of Datums\n"
       "usage: compute_image_mean [flags] DB [OUT.binaryproto]",
       1, 2, [](int argc, char** args) {
-        STRATA_REQUIRE(FLAGS_backend == "lmdb") << "--backend=" << FLAGS_backend << " is not supported; use lmdb";
         std::vector<double> channel_means;
-        const strata::BlobProto mean = strata::ComputeImageMean(args[1], &channel_means);
+        const strata::BlobProto mean = strata::ComputeImageMean(args[1], &channel_means, strata::BackendFlag());
         if (argc == 3) {
           strata::WriteProtoToBinaryFile(mean, args[2]);
           LOG(INFO) << "Wrote the 1 x " << mean.channels() << " x " << mean.height() << " x " << mean.width()

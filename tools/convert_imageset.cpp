@@ -1,13 +1,13 @@
 // convert_imageset [flags] ROOTFOLDER/ LISTFILE DB
-// Converts a set of images into an LMDB of Datums, as Caffe's tool of the same name. LISTFILE holds lines
+// Converts a set of images into an LMDB or LevelDB of Datums, as Caffe's tool of the same name. LISTFILE holds lines
 // "subfolder1/file1.JPEG 7" (the label follows the last space); ROOTFOLDER/ is prefixed to each path as is.
 #include "strata/common.hpp"
 #include "strata/data/converters.hpp"
+#include "backend_flag.hpp"
 #include "tool_main.hpp"
 
 DEFINE_bool(gray, false, "When true, load the images in grayscale.");
 DEFINE_bool(shuffle, false, "Randomly shuffle the order of images and their labels (repeatably, see --seed).");
-DEFINE_string(backend, "lmdb", "The database backend; only lmdb is supported.");
 DEFINE_int32(resize_width, 0, "Width images are resized to (with --resize_height).");
 DEFINE_int32(resize_height, 0, "Height images are resized to (with --resize_width).");
 DEFINE_bool(check_size, false, "Check that all the raw images have the same size.");
@@ -18,11 +18,10 @@ DEFINE_uint64(seed, 1701, "Seed for --shuffle.");
 int main(int argc, char** argv) {
   return strata::RunTool(
       argc, argv,
-      "converts a set of images to an LMDB of Datums\n"
+      "converts a set of images to an LMDB or LevelDB of Datums\n"
       "usage: convert_imageset [flags] ROOTFOLDER/ LISTFILE DB\n"
       "  LISTFILE lines: 'path/relative/to/ROOTFOLDER.jpg label'",
       3, 3, [](int, char** args) {
-        STRATA_REQUIRE(FLAGS_backend == "lmdb") << "--backend=" << FLAGS_backend << " is not supported; use lmdb";
         strata::ImagesetOptions options;
         options.gray = FLAGS_gray;
         options.shuffle = FLAGS_shuffle;
@@ -32,6 +31,7 @@ int main(int argc, char** argv) {
         options.encoded = FLAGS_encoded;
         options.encode_type = FLAGS_encode_type;
         options.seed = FLAGS_seed;
+        options.backend = strata::BackendFlag();
         strata::ConvertImageset(args[1], args[2], args[3], options);
       });
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/data/db.hpp"
 #include "strata/proto/strata.pb.h"
 
 namespace strata {
@@ -20,9 +21,10 @@ struct IdxFile {
 // `expected_magic` is 2051 for images (3 dimensions) and 2049 for labels (1 dimension).
 IdxFile ReadIdxFile(const std::string& filename, uint32_t expected_magic);
 
-// MNIST images + labels -> LMDB `db`: keys "%08d" of the index, Datum channels 1, height x width of the
-// images, raw bytes, label. Returns the number of records.
-uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_file, const std::string& db);
+// MNIST images + labels -> database `db` (LMDB or LevelDB): keys "%08d" of the index, Datum channels 1,
+// height x width of the images, raw bytes, label. Returns the number of records.
+uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_file, const std::string& db,
+                      RecordBackend backend = RecordBackend::kLmdb);
 
 struct ImagesetOptions {
   bool gray = false;           // decode as one gray channel instead of BGR
@@ -33,15 +35,17 @@ struct ImagesetOptions {
   bool encoded = false;        // store encoded images instead of raw pixels
   std::string encode_type;     // "png", "jpg", ...; empty: each file's own extension
   uint64_t seed = 1701;        // for shuffle; Caffe's is unseeded, ours repeats
+  RecordBackend backend = RecordBackend::kLmdb;
 };
 // A list file of "path label" lines (path relative to `root`, which is prefixed as is, so give it a
-// trailing slash; the label follows the last space) -> LMDB `db` with keys "%08d_path". Images that cannot
+// trailing slash; the label follows the last space) -> database `db` (options.backend) with keys "%08d_path". Images that cannot
 // be read are skipped with a warning, as in Caffe. Returns the number of records written.
 uint64_t ConvertImageset(const std::string& root, const std::string& list_file, const std::string& db,
                          const ImagesetOptions& options);
 
 // The mean over all records of `db` (encoded ones decoded as stored), as Caffe's 1 x C x H x W BlobProto
 // (legacy num/channels/height/width fields). `channel_means`, if given, receives the per-channel means.
-BlobProto ComputeImageMean(const std::string& db, std::vector<double>* channel_means = nullptr);
+BlobProto ComputeImageMean(const std::string& db, std::vector<double>* channel_means = nullptr,
+                           RecordBackend backend = RecordBackend::kLmdb);
 
 }  // namespace strata

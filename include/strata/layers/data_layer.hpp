@@ -10,13 +10,13 @@
 #include "strata/data/blocking_queue.hpp"
 #include "strata/data/data_transformer.hpp"
 #include "strata/data/datum.hpp"
-#include "strata/data/lmdb.hpp"
+#include "strata/data/db.hpp"
 #include "strata/layer.hpp"
 
 namespace strata {
 
-// Data: reads Datum records from an LMDB (data_param.source; backend LMDB, which is also what an unset
-// backend means here; LEVELDB is not supported), transforms them (transform_param, see DataTransformer)
+// Data: reads Datum records from an LMDB or a LevelDB (data_param.source and backend; with no backend given, the
+// source's files decide), transforms them (transform_param, see DataTransformer)
 // and emits top[0] = data (batch_size x C x H x W) and, when asked, top[1] = label (batch_size).
 //
 // Prefetch: a thread fills the next data_param.prefetch batches (preallocated, handed round through a
@@ -86,12 +86,12 @@ class DataLayer : public Layer<Dtype> {
   void StartPrefetch();
   void StopPrefetch();
   void PrefetchLoop(uint64_t start);
-  void FillBatch(LmdbCursor* cursor, Batch* batch);
-  // "LMDB 'path', key '...' (record k)" for messages.
-  std::string where(const LmdbCursor& cursor) const;
+  void FillBatch(RecordCursor* cursor, Batch* batch);
+  // "LMDB 'path', key '...' (record k)" (or LevelDB) for messages.
+  std::string where(const RecordCursor& cursor) const;
   uint64_t stride() const { return static_cast<uint64_t>(count_) * batch_size_; }
 
-  std::unique_ptr<LmdbReader> db_;
+  std::unique_ptr<RecordReader> db_;
   std::unique_ptr<DataTransformer<Dtype>> transformer_;  // used by the prefetch thread only
   Datum datum_;                                          // prefetch thread only
   DatumPixels pixels_;                                   // prefetch thread only

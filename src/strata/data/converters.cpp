@@ -92,13 +92,14 @@ IdxFile ReadIdxFile(const std::string& filename, uint32_t expected_magic) {
   return idx;
 }
 
-uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_file, const std::string& db) {
+uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_file, const std::string& db,
+                      RecordBackend backend) {
   const IdxFile images = ReadIdxFile(images_file, 2051);
   const IdxFile labels = ReadIdxFile(labels_file, 2049);
   const int n = images.dims[0], rows = images.dims[1], cols = images.dims[2];
   STRATA_REQUIRE(labels.dims[0] == n) << "'" << images_file << "' holds " << n << " images but '" << labels_file
                                       << "' holds " << labels.dims[0] << " labels";
-  LmdbWriter writer(db);
+  std::unique_ptr<RecordWriter> writer = CreateRecords(db, backend);
   Datum datum;
   datum.set_channels(1);
   datum.set_height(rows);
@@ -109,9 +110,9 @@ uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_
     datum.set_data(images.bytes.data() + i * image_bytes, image_bytes);
     datum.set_label(static_cast<unsigned char>(labels.bytes[i]));
     datum.SerializeToString(&value);
-    writer.Put(record_key(i), value);
+    writer->Put(record_key(i), value);
   }
-  writer.Close();
+  writer->Close();
   LOG(INFO) << "Wrote " << n << " " << rows << "x" << cols << " images to '" << db << "'";
   return static_cast<uint64_t>(n);
 }
@@ -146,7 +147,7 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
     std::shuffle(lines.begin(), lines.end(), rng);
   }
 
-  LmdbWriter writer(db);
+  std::unique_ptr<RecordWriter> writer = CreateRecords(db, options.backend);
   Datum datum;
   std::string value;
   uint64_t skipped = 0;
@@ -173,27 +174,27 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
           << " x " << datum.height() << " x " << datum.width() << ") but the first image has " << first_size;
     }
     datum.SerializeToString(&value);
-    writer.Put(record_key(i) + "_" + path, value);
+    writer->Put(record_key(i) + "_" + path, value);
     if ((i + 1) % 1000 == 0) LOG(INFO) << "Processed " << i + 1 << " files.";
   }
   // Checked before Close(): a database of no images is never put in place.
   STRATA_REQUIRE(skipped < lines.size()) << "none of the " << lines.size() << " images in '" << list_file
                                          << "' could be read (is the root folder '" << root << "' right?)";
-  writer.Close();
+  writer->Close();
   if (skipped) LOG(WARNING) << "Skipped " << skipped << " of " << lines.size() << " images that could not be read";
-  LOG(INFO) << "Wrote " << writer.records_written() << " images to '" << db << "'";
-  return writer.records_written();
+  LOG(INFO) << "Wrote " << writer->records_written() << " images to '" << db << "'";
+  return writer->records_written();
 }
 
-BlobProto ComputeImageMean(const std::string& db, std::vector<double>* channel_means) {
-  LmdbReader reader(db);
-  auto cursor = reader.NewCursor();
+BlobProto ComputeImageMean(const std::string& db, std::vector<double>* channel_means, RecordBackend backend) {
+  std::unique_ptr<RecordReader> reader = OpenRecords(db, backend);
+  auto cursor = reader->NewCursor();
   Datum datum;
   DatumPixels pixels;
   std::vector<double> sum;
   int channels = 0, height = 0, width = 0;
-  for (uint64_t i = 0; i < reader.size(); ++i, cursor->Next()) {
-    const std::string where = "LMDB '" + db + "', " + cursor->describe_key();
+  for (uint64_t i = 0; i < reader->size(); ++i, cursor->Next()) {
+    const std::string where = std::string(reader->backend()) + " '" + db + "', " + cursor->describe_key();
     STRATA_REQUIRE(ParseDatum(cursor->value(), &datum)) << where << " is not a Datum";
     try {
       pixels.Load(datum);
@@ -225,7 +226,7 @@ BlobProto ComputeImageMean(const std::string& db, std::vector<double>* channel_m
   mean.set_channels(channels);
   mean.set_height(height);
   mean.set_width(width);
-  const double count = static_cast<double>(reader.size());
+  const double count = static_cast<double>(reader->size());
   for (double s : sum) mean.add_data(static_cast<float>(s / count));
   if (channel_means) {
     channel_means->assign(static_cast<size_t>(channels), 0.0);

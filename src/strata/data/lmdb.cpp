@@ -57,7 +57,7 @@ std::vector<uintptr_t> MappingsOf(const struct stat& st) {
 // ---------------------------------------------------------------------------------------------------------
 // Reader
 
-LmdbReader::LmdbReader(const std::string& path) : path_(path) {
+LmdbReader::LmdbReader(const std::string& path) : RecordReader(path) {
   struct stat st;
   STRATA_REQUIRE(::stat(path.c_str(), &st) == 0)
       << "cannot open LMDB '" << path << "': " << std::strerror(errno);
@@ -125,8 +125,8 @@ LmdbReader::~LmdbReader() {
   if (env_) mdb_env_close(env_);
 }
 
-std::unique_ptr<LmdbCursor> LmdbReader::NewCursor() const {
-  return std::unique_ptr<LmdbCursor>(new LmdbCursor(path_, env_, dbi_, size_, map_begin_, map_end_));
+std::unique_ptr<RecordCursor> LmdbReader::NewCursor() const {
+  return std::unique_ptr<RecordCursor>(new LmdbCursor(path_, env_, dbi_, size_, map_begin_, map_end_));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ std::unique_ptr<LmdbCursor> LmdbReader::NewCursor() const {
 
 LmdbCursor::LmdbCursor(const std::string& path, MDB_env* env, unsigned int dbi, uint64_t size,
                        const char* map_begin, const char* map_end)
-    : path_(path), size_(size), map_begin_(map_begin), map_end_(map_end) {
+    : RecordCursor(size), path_(path), map_begin_(map_begin), map_end_(map_end) {
   int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_);
   STRATA_REQUIRE(rc == MDB_SUCCESS) << "LMDB '" << path_ << "': cannot begin a read transaction: "
                                     << mdb_message(rc);
@@ -181,36 +181,6 @@ void LmdbCursor::SeekToFirst() {
 void LmdbCursor::Next() {
   ++index_;
   Get(MDB_NEXT);  // wraps to the first record (and index 0) after the last
-}
-
-void LmdbCursor::Skip(uint64_t n) {
-  n %= size_;
-  // Going round the end is cheaper from the start when the target lies before the current record.
-  if (index_ + n >= size_) {
-    n = index_ + n - size_;
-    SeekToFirst();
-  }
-  for (uint64_t i = 0; i < n; ++i) Next();
-}
-
-void LmdbCursor::SeekToIndex(uint64_t index) {
-  index %= size_;
-  if (index < index_) SeekToFirst();
-  Skip(index - index_);
-}
-
-std::string LmdbCursor::describe_key() const {
-  std::string s = "key '";
-  for (char c : key_) {
-    if (c >= 0x20 && c < 0x7f) {
-      s += c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned char>(c));
-      s += buf;
-    }
-  }
-  return s + "'";
 }
 
 // ---------------------------------------------------------------------------------------------------------

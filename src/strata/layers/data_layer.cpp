@@ -1,5 +1,7 @@
 #include "strata/layers/data_layer.hpp"
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -22,6 +24,16 @@ TransformationParameter MergedTransformParam(const LayerParameter& lp) {
   return tp;
 }
 
+// The backend data_param names. Caffe's default is LEVELDB, but prototxts written for Strata (and many for
+// Caffe) leave it out for an LMDB: without the field the source decides (a LevelDB directory has a CURRENT file).
+RecordBackend Backend(const DataParameter& dp) {
+  if (dp.has_backend()) return dp.backend() == DataParameter::LEVELDB ? RecordBackend::kLevelDb : RecordBackend::kLmdb;
+  struct stat st;
+  const bool leveldb = ::stat((dp.source() + "/CURRENT").c_str(), &st) == 0 &&
+                       ::stat((dp.source() + "/data.mdb").c_str(), &st) != 0;
+  return leveldb ? RecordBackend::kLevelDb : RecordBackend::kLmdb;
+}
+
 }  // namespace
 
 template <typename Dtype>
@@ -30,18 +42,16 @@ DataLayer<Dtype>::~DataLayer() {
 }
 
 template <typename Dtype>
-std::string DataLayer<Dtype>::where(const LmdbCursor& cursor) const {
+std::string DataLayer<Dtype>::where(const RecordCursor& cursor) const {
   std::ostringstream s;
-  s << "LMDB '" << db_->path() << "', " << cursor.describe_key() << " (record " << cursor.index() << ")";
+  s << db_->backend() << " '" << db_->path() << "', " << cursor.describe_key() << " (record " << cursor.index() << ")";
   return s.str();
 }
 
 template <typename Dtype>
 void DataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const DataParameter& dp = this->layer_param_.data_param();
-  STRATA_REQUIRE(!dp.has_backend() || dp.backend() == DataParameter::LMDB)
-      << "data_param.backend LEVELDB is not supported; convert the data to an LMDB and set backend: LMDB";
-  STRATA_REQUIRE(!dp.source().empty()) << "data_param.source (the LMDB to read) is not set";
+  STRATA_REQUIRE(!dp.source().empty()) << "data_param.source (the database to read) is not set";
   STRATA_REQUIRE(dp.batch_size() > 0) << "data_param.batch_size must be positive, got " << dp.batch_size();
   STRATA_REQUIRE(dp.prefetch() > 0) << "data_param.prefetch must be at least 1, got " << dp.prefetch();
   batch_size_ = static_cast<int>(dp.batch_size());
@@ -52,7 +62,7 @@ void DataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
 
   seed_ = Strata::draw_seed();
   transformer_.reset(new DataTransformer<Dtype>(MergedTransformParam(this->layer_param_), this->phase_, seed_));
-  db_.reset(new LmdbReader(dp.source()));
+  db_ = OpenRecords(dp.source(), Backend(dp));
 
   // The first record sets the shape of every record (a crop may take same-channel records of any size
   // at least crop_size).
@@ -155,7 +165,7 @@ void DataLayer<Dtype>::PrefetchLoop(uint64_t start) {
 }
 
 template <typename Dtype>
-void DataLayer<Dtype>::FillBatch(LmdbCursor* cursor, Batch* batch) {
+void DataLayer<Dtype>::FillBatch(RecordCursor* cursor, Batch* batch) {
   const uint64_t first = batch->start + static_cast<uint64_t>(rank_) * batch_size_;
   // The cursor stands where this rank's previous batch ended; stepping over the other ranks' records is
   // cursor movement only.
