@@ -8,8 +8,10 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDNN
-// cuDNN's descriptors and the algorithms chosen for the current shape (defined in convolution_layer.cu).
-struct CudnnConvolution;
+namespace cudnn_conv {
+// cuDNN's descriptors and the algorithms chosen for the current shape (src/strata/layers/cudnn_convolution.cuh).
+struct Convolution;
+}  // namespace cudnn_conv
 #endif
 
 // 2-D convolution (Caffe's "Convolution"): weights num_output x (C/group) x kernel_h x kernel_w, optional bias
@@ -82,7 +84,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   Blob<Dtype> bias_multiplier_;  // ones, chunk_ * out_count_ of them
   Blob<Dtype> partials_;         // parameter gradients of threads 1.. while they share the batch
 #ifdef STRATA_USE_CUDNN
-  std::shared_ptr<CudnnConvolution> cudnn_;
+  std::shared_ptr<cudnn_conv::Convolution> cudnn_;
 #endif
 };
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "conv_window_param.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
+#include "weight_and_bias.hpp"
 #include "strata/parallel.hpp"
 
 namespace strata {
@@ -18,23 +20,6 @@ namespace {
 // the input directly.
 constexpr int kMinColumns = 192;
 constexpr long kColumnBytes = 4L << 20;
-
-// Reads one per-axis setting with Caffe's rules: either the repeated field (empty: `fallback`; one value: both
-// axes; two: h then w) or the _h/_w pair, never both.
-void ReadPair(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw, uint32_t h, uint32_t w,
-              int fallback, const char* name, int* out_h, int* out_w) {
-  if (has_hw) {
-    STRATA_REQUIRE(values.empty()) << "either " << name << " or " << name << "_h/" << name
-                                   << "_w should be specified, not both";
-    *out_h = static_cast<int>(h);
-    *out_w = static_cast<int>(w);
-    return;
-  }
-  STRATA_REQUIRE(values.size() <= 2) << name << " must be given once, or once per spatial axis (2), got "
-                                     << values.size() << " values";
-  *out_h = values.empty() ? fallback : static_cast<int>(values.Get(0));
-  *out_w = values.empty() ? fallback : static_cast<int>(values.Get(values.size() - 1));
-}
 
 // y (count x M x P) = out (M x count*P, image n at columns n*P) + bias[m] (bias may be null). Serial: a
 // chunk is cache-sized, and an OpenMP region beside BLAS calls costs more than it saves (see im2col.hpp).
@@ -67,25 +52,7 @@ void GatherImages(const Dtype* dy, int count, int M, int P, Dtype* out) {
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const ConvolutionParameter& p = this->layer_param_.convolution_param();
-  channel_axis_ = bottom[0]->CanonicalAxisIndex(p.axis());
-  const int spatial_axes = bottom[0]->num_axes() - channel_axis_ - 1;
-  STRATA_REQUIRE(spatial_axes == 2) << "only 2-D convolution is supported: input of shape "
-                                    << bottom[0]->shape_string() << " has " << spatial_axes
-                                    << " spatial axes after the channel axis " << channel_axis_;
-
-  ReadPair(p.kernel_size(), p.has_kernel_h() || p.has_kernel_w(), p.kernel_h(), p.kernel_w(), 0, "kernel_size",
-           &geom_.kernel_h, &geom_.kernel_w);
-  STRATA_REQUIRE(geom_.kernel_h > 0 && geom_.kernel_w > 0)
-      << "kernel size must be positive (kernel_size, or kernel_h and kernel_w), got " << geom_.kernel_h << " x "
-      << geom_.kernel_w;
-  ReadPair(p.stride(), p.has_stride_h() || p.has_stride_w(), p.stride_h(), p.stride_w(), 1, "stride",
-           &geom_.stride_h, &geom_.stride_w);
-  STRATA_REQUIRE(geom_.stride_h > 0 && geom_.stride_w > 0)
-      << "stride must be positive, got " << geom_.stride_h << " x " << geom_.stride_w;
-  ReadPair(p.pad(), p.has_pad_h() || p.has_pad_w(), p.pad_h(), p.pad_w(), 0, "pad", &geom_.pad_h, &geom_.pad_w);
-  ReadPair(p.dilation(), false, 0, 0, 1, "dilation", &geom_.dilation_h, &geom_.dilation_w);
-  STRATA_REQUIRE(geom_.dilation_h > 0 && geom_.dilation_w > 0)
-      << "dilation must be positive, got " << geom_.dilation_h << " x " << geom_.dilation_w;
+  conv_window::Read(p, *bottom[0], "Convolution", &channel_axis_, &geom_);
 
   geom_.channels = bottom[0]->shape(channel_axis_);
   num_output_ = static_cast<int>(p.num_output());
@@ -100,24 +67,7 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
       << "num_output " << num_output_ << " does not divide into " << group_ << " groups";
 
   const std::vector<int> weight_shape{num_output_, geom_.channels / group_, geom_.kernel_h, geom_.kernel_w};
-  if (!this->blobs_.empty()) {
-    // Weights came with the layer (a caffemodel); check they fit.
-    STRATA_REQUIRE(static_cast<int>(this->blobs_.size()) == (bias_term_ ? 2 : 1))
-        << "expected " << (bias_term_ ? 2 : 1) << " parameter blobs, got " << this->blobs_.size();
-    STRATA_REQUIRE(this->blobs_[0]->shape() == weight_shape)
-        << "weight shape " << this->blobs_[0]->shape_string() << " does not match the expected "
-        << Blob<Dtype>(weight_shape).shape_string();
-    STRATA_REQUIRE(!bias_term_ || this->blobs_[1]->shape() == std::vector<int>{num_output_})
-        << "bias shape " << this->blobs_[1]->shape_string() << " does not match num_output " << num_output_;
-  } else {
-    this->blobs_.resize(bias_term_ ? 2 : 1);
-    this->blobs_[0] = std::make_shared<Blob<Dtype>>(weight_shape);
-    GetFiller<Dtype>(p.weight_filler())->Fill(this->blobs_[0].get());
-    if (bias_term_) {
-      this->blobs_[1] = std::make_shared<Blob<Dtype>>(std::vector<int>{num_output_});
-      GetFiller<Dtype>(p.bias_filler())->Fill(this->blobs_[1].get());
-    }
-  }
+  SetUpWeightAndBias(&this->blobs_, weight_shape, bias_term_, num_output_, p.weight_filler(), p.bias_filler());
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 }
 

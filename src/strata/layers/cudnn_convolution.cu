@@ -1,0 +1,154 @@
+#ifdef STRATA_USE_CUDNN
+
+#include "cudnn_convolution.cuh"
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace strata {
+namespace cudnn_conv {
+
+namespace {
+
+std::mutex g_cache_mutex;
+std::map<std::string, Algorithms> g_cache;
+
+template <typename Dtype>
+cudnnDataType_t data_type() {
+  return sizeof(Dtype) == 4 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// The first (fastest: cuDNN sorts by time) usable result of a Find call. Without TF32, a result measured with
+// FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
+template <typename Perf>
+const Perf* pick(const Perf* perf, int returned, const char* direction, const std::string& key) {
+  const GpuOptions& o = gpu_options();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < returned; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > o.workspace_limit) continue;
+      if (o.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+      if (pass == 0 && !o.allow_tf32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      return &perf[i];
+    }
+  }
+  STRATA_FAIL() << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << direction
+                << " convolution algorithm within the workspace limit of " << human_bytes(o.workspace_limit)
+                << " for " << key;
+  return nullptr;
+}
+
+// Measures the three directions' algorithms on the described shape.
+Algorithms find_algorithms(const Convolution& c, const std::string& key) {
+  Algorithms a{};
+  cudnnHandle_t h = cuda::cudnn();
+  int returned = 0;
+  cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  STRATA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                          &returned, fp));
+  const auto* f = pick(fp, returned, "forward", key);
+  a.fwd = f->algo;
+  a.fwd_math = f->mathType;
+  a.fwd_bytes = f->memory;
+  cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, c.w, c.y, c.bwd_data, c.x,
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp));
+  const auto* d = pick(dp, returned, "backward-data", key);
+  a.bwd_data = d->algo;
+  a.bwd_data_math = d->mathType;
+  a.bwd_data_bytes = d->memory;
+  cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+      h, c.x, c.y, c.bwd_filter, c.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp));
+  const auto* wf = pick(wp, returned, "backward-filter", key);
+  a.bwd_filter = wf->algo;
+  a.bwd_filter_math = wf->mathType;
+  a.bwd_filter_bytes = wf->memory;
+  VLOG(1) << "cuDNN algorithms for " << key << ": forward " << a.fwd << ", backward data " << a.bwd_data
+          << ", backward filter " << a.bwd_filter;
+  return a;
+}
+
+}  // namespace
+
+Convolution::Convolution() {
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_bias));
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_bias));
+  STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&fwd));
+  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&bwd_data));
+  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&bwd_filter));
+}
+
+Convolution::~Convolution() {
+  cudnnDestroyTensorDescriptor(x);
+  cudnnDestroyTensorDescriptor(y);
+  cudnnDestroyTensorDescriptor(x_bias);
+  cudnnDestroyTensorDescriptor(y_bias);
+  cudnnDestroyFilterDescriptor(w);
+  cudnnDestroyConvolutionDescriptor(fwd);
+  cudnnDestroyConvolutionDescriptor(bwd_data);
+  cudnnDestroyConvolutionDescriptor(bwd_filter);
+}
+
+template <typename Dtype>
+void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group) {
+  const GpuOptions& o = gpu_options();
+  const int out_h = g.out_h(), out_w = g.out_w();
+  std::ostringstream k;
+  k << (sizeof(Dtype) == 4 ? "float" : "double") << " x " << num << "x" << g.channels << "x" << g.height << "x"
+    << g.width << " w " << num_output << "x" << g.channels / group << "x" << g.kernel_h << "x" << g.kernel_w
+    << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << "," << g.stride_w << " dilation "
+    << g.dilation_h << "," << g.dilation_w << " group " << group << (o.allow_tf32 ? " tf32" : "")
+    << (o.deterministic ? " deterministic" : "") << " limit " << o.workspace_limit;
+  const std::string key = k.str();
+  if (c->key == key) return;
+  c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
+  const cudnnDataType_t t = data_type<Dtype>();
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x_bias, CUDNN_TENSOR_NCHW, t, 1, g.channels, 1, 1));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y_bias, CUDNN_TENSOR_NCHW, t, 1, num_output, 1, 1));
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w, t, CUDNN_TENSOR_NCHW, num_output, g.channels / group,
+                                                g.kernel_h, g.kernel_w));
+  // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores.
+  const cudnnMathType_t math = o.allow_tf32 && sizeof(Dtype) == 4 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
+    STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
+                                                       g.dilation_w, CUDNN_CROSS_CORRELATION, t));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, group));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+  }
+
+  Algorithms a{};
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) {
+      a = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    a = find_algorithms(*c, key);
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_cache[key] = a;
+  }
+  // Run each direction with the math type its algorithm was measured with.
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->fwd, a.fwd_math));
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_data, a.bwd_data_math));
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_filter, a.bwd_filter_math));
+  c->algo = a;
+  c->key = key;
+}
+
+template void configure<float>(Convolution*, const ConvGeometry&, int, int, int);
+template void configure<double>(Convolution*, const ConvGeometry&, int, int, int);
+
+}  // namespace cudnn_conv
+}  // namespace strata
+
+#endif  // STRATA_USE_CUDNN
