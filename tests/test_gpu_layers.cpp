@@ -114,6 +114,7 @@ std::vector<LayerCase> AlexNetResNetCases() {
       {R"(name: "slice_points" type: "Slice" slice_param { slice_point: 1 slice_point: 4 })", {{2, 6, 3, 4}}, 3},
       {R"(name: "slice_axis0" type: "Slice" slice_param { axis: 0 })", {{4, 3, 5}}, 2},
       {R"(name: "upsample" type: "Upsample")", {{2, 3, 4, 5}}},
+      {R"(name: "batch_reindex" type: "BatchReindex")", {{4, 3, 2, 2}, {7}}, 1, 1, 4},
   };
 }
 
