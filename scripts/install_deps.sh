@@ -10,12 +10,13 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev liblapacke-dev
-  liblmdb-dev libleveldb-dev zlib1g-dev
+  liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   libgtest-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   dataset-fashion-mnist
   python3 python3-matplotlib
+  graphviz      # dot: strata draw
   iproute2 util-linux   # ip, tc, nsenter, unshare: the multi-host test bed (scripts/cluster.sh)
 )
 if [ "${STRATA_WITH_BENCH:-0}" = 1 ]; then

@@ -222,6 +222,38 @@ TEST_F(StrataTool, LogsReadAsCaffesTools) {
   EXPECT_NE(ReadAll(test).find(" (* 1 = "), std::string::npos) << "the loss line shows its weight, as Caffe's";
 }
 
+// strata draw: the net as Graphviz's DOT (layers, blobs with shapes, parameters, in-place blobs as new nodes), a
+// picture through dot, and from the prototxt alone when a data source is missing.
+TEST_F(StrataTool, DrawsTheNet) {
+  const std::string net = Write("net.prototxt", Replace(kNet, "layer { name: \"loss\"",
+      "layer { name: \"relu\" type: \"ReLU\" bottom: \"z\" top: \"z\" }\nlayer { name: \"loss\""));
+  const std::string dot = dir_ / "net.dot", log = dir_ / "draw.log";
+  ASSERT_EQ(Shell(kStrata + " draw --model=" + net + " --out=" + dot + " > " + log + " 2>&1"), 0) << ReadAll(log);
+  const std::string text = ReadAll(dot);
+  for (const char* part : {"digraph \"tiny\"", "rankdir=LR", "ip\\n(InnerProduct)\\n4 out\\n16 parameters",
+                           "z\\n(2, 4)", "x\\n(2, 3)", "relu\\n(ReLU)", "\"blob:z#0\" -> \"layer:2\"",
+                           "\"layer:2\" -> \"blob:z#1\""}) {
+    EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
+  }
+  if (Shell("command -v dot > /dev/null") == 0) {
+    const std::string svg = dir_ / "net.svg";
+    ASSERT_EQ(Shell(kStrata + " draw --rankdir=TB --model=" + net + " --out=" + svg + " > " + log + " 2>&1"), 0)
+        << ReadAll(log);
+    EXPECT_NE(ReadAll(svg).find("<svg"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(svg + ".dot.tmp"));
+  }
+  // A Data layer whose LMDB is not here: drawn all the same, without shapes, with a warning.
+  const std::string data_net = Write("data_net.prototxt", Replace(kNet,
+      R"(layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } })",
+      R"(layer { name: "d" type: "Data" top: "x" top: "y" data_param { source: "missing_lmdb" batch_size: 2 } })"));
+  ASSERT_EQ(Shell(kStrata + " draw --model=" + data_net + " --out=" + dot + " > " + log + " 2>&1"), 0) << ReadAll(log);
+  EXPECT_NE(ReadAll(log).find("without blob shapes"), std::string::npos) << ReadAll(log);
+  EXPECT_NE(ReadAll(dot).find("d\\n(Data)"), std::string::npos);
+  ExpectError("draw --model=" + net + " --out=" + dir_ / "net.jpeg", {"--out", ".png, .svg, .pdf or .dot"});
+  ExpectError("draw --model=" + net + " --out=" + dot + " --rankdir=UP", {"LR, TB, RL or BT", "UP"});
+  ExpectError("draw --model=" + net, {"--out"});
+}
+
 // The allreduce flags are the tool's own (libstrata reads no flags): a bad name or a table for a forced
 // algorithm is refused before MPI comes up.
 TEST_F(StrataTool, AllreduceFlags) {

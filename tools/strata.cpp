@@ -6,6 +6,7 @@
 //   strata test  --model=NET --weights=W --iterations=N               (training issue)
 //   strata device_query [--gpu=N]                                     what the GPUs are
 //   strata plan  --model=NET --budget=B [--planner=P]                 recomputation plans within a budget
+//   strata draw  --model=NET --out=PICTURE.png|.svg|.pdf|.dot        the net through Graphviz (draw_net.py)
 // --gpu=N (or solver_mode: GPU for train) runs on GPU N; under mpirun without --gpu each rank takes the GPU of
 // its local rank on the node.
 // Every bad input ends in one "error: ..." line and exit status 1.
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <iostream>
@@ -43,6 +45,7 @@
 #include "strata/solver.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
+#include "strata/util/net_drawing.hpp"
 #include "tool_main.hpp"
 #include "allreduce_flags.hpp"  // --allreduce_table
 
@@ -75,6 +78,8 @@ DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200
                           "store-all with a decimal point (\"0.5\").");
 DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation within the budget), dp_memory "
                               "(least memory) or all.");
+DEFINE_string(out, "", "draw: the picture to write: NAME.png, .svg or .pdf (through Graphviz's dot), or NAME.dot.");
+DEFINE_string(rankdir, "LR", "draw: the direction of the graph: LR, TB, RL or BT.");
 DEFINE_int32(max_lower_sets, 2000, "plan: enumerate lower sets exactly up to this many; beyond, the DP runs "
                                    "over each node's ancestor closure and each topological prefix.");
 DEFINE_string(allreduce, "hybrid",
@@ -497,6 +502,54 @@ int test_command() {
   return 0;
 }
 
+// The net as a picture, as Caffe's draw_net.py: the phase's layers, with blob shapes and parameter counts when the
+// net can be built here (it cannot when a data source is missing; then from the prototxt alone, with a warning).
+int draw_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata draw needs --model=NET.prototxt";
+  STRATA_REQUIRE(!FLAGS_out.empty()) << "strata draw needs --out=PICTURE.png|.svg|.pdf|.dot";
+  const size_t dot_at = FLAGS_out.rfind('.');
+  const std::string format = dot_at == std::string::npos ? "" : FLAGS_out.substr(dot_at + 1);
+  STRATA_REQUIRE(format == "png" || format == "svg" || format == "pdf" || format == "dot")
+      << "--out=" << FLAGS_out << ": the name must end in .png, .svg, .pdf or .dot";
+  NetParameter param;
+  ReadNetParamsFromTextFile(FLAGS_model, &param);
+  param.mutable_state()->set_phase(parse_phase(FLAGS_phase));
+  param.mutable_state()->set_level(FLAGS_level);
+  param.mutable_state()->clear_stage();
+  for (const auto& stage : parse_stages()) param.mutable_state()->add_stage(stage);
+  NetParameter filtered;
+  Net<float>::FilterNet(param, &filtered);
+  NetDrawingDetails details;
+  try {
+    Net<float> net(filtered);
+    for (size_t b = 0; b < net.blobs().size(); ++b) details.blob_shapes[net.blob_names()[b]] = net.blobs()[b]->shape();
+    for (int l = 0; l < net.num_layers(); ++l) {
+      long long values = 0;
+      for (const auto& blob : net.layers()[l]->blobs()) values += blob->count();
+      details.layer_params[net.layer_names()[l]] = values;
+    }
+  } catch (const Error& e) {
+    LOG(WARNING) << "drawing '" << FLAGS_model << "' without blob shapes, since the net cannot be built here: "
+                 << e.what();
+  }
+  const std::string dot = NetToDot(filtered, details, FLAGS_rankdir);
+  const std::string dot_file = format == "dot" ? FLAGS_out : FLAGS_out + ".dot.tmp";
+  {
+    std::ofstream out(dot_file);
+    out << dot;
+    STRATA_REQUIRE(out.good()) << "cannot write '" << dot_file << "'";
+  }
+  if (format != "dot") {
+    const std::string command = "dot -T" + format + " '" + dot_file + "' -o '" + FLAGS_out + "' 2>&1";
+    const int status = std::system(command.c_str());
+    std::remove(dot_file.c_str());
+    STRATA_REQUIRE(status == 0) << "Graphviz's dot could not draw " << FLAGS_out << " (exit status " << status
+                                << "; is the graphviz package installed? --out=NAME.dot needs no Graphviz)";
+  }
+  LOG(INFO) << "Drew " << filtered.layer_size() << " layers of '" << filtered.name() << "' to " << FLAGS_out;
+  return 0;
+}
+
 int device_query() {
   const int count = gpu_device_count();
   STRATA_REQUIRE(gpu_build()) << "this build of Strata has no GPU support (no CUDA toolkit at build time)";
@@ -617,6 +670,9 @@ const std::vector<Command>& commands() {
                "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",
        [](int*, char***) { return plan_command(); }},
       {"device_query", "describe the GPUs: [--gpu=N]", [](int*, char***) { return device_query(); }},
+      {"draw", "draw the net with Graphviz: --model=NET --out=PICTURE.png|.svg|.pdf|.dot [--phase=TRAIN|TEST] "
+               "[--rankdir=LR]",
+       [](int*, char***) { return draw_command(); }},
   };
   return cmds;
 }
