@@ -236,6 +236,9 @@ TEST(DataLayer, BadParametersAreErrors) {
   leveldb.mutable_data_param()->set_backend(DataParameter::LEVELDB);
   ExpectErrorContaining([&] { setup(leveldb); }, {dir / "db", "is not a LevelDB"});
   ExpectErrorContaining([&] { setup(DataParam(dir / "missing", 2)); }, {dir / "missing"});
+  LayerParameter unnamed = DataParam(dir / "missing", 2);
+  unnamed.mutable_data_param()->clear_backend();
+  ExpectErrorContaining([&] { setup(unnamed); }, {dir / "missing", "an LMDB or a LevelDB", "No such file"});
   ExpectErrorContaining([&] { setup(DataParam("", 2)); }, {"source"});
   LayerParameter prefetch = DataParam(dir / "db", 2);
   prefetch.mutable_data_param()->set_prefetch(0);

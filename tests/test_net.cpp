@@ -193,6 +193,20 @@ layer { name: "fc2" type: "InnerProduct" bottom: "y1" top: "y2" param { name: "w
                Error);
 }
 
+// Caffe accepts two layers of one name (its mnist_autoencoder has two 'loss' layers): so does Strata, and by name
+// the last one is reached, as in Caffe.
+TEST(Net, TwoLayersOfOneNameBuildAndTheLastIsFoundByName) {
+  Net<float> net(ParseNet(R"(
+layer { name: "in" type: "Input" top: "x" top: "t" input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "x" bottom: "t" top: "l2" }
+layer { name: "loss" type: "Eltwise" bottom: "x" bottom: "t" top: "sum" }
+)"));
+  EXPECT_EQ(net.num_layers(), 5);  // with the split of x and of t
+  EXPECT_STREQ(net.layer_by_name("loss")->type(), "Eltwise");
+  float loss = 0;
+  net.Forward(&loss);
+}
+
 TEST(Net, HooksFireInOrder) {
   Net<float> net(ParseNet(kTwoHeads));
   std::vector<std::string> events;

@@ -137,8 +137,12 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     STRATA_REQUIRE(lp->propagate_down_size() == 0 || lp->propagate_down_size() == lp->bottom_size())
         << "layer '" << lp->name() << "': propagate_down must be given for all " << lp->bottom_size()
         << " bottoms or none";
-    STRATA_REQUIRE(layer_names_index_.count(lp->name()) == 0 || lp->name().empty())
-        << "two layers are named '" << lp->name() << "'";
+    // Caffe allows it (its mnist_autoencoder has two layers named 'loss'); by name, weights, the solverstate and
+    // layer_by_name reach the last one, as in Caffe.
+    if (layer_names_index_.count(lp->name()) && !lp->name().empty()) {
+      LOG(WARNING) << "net '" << param.name() << "': two layers are named '" << lp->name()
+                   << "'; by name, weights and layer_by_name reach the last one";
+    }
     try {
       layers_.push_back(LayerRegistry<Dtype>::CreateLayer(*lp));
     } catch (const Error& e) {

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -25,10 +26,14 @@ TransformationParameter MergedTransformParam(const LayerParameter& lp) {
 }
 
 // The backend data_param names. Caffe's default is LEVELDB, but prototxts written for Strata (and many for
-// Caffe) leave it out for an LMDB: without the field the source decides (a LevelDB directory has a CURRENT file).
+// Caffe) leave it out for an LMDB: without the field the source decides (a LevelDB directory has a CURRENT file,
+// an LMDB a data.mdb).
 RecordBackend Backend(const DataParameter& dp) {
   if (dp.has_backend()) return dp.backend() == DataParameter::LEVELDB ? RecordBackend::kLevelDb : RecordBackend::kLmdb;
   struct stat st;
+  STRATA_REQUIRE(::stat(dp.source().c_str(), &st) == 0)
+      << "cannot open '" << dp.source() << "' (data_param.source, an LMDB or a LevelDB: no backend is given): "
+      << std::strerror(errno);
   const bool leveldb = ::stat((dp.source() + "/CURRENT").c_str(), &st) == 0 &&
                        ::stat((dp.source() + "/data.mdb").c_str(), &st) != 0;
   return leveldb ? RecordBackend::kLevelDb : RecordBackend::kLmdb;
