@@ -10,6 +10,7 @@
 namespace strata {
 namespace {
 
+using testing_data::ShardScope;
 using testing_data::ExpectErrorContaining;
 using testing_data::IndexDatums;
 using testing_data::Key;
@@ -30,18 +31,6 @@ LayerParameter DataParam(const std::string& source, int batch, Phase phase = TRA
   return p;
 }
 
-// Sets this process's data-parallel place for one scope (the data layer reads it at setup).
-class ShardScope {
- public:
-  ShardScope(int rank, int count) {
-    Strata::set_solver_rank(rank);
-    Strata::set_solver_count(count);
-  }
-  ~ShardScope() {
-    Strata::set_solver_rank(0);
-    Strata::set_solver_count(1);
-  }
-};
 
 // A layer set up with its two tops, seeded so that runs repeat.
 struct DataUnderTest {

@@ -26,6 +26,18 @@ IdxFile ReadIdxFile(const std::string& filename, uint32_t expected_magic);
 uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_file, const std::string& db,
                       RecordBackend backend = RecordBackend::kLmdb);
 
+// One line of an image list file: "path label", the label after the last space or tab.
+struct ImageListEntry {
+  std::string path;
+  int label = 0;
+  int line = 0;  // 1-based line number in the list file, for messages
+};
+
+// Reads a list file of "path label" lines (blank lines skipped, surrounding whitespace trimmed). Error naming
+// the file and line for a line without a label or with a label that is not an integer, and for a file that
+// cannot be opened. An empty result is not an error here (the caller decides).
+std::vector<ImageListEntry> ReadImageList(const std::string& list_file);
+
 struct ImagesetOptions {
   bool gray = false;           // decode as one gray channel instead of BGR
   bool shuffle = false;        // shuffle the list (with `seed`) before writing

@@ -117,15 +117,10 @@ uint64_t ConvertMnist(const std::string& images_file, const std::string& labels_
   return static_cast<uint64_t>(n);
 }
 
-uint64_t ConvertImageset(const std::string& root, const std::string& list_file, const std::string& db,
-                         const ImagesetOptions& options) {
-  STRATA_REQUIRE(HaveImageCodecs()) << "convert_imageset needs OpenCV, and Strata was built without it";
-  STRATA_REQUIRE(options.resize_height >= 0 && options.resize_width >= 0) << "resize sizes must not be negative";
-  STRATA_REQUIRE((options.resize_height > 0) == (options.resize_width > 0))
-      << "give both resize_height and resize_width, or neither";
+std::vector<ImageListEntry> ReadImageList(const std::string& list_file) {
   std::ifstream in(list_file);
-  STRATA_REQUIRE(in.good()) << "cannot open list file '" << list_file << "': " << std::strerror(errno);
-  std::vector<std::pair<std::string, int>> lines;
+  STRATA_REQUIRE(in.good()) << "cannot open image list file '" << list_file << "': " << std::strerror(errno);
+  std::vector<ImageListEntry> entries;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {
     line = trim(line);
@@ -139,8 +134,18 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
     const long label = std::strtol(label_text.c_str(), &end, 10);
     STRATA_REQUIRE(*end == '\0' && errno == 0 && label >= INT32_MIN && label <= INT32_MAX)
         << list_file << ":" << line_no << ": the label '" << label_text << "' is not an integer";
-    lines.emplace_back(trim(line.substr(0, space)), static_cast<int>(label));
+    entries.push_back({trim(line.substr(0, space)), static_cast<int>(label), line_no});
   }
+  return entries;
+}
+
+uint64_t ConvertImageset(const std::string& root, const std::string& list_file, const std::string& db,
+                         const ImagesetOptions& options) {
+  STRATA_REQUIRE(HaveImageCodecs()) << "convert_imageset needs OpenCV, and Strata was built without it";
+  STRATA_REQUIRE(options.resize_height >= 0 && options.resize_width >= 0) << "resize sizes must not be negative";
+  STRATA_REQUIRE((options.resize_height > 0) == (options.resize_width > 0))
+      << "give both resize_height and resize_width, or neither";
+  std::vector<ImageListEntry> lines = ReadImageList(list_file);
   STRATA_REQUIRE(!lines.empty()) << "list file '" << list_file << "' names no images";
   if (options.shuffle) {
     std::mt19937 rng(static_cast<uint32_t>(options.seed));
@@ -153,7 +158,7 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
   uint64_t skipped = 0;
   size_t first_size = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& path = lines[i].first;
+    const std::string& path = lines[i].path;
     std::string encoding = options.encode_type;
     if (options.encoded && encoding.empty()) {
       const size_t dot = path.rfind('.');
@@ -162,7 +167,7 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
                                         << "' from its name; give --encode_type";
     }
     if (!options.encoded) encoding.clear();
-    if (!ReadImageToDatum(root + path, lines[i].second, options.resize_height, options.resize_width,
+    if (!ReadImageToDatum(root + path, lines[i].label, options.resize_height, options.resize_width,
                           !options.gray, encoding, &datum)) {
       ++skipped;
       continue;
