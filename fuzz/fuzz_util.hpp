@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <stdlib.h>  // mkdtemp
 #include <string>
 
 #include "strata/common.hpp"
@@ -53,6 +54,14 @@ layer { name: "fc" type: "InnerProduct" bottom: "conv" top: "fc"
         inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" top: "loss" }
 )";
+}
+
+// A directory of this process's own for a target that must hand its input to a reader as a file (made once, under
+// /tmp, named for the target; /tmp itself if it cannot be made).
+inline std::string TempDir(const std::string& target) {
+  std::string pattern = "/tmp/strata_fuzz_" + target + "_XXXXXX";
+  const char* made = mkdtemp(pattern.data());
+  return made ? std::string(made) : std::string("/tmp");
 }
 
 }  // namespace fuzz

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags}
+mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags,image_list}
 encode() { protoc --encode="strata.$1" -I proto proto/strata.proto; }
 
 # Nets and solvers: the models, a Caffe V1 net, a Reversible block.
@@ -96,4 +96,9 @@ for v in 4 64K 1.5M,256M,1G 4,16,64KiB 0.5 200000000 2e-1; do printf '%s' "$v" >
   grep -rhoE 'REGISTER_LAYER_CLASS\(\w+\)' src | sed 's/.*(\(.*\))/"\\"\1\\""/' | sort -u
   printf '"%s"\n' "{" "}" ":" "inf" "nan" "-1" "2147483648" "4294967295"
 } > fuzz/prototxt.dict
+
+# Image lists: Caffe's layout (path, a space, a label), tabs, blank lines, a path with spaces, bad labels.
+printf 'cat/1.jpg 0\ndog/2.png 1\n\n  bird/3.jpeg\t2  \nmy photos/4.jpg 3\n' > "$c/image_list/caffe.txt"
+printf 'a.jpg -1\nb.jpg 2147483648\nc.jpg x\nnolabel\n' > "$c/image_list/bad_labels.txt"
+
 echo "seeds: $(find "$c" -type f | wc -l) files, $(du -sh "$c" | cut -f1)"
