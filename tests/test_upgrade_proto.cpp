@@ -116,6 +116,44 @@ TEST(UpgradeProto, EveryV1TypeHasItsModernName) {
   for (size_t i = 0; i < std::size(names); ++i) EXPECT_EQ(net.layer(i).type(), names[i].second);
 }
 
+// Every parameter message Caffe's V1 layers carry comes across (a V1 siamese net's contrastive_loss_param, a V1
+// HDF5 net's hdf5_data_param, ...).
+TEST(UpgradeProto, EveryV1ParameterComesAcross) {
+  NetParameter net = Parse(R"(
+layers { name: "c" type: CONTRASTIVE_LOSS contrastive_loss_param { margin: 2 } }
+layers { name: "h" type: HINGE_LOSS hinge_loss_param { norm: L2 } }
+layers { name: "i" type: INFOGAIN_LOSS infogain_loss_param { source: "H.binaryproto" } }
+layers { name: "a" type: ARGMAX argmax_param { top_k: 3 } }
+layers { name: "d" type: DUMMY_DATA dummy_data_param { num: 4 channels: 1 height: 1 width: 1 } }
+layers { name: "e" type: EXP exp_param { base: 2 } }
+layers { name: "h5" type: HDF5_DATA hdf5_data_param { source: "list.txt" batch_size: 8 } }
+layers { name: "o5" type: HDF5_OUTPUT hdf5_output_param { file_name: "out.h5" } }
+layers { name: "im" type: IMAGE_DATA image_data_param { source: "list.txt" batch_size: 2 } }
+layers { name: "m" type: MEMORY_DATA memory_data_param { batch_size: 2 channels: 1 height: 1 width: 1 } }
+layers { name: "n" type: MVN mvn_param { across_channels: true } }
+layers { name: "p" type: POWER power_param { power: 3 } }
+layers { name: "s" type: SLICE slice_param { slice_point: 1 } }
+layers { name: "t" type: THRESHOLD threshold_param { threshold: 0.5 } }
+)");
+  ASSERT_TRUE(UpgradeV1Net(&net));
+  ASSERT_EQ(net.layer_size(), 14);
+  EXPECT_EQ(net.layer(0).type(), "ContrastiveLoss");
+  EXPECT_EQ(net.layer(0).contrastive_loss_param().margin(), 2);
+  EXPECT_EQ(net.layer(1).hinge_loss_param().norm(), HingeLossParameter::L2);
+  EXPECT_EQ(net.layer(2).infogain_loss_param().source(), "H.binaryproto");
+  EXPECT_EQ(net.layer(3).argmax_param().top_k(), 3u);
+  EXPECT_EQ(net.layer(4).dummy_data_param().num(0), 4u);
+  EXPECT_EQ(net.layer(5).exp_param().base(), 2);
+  EXPECT_EQ(net.layer(6).hdf5_data_param().batch_size(), 8u);
+  EXPECT_EQ(net.layer(7).hdf5_output_param().file_name(), "out.h5");
+  EXPECT_EQ(net.layer(8).image_data_param().batch_size(), 2u);
+  EXPECT_EQ(net.layer(9).memory_data_param().channels(), 1u);
+  EXPECT_TRUE(net.layer(10).mvn_param().across_channels());
+  EXPECT_EQ(net.layer(11).power_param().power(), 3);
+  EXPECT_EQ(net.layer(12).slice_param().slice_point(0), 1u);
+  EXPECT_EQ(net.layer(13).threshold_param().threshold(), 0.5f);
+}
+
 TEST(UpgradeProto, MixingLegacyAndModernLayersIsAnError) {
   NetParameter net = Parse(kModernNet);
   net.add_layers()->set_type(V1LayerParameter::RELU);

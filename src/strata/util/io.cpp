@@ -238,6 +238,21 @@ void UpgradeV1Layer(const V1LayerParameter& v1, LayerParameter* layer) {
   if (v1.has_tanh_param()) *layer->mutable_tanh_param() = v1.tanh_param();
   if (v1.has_transform_param()) *layer->mutable_transform_param() = v1.transform_param();
   if (v1.has_loss_param()) *layer->mutable_loss_param() = v1.loss_param();
+  if (v1.has_contrastive_loss_param()) *layer->mutable_contrastive_loss_param() = v1.contrastive_loss_param();
+  if (v1.has_hinge_loss_param()) *layer->mutable_hinge_loss_param() = v1.hinge_loss_param();
+  if (v1.has_infogain_loss_param()) *layer->mutable_infogain_loss_param() = v1.infogain_loss_param();
+  if (v1.has_argmax_param()) *layer->mutable_argmax_param() = v1.argmax_param();
+  if (v1.has_dummy_data_param()) *layer->mutable_dummy_data_param() = v1.dummy_data_param();
+  if (v1.has_exp_param()) *layer->mutable_exp_param() = v1.exp_param();
+  if (v1.has_hdf5_data_param()) *layer->mutable_hdf5_data_param() = v1.hdf5_data_param();
+  if (v1.has_hdf5_output_param()) *layer->mutable_hdf5_output_param() = v1.hdf5_output_param();
+  if (v1.has_image_data_param()) *layer->mutable_image_data_param() = v1.image_data_param();
+  if (v1.has_memory_data_param()) *layer->mutable_memory_data_param() = v1.memory_data_param();
+  if (v1.has_mvn_param()) *layer->mutable_mvn_param() = v1.mvn_param();
+  if (v1.has_power_param()) *layer->mutable_power_param() = v1.power_param();
+  if (v1.has_slice_param()) *layer->mutable_slice_param() = v1.slice_param();
+  if (v1.has_threshold_param()) *layer->mutable_threshold_param() = v1.threshold_param();
+  if (v1.has_window_data_param()) *layer->mutable_window_data_param() = v1.window_data_param();
 }
 
 }  // namespace
