@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradient_checker.hpp"
@@ -58,12 +59,17 @@ TEST(LayerCatalogue, EveryCaffeTypeIsKnown) {
 // One gradient check: the layer's prototxt, its bottoms' shapes, the range they are drawn from, and which bottoms
 // hold labels or indices (filled by `fill`, no gradient).
 struct Case {
+  using Fill = std::function<void(const std::vector<Blob<double>*>&)>;
+  Case(std::string prototxt, std::vector<std::vector<int>> bottoms, int tops = 1, double lo = -1, double hi = 1,
+       std::set<int> no_gradient = {}, Fill fill = nullptr)
+      : prototxt(std::move(prototxt)), bottoms(std::move(bottoms)), tops(tops), lo(lo), hi(hi),
+        no_gradient(std::move(no_gradient)), fill(std::move(fill)) {}
   std::string prototxt;
   std::vector<std::vector<int>> bottoms;
-  int tops = 1;
-  double lo = -1, hi = 1;
+  int tops;
+  double lo, hi;
   std::set<int> no_gradient;
-  std::function<void(const std::vector<Blob<double>*>&)> fill = nullptr;
+  Fill fill;
 };
 
 void Labels(Blob<double>* b, int classes) {

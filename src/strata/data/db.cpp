@@ -46,8 +46,8 @@ RecordBackend ParseRecordBackend(const std::string& name) {
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   if (lower == "lmdb") return RecordBackend::kLmdb;
-  if (lower == "leveldb") return RecordBackend::kLevelDb;
-  STRATA_FAIL() << "unknown database backend '" << name << "' (known: lmdb, leveldb)";
+  STRATA_REQUIRE(lower == "leveldb") << "unknown database backend '" << name << "' (known: lmdb, leveldb)";
+  return RecordBackend::kLevelDb;
 }
 
 std::unique_ptr<RecordReader> OpenRecords(const std::string& path, RecordBackend backend) {
