@@ -698,7 +698,7 @@ TEST(LossLayersCatalogue, ThreadedMatchesOneThread) {
         FillUniform(blobs.back().get(), 0.01, 1.0, 10 + static_cast<unsigned>(b));
         if (static_cast<int>(b) == c.labels) {
           double* l = blobs.back()->mutable_cpu_data();
-          for (int i = 0; i < blobs.back()->count(); ++i) l[i] = (i * 7919) % c.classes;
+          for (int i = 0; i < blobs.back()->count(); ++i) l[i] = static_cast<double>((i * 7919LL) % c.classes);
         }
         bottom.push_back(blobs.back().get());
       }
