@@ -129,17 +129,50 @@ layer {{
         self.add(f'layer {{ name: "{name}" type: "Upsample" bottom: "{bottom}" top: "{name}" }}')
         return name
 
+    def deconv(self, name, bottom, num, k, s, learn=True):
+        # FCN's upsampling: no bias, bilinear initial weights (one filter per class: group = num_output),
+        # fixed (lr_mult 0) where the net keeps plain bilinear interpolation.
+        mult = 1 if learn else 0
+        self.add(f'''layer {{
+  name: "{name}"
+  type: "Deconvolution"
+  bottom: "{bottom}"
+  top: "{name}"
+  param {{ lr_mult: {mult} decay_mult: {mult} }}
+  convolution_param {{
+    num_output: {num}
+    kernel_size: {k}
+    stride: {s}
+    group: {num}
+    bias_term: false
+    weight_filler {{ type: "bilinear" }}
+  }}
+}}''')
+        return name
+
+    def crop(self, name, bottom, like, offset):
+        self.add(f'''layer {{
+  name: "{name}"
+  type: "Crop"
+  bottom: "{bottom}"
+  bottom: "{like}"
+  top: "{name}"
+  crop_param {{ axis: 2 offset: {offset} }}
+}}''')
+        return name
+
     def eltwise_sum(self, name, a, b):
         self.add(f'layer {{ name: "{name}" type: "Eltwise" bottom: "{a}" bottom: "{b}" top: "{name}" }}')
         return name
 
-    def head(self, scores):
+    def head(self, scores, loss_param=""):
+        loss_param = f"\n  loss_param {{ {loss_param} }}" if loss_param else ""
         self.add(f'''layer {{
   name: "loss"
   type: "SoftmaxWithLoss"
   bottom: "{scores}"
   bottom: "label"
-  top: "loss"
+  top: "loss"{loss_param}
   include {{ phase: TRAIN }}
 }}
 layer {{
@@ -330,8 +363,38 @@ def unet():
     return n
 
 
+def fcn8s():
+    # FCN-8s (Long, Shelhamer and Darrell 2015) after its published Caffe net: VGG-16 with 100 pixels of padding
+    # on conv1_1 (so any input size works), fc6/fc7 as 7x7 and 1x1 convolutions, 21 PASCAL VOC classes scored at
+    # strides 32, 16 and 8, fused by learned 2x Deconvolutions and Crops at FCN's offsets (5, 9, 31), a fixed
+    # bilinear 8x upsampling, and an unnormalised per-pixel loss that ignores label 255. One departure: the
+    # upsamplings are per class (group = 21) with Caffe's bilinear filler, where FCN's full 21 x 21 filters got
+    # their bilinear diagonal from a Python net-surgery script. Input 500 x 500 as in FCN; tests shrink it.
+    size, classes = 500, 21
+    n = Net("FCN-8s", [1, 3, size, size], classes, label_shape=[1, 1, size, size])
+    x = "data"
+    pools = {}
+    for stage, (width, convs) in enumerate([(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)], start=1):
+        for i in range(1, convs + 1):
+            pad = 100 if (stage, i) == (1, 1) else 1
+            x = n.relu(f"relu{stage}_{i}", n.conv(f"conv{stage}_{i}", x, width, 3, p=pad, weights="xavier"))
+        x = pools[stage] = n.pool(f"pool{stage}", x, "MAX", 2, 2)
+    x = n.dropout("drop6", n.relu("relu6", n.conv("fc6", x, 4096, 7, weights="xavier")), 0.5)
+    x = n.dropout("drop7", n.relu("relu7", n.conv("fc7", x, 4096, 1, weights="xavier")), 0.5)
+    x = n.conv("score_fr", x, classes, 1, weights="constant")
+    x = n.deconv("upscore2", x, classes, 4, 2)
+    pool4 = n.crop("score_pool4c", n.conv("score_pool4", pools[4], classes, 1, weights="constant"), x, 5)
+    x = n.deconv("upscore_pool4", n.eltwise_sum("fuse_pool4", x, pool4), classes, 4, 2)
+    pool3 = n.crop("score_pool3c", n.conv("score_pool3", pools[3], classes, 1, weights="constant"), x, 9)
+    x = n.deconv("upscore8", n.eltwise_sum("fuse_pool3", x, pool3), classes, 16, 8, learn=False)
+    x = n.crop("score", x, "data", 31)
+    n.head(x, loss_param="ignore_label: 255 normalize: false")
+    return n
+
+
 if __name__ == "__main__":
     for name, build in [("lenet", lenet), ("cifar10_quick", cifar10_quick), ("alexnet", alexnet),
-                        ("googlenet", googlenet), ("resnet50", resnet50), ("unet", unet)]:
+                        ("googlenet", googlenet), ("resnet50", resnet50), ("unet", unet),
+                        ("fcn8s", fcn8s)]:
         build().write(f"models/{name}/deploy.prototxt")
         print(f"wrote models/{name}/deploy.prototxt")
