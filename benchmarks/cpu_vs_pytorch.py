@@ -9,7 +9,7 @@ measured in one run, alternating the two frameworks so both see the same machine
 Prints a table: model, batch, Strata ms, PyTorch ms, ratio (PyTorch / Strata; > 1 means Strata is faster).
 Before timing a model that names its output blob (Model.out), it checks that Strata's blob (read off `strata draw`)
 and the PyTorch module's output have the same shape. --per-layer also prints, per model, Strata's time per layer
-type (from `strata time`) and PyTorch's own profile of one step.
+type (from the last round's `strata time`) and PyTorch's own profile (torch.profiler) of up to 5 steps.
 
 Adding a case: a Model entry in MODELS (prototxt, batch, iterations, output blob) and a TorchCase in torch_models()
 under the same name (a module whose forward returns what the prototxt's loss layer sees, and the input shape).
@@ -40,10 +40,11 @@ MODELS = {
     "resnet50": Model("models/resnet50/deploy.prototxt", 8, 3, "fc1000"),
     # FCN-8s's structure, small: Convolution + PReLU + Pooling, Deconvolution, Crop, Eltwise SUM, per-pixel loss.
     "fcn_style": Model("models/fcn_style/deploy.prototxt", 4, 4, "score"),
-    # One layer each, forward and backward to the input and the parameters.
-    "prelu": Model("models/layer_bench/prelu.prototxt", 16, 20, "prelu"),
-    "deconv_learned": Model("models/layer_bench/deconv_learned.prototxt", 8, 10, "upscore"),
-    "deconv_bilinear": Model("models/layer_bench/deconv_bilinear.prototxt", 8, 20, "upscore8"),
+    # One layer each: PReLU and a learned Deconvolution with backward to the input and the parameters; FCN's
+    # fixed bilinear up-sampling (upscore8) with backward to the input only.
+    "prelu": Model("models/layer_bench/prelu.prototxt", 8, 20, "prelu"),
+    "deconv_learned": Model("models/layer_bench/deconv_learned.prototxt", 4, 10, "upscore"),
+    "deconv_bilinear": Model("models/layer_bench/deconv_bilinear.prototxt", 2, 8, "upscore8"),
 }
 
 
@@ -224,10 +225,20 @@ def torch_models():
     def deconv_learned():
         return nn.ConvTranspose2d(64, 64, 4, 2, bias=False)
 
+    class ChannelBias(nn.Module):
+        """Caffe's Bias layer with one bottom: a learned value per channel."""
+
+        def __init__(self, channels):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(channels))
+
+        def forward(self, x):
+            return x + self.bias.view(1, -1, 1, 1)
+
     def deconv_bilinear():
         up = nn.ConvTranspose2d(21, 21, 16, 8, groups=21, bias=False)
-        bilinear_(up.weight)  # force_backward in the prototxt: its gradient is computed there too
-        return up
+        bilinear_(up.weight).requires_grad_(False)  # lr_mult: 0
+        return nn.Sequential(ChannelBias(21), up)
 
     return {"lenet": TorchCase(lenet, (1, 28, 28), 10),
             "cifar10_quick": TorchCase(cifar10_quick, (3, 32, 32), 10),
@@ -296,7 +307,8 @@ def per_layer_report(model, strata_layers, iters, threads):
     types = layer_types(model)
     by_type = collections.defaultdict(lambda: [0.0, 0.0, 0])
     for name, (fwd, bwd) in strata_layers.items():
-        t = by_type[types.get(name, name)]
+        # Split layers are Net's own, inserted where a blob feeds several layers: "<blob>_<blob>_<k>_split".
+        t = by_type[types.get(name, "Split (inserted)" if name.endswith("_split") else name)]
         t[0] += fwd
         t[1] += bwd
         t[2] += 1

@@ -55,8 +55,9 @@ STRATA_HOT_KERNEL void slope_map(const SlopeGeometry& g, const Dtype* slope, con
 // whatever the number of threads: contiguous runs are summed in parallel, then added in order.
 template <typename Dtype>
 STRATA_HOT_KERNEL void slope_gradient(const SlopeGeometry& g, const Dtype* x, const Dtype* dy, Dtype* diff) {
-  // Caffe's x (x <= 0): NaN inputs give NaN, as there.
-  auto term = [x, dy](size_t k) { return x[k] * Dtype(x[k] <= Dtype(0)) * dy[k]; };
+  // Caffe's x (x <= 0): NaN inputs give NaN, as there. A select, not a product with the comparison, so that
+  // the loops have no branch and vectorise (GCC turned the product into a compare-and-branch).
+  auto term = [x, dy](size_t k) { return neuron::select(x[k] <= Dtype(0), x[k], x[k] * Dtype(0)) * dy[k]; };
   const bool threads = act::use_threads(g.count());
   if (!g.shared && g.inner == 1) {
     // One value per channel in each outer slice: a column sum per channel.
@@ -157,9 +158,11 @@ void PReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>
   // The slopes' gradient first: in place, writing the bottom's diff overwrites the top's.
   if (this->param_propagate_down(0)) slope_gradient(g, x, dy, this->blobs_[0]->mutable_cpu_diff());
   if (propagate_down[0]) {
-    // Caffe's form: a NaN input gets gradient 0.
+    // Caffe's form, d ((v > 0) + s (v <= 0)), branch-free: a NaN input gets gradient 0 there and here.
     slope_map<Dtype>(g, this->blobs_[0]->cpu_data(), x, dy, bottom[0]->mutable_cpu_diff(),
-                     [](Dtype v, Dtype d, Dtype s) { return d * (Dtype(v > Dtype(0)) + s * Dtype(v <= Dtype(0))); });
+                     [](Dtype v, Dtype d, Dtype s) {
+                       return neuron::select(v > Dtype(0), d, neuron::select(v <= Dtype(0), s * d, Dtype(0)));
+                     });
   }
 }
 
