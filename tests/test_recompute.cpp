@@ -396,7 +396,9 @@ void ExpectBitIdentical(const char* net_text,
     ExpectSameBits(r, base, planner);
     // Freed activations show in the measured peak, which stays within the predicted one: the prediction
     // counts data, gradients and saved state as the executor frees them, with nothing added.
-    if (saves) EXPECT_LT(r.peak, all.peak) << planner << " plan peak " << r.plan.peak_bytes;
+    if (saves) {
+      EXPECT_LT(r.peak, all.peak) << planner << " plan peak " << r.plan.peak_bytes;
+    }
     EXPECT_LE(r.peak, r.plan.peak_bytes) << planner;
     // And it is a prediction, not a loose bound: within 10% of what was measured.
     EXPECT_GE(r.peak + r.plan.peak_bytes / 10, r.plan.peak_bytes) << planner;

@@ -99,6 +99,12 @@ class Layer {
   // True for layers whose forward consumes random numbers (Dropout) or updates state (BatchNorm in TRAIN):
   // the recompute executor replays them.
   virtual bool IsStochastic() const { return false; }
+  // While set, Forward repeats the layer's last forward rather than taking a step: a layer whose forward carries
+  // state to the next call (RNN and LSTM keep their final hidden state) starts again from the state the last
+  // forward started from and leaves the carried state alone. ReplayForward sets it around its re-run (such
+  // layers also say IsStochastic(), so the recompute executor re-runs them that way); so does a finite-difference
+  // check, whose perturbed forwards all repeat the first one.
+  virtual void set_replaying(bool replaying) {}
 
   // Layers that read a stream of records (Data) report where the stream stands and can restart there, so a
   // resumed run sees exactly the batches an uninterrupted one would: the solver keeps this in its solverstate.
@@ -148,8 +154,9 @@ class Layer {
 
 // Runs `forward` (the layers' Forward, or a net's over them) once more as it ran before: the random engine
 // starts where it stood then (`engine_then`) and is put back afterwards, and the statistics the layers update in
-// forward (ParamIsStatistic blobs: BatchNorm's running mean and variance) are restored, so a re-run changes
-// nothing but the outputs: Dropout draws the same mask, BatchNorm's statistics move once per iteration. The
+// forward (ParamIsStatistic blobs: BatchNorm's running mean and variance) are restored, and the layers are told
+// they are replaying (set_replaying), so a re-run changes nothing but the outputs: Dropout draws the same mask,
+// BatchNorm's statistics move once per iteration, an LSTM starts from the state it started from. The
 // recompute executor and reversible blocks both re-run forward this way.
 template <typename Dtype, typename ForwardFn>
 void ReplayForward(const std::vector<std::shared_ptr<Layer<Dtype>>>& layers, const std::mt19937& engine_then,
@@ -166,7 +173,9 @@ void ReplayForward(const std::vector<std::shared_ptr<Layer<Dtype>>>& layers, con
   }
   const std::mt19937 engine_now = Strata::rng();
   Strata::rng() = engine_then;
+  for (const auto& l : layers) l->set_replaying(true);
   forward();
+  for (const auto& l : layers) l->set_replaying(false);
   Strata::rng() = engine_now;
   for (size_t k = 0; k < statistics.size(); ++k) {
     std::copy(saved[k].begin(), saved[k].end(), statistics[k]->mutable_cpu_data());

@@ -40,6 +40,8 @@ class ReversibleLayer : public Layer<Dtype> {
   bool BackwardNeedsTopData() const override { return true; }
   bool RebuildsBottomsInBackward() const override { return !verify_; }
   bool IsStochastic() const override;
+  // Passed on to the branches' layers (a replay of the block replays them).
+  void set_replaying(bool replaying) override;
   bool ParamIsStatistic(int param_id) const override { return statistic_[param_id]; }
 
   // The largest |rebuilt - stored| input value of the last backward (verify mode; 0 otherwise).

@@ -125,6 +125,13 @@ bool ReversibleLayer<Dtype>::IsStochastic() const {
   return false;
 }
 
+template <typename Dtype>
+void ReversibleLayer<Dtype>::set_replaying(bool replaying) {
+  for (Branch* b : {&f_, &g_}) {
+    for (const auto& l : b->net->layers()) l->set_replaying(replaying);
+  }
+}
+
 namespace {
 
 // Half h (0 or 1) of image n: the first or second run of `half` values in the image's 2 x half values.
