@@ -45,6 +45,8 @@ MODELS = {
     "prelu": Model("models/layer_bench/prelu.prototxt", 8, 20, "prelu"),
     "deconv_learned": Model("models/layer_bench/deconv_learned.prototxt", 4, 10, "upscore"),
     "deconv_bilinear": Model("models/layer_bench/deconv_bilinear.prototxt", 2, 8, "upscore8"),
+    # An LSTM over T = 32 steps of 32 streams (the batch is axis 1), 512 -> 512, backward to weights and input.
+    "lstm": Model("models/layer_bench/lstm.prototxt", 32, 10, "lstm"),
 }
 
 
@@ -240,6 +242,19 @@ def torch_models():
         bilinear_(up.weight).requires_grad_(False)  # lr_mult: 0
         return nn.Sequential(ChannelBias(21), up)
 
+    class LSTM(nn.Module):
+        """torch.nn.LSTM (time-major, as Caffe's), returning the output sequence."""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(512, 512)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    def lstm():
+        return LSTM()
+
     return {"lenet": TorchCase(lenet, (1, 28, 28), 10),
             "cifar10_quick": TorchCase(cifar10_quick, (3, 32, 32), 10),
             "alexnet": TorchCase(alexnet, (3, 227, 227), 1000),
@@ -249,7 +264,8 @@ def torch_models():
             "fcn_style": TorchCase(FCNStyle, (3, 224, 224), 21, dict(ignore_index=255, reduction="sum")),
             "prelu": TorchCase(prelu, (64, 112, 112), None),
             "deconv_learned": TorchCase(deconv_learned, (64, 56, 56), None),
-            "deconv_bilinear": TorchCase(deconv_bilinear, (21, 38, 38), None)}
+            "deconv_bilinear": TorchCase(deconv_bilinear, (21, 38, 38), None),
+            "lstm": TorchCase(lstm, lambda batch: (32, batch, 512), None)}
 
 
 def torch_setup(model, batch, threads):
