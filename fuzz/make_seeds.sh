@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags,image_list}
+mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags,image_list,hdf5_data}
 encode() { protoc --encode="strata.$1" -I proto proto/strata.proto; }
 
 # Nets and solvers: the models, a Caffe V1 net, a Reversible block.
@@ -100,5 +100,23 @@ for v in 4 64K 1.5M,256M,1G 4,16,64KiB 0.5 200000000 2e-1; do printf '%s' "$v" >
 # Image lists: Caffe's layout (path, a space, a label), tabs, blank lines, a path with spaces, bad labels.
 printf 'cat/1.jpg 0\ndog/2.png 1\n\n  bird/3.jpeg\t2  \nmy photos/4.jpg 3\n' > "$c/image_list/caffe.txt"
 printf 'a.jpg -1\nb.jpg 2147483648\nc.jpg x\nnolabel\n' > "$c/image_list/bad_labels.txt"
+
+# HDF5Data: byte strings fuzz/hdf5_data.cpp decodes (its Bytes reads, in order), written by the encoder below.
+# One file: a 3 x 2 float "data" (contiguous) and a chunked "label" of 3, tops data and label, batches of 2,
+# 3 forwards, resumed 5 positions on. Two files: float and double "data" of 2 x 2 (one compact), float and int32
+# "label" of 2, shuffled.
+/usr/bin/python3 - "$c/hdf5_data" <<'P'
+import struct, sys
+def f32(*v): return b"".join(struct.pack(">f", x) for x in v)
+# files, then per file: blank?, tab?, missing?, datasets; per dataset: name, kind, rank, dims, layout, [chunk],
+# written?, values; then tops, their names, batch, shuffle, forwards, position step.
+one = bytes([0, 1, 0, 1, 2]) + bytes([0, 0, 2, 3, 2, 0, 1]) + f32(1, 2, .5, -1, 0, 10) \
+    + bytes([1, 0, 1, 3, 1, 1, 1]) + f32(1, 0, 2) + bytes([1, 0, 1, 2, 0, 2, 5])
+two = bytes([1, 1, 0, 1, 2]) + bytes([0, 0, 2, 2, 2, 0, 1]) + f32(1, 2, 3, 4) + bytes([1, 0, 1, 2, 0, 1]) + f32(0, 1) \
+    + bytes([1, 1, 1, 2]) + bytes([0, 2, 2, 2, 2, 2, 1]) + f32(5, 6, 7, 8) + bytes([1, 3, 1, 2, 0, 1]) + f32(1, 0) \
+    + bytes([1, 0, 1, 1, 1, 3, 1])
+for name, data in [("one_file.bin", one), ("two_files.bin", two)]:
+    open(f"{sys.argv[1]}/{name}", "wb").write(data)
+P
 
 echo "seeds: $(find "$c" -type f | wc -l) files, $(du -sh "$c" | cut -f1)"
