@@ -72,6 +72,15 @@ layers { name: "prob" type: SOFTMAX bottom: "ip" top: "prob" })";
   ExpectErrorContaining([&] { Net<float> net(param); }, {"top 'data'", "0 1 4 4", "no elements"});
 }
 
+// fuzz/net_prototxt (crash-b2b0cf53, from a recurrent seed): a DummyData top with a zero dimension was filled
+// during setup, before the Net's check of empty tops, and the constant filler failed CHECK(data_).
+TEST(FuzzRegressions, DummyDataWithAnEmptyShape) {
+  NetParameter param;
+  ReadProtoFromTextString(R"(layer { name: "c0" type: "DummyData" top: "c0"
+                                     dummy_data_param { shape { dim: 0 dim: 2 dim: 2 } } })", &param);
+  ExpectErrorContaining([&] { Net<float> net(param); }, {"top 'c0'", "0 2 2", "no elements"});
+}
+
 // fuzz/datum (crash-a549db36): a Datum of shape 536870911 x 36 x 1342177279 overflowed int64 in the
 // element count that was to be checked against INT_MAX (signed overflow, undefined behaviour).
 TEST(FuzzRegressions, DatumShapeOverflowingInt64) {

@@ -54,9 +54,10 @@ void DummyDataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top
     } else {
       top[i]->Reshape(p.shape(p.shape_size() == 1 ? 0 : i));
     }
-    // Constant tops are filled now and never again.
+    // Constant tops are filled now and never again. An empty top (a zero dimension) has no memory to fill: the
+    // Net refuses it after setup with a message naming it.
     const int f = fillers_.size() > 1 ? i : 0;
-    if (!refill_[f]) fillers_[f]->Fill(top[i]);
+    if (!refill_[f] && top[i]->count() > 0) fillers_[f]->Fill(top[i]);
   }
 }
 
