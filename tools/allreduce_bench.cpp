@@ -28,13 +28,17 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "strata/common.hpp"
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/cost_model.hpp"
+#include "strata/scale/machine.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/topology.hpp"
 #include "strata/util/flag_parsing.hpp"
+#include "strata/util/io.hpp"
 #include "allreduce_flags.hpp"  // --allreduce_table: the table the hybrid runs
 
 DEFINE_string(algorithms, "hybrid,linear,brb,brd,vhd,vhd_seg,ring,ring_seg,shm,mpi",
@@ -62,6 +66,8 @@ DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (linear,
 DEFINE_bool(model, false, "Measure the network cost model between rank 0 and the last rank (alpha: latency, beta: "
                           "seconds per byte, gamma: seconds per byte summed; docs/allreduce.md) and print the "
                           "crossovers it predicts for 2 to 256 nodes, instead of timing the algorithms");
+DEFINE_string(model_out, "", "With --model: also write the figures as a machine file for `strata scale --network` "
+                             "(docs/scale.md), with this machine's shared-memory copy rate and core count");
 DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
 DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
                                     "range going rather than flip the table on noise");
@@ -314,8 +320,33 @@ std::vector<CrossoverRow> crossovers(const std::vector<SizeResult>& results) {
   return rows;
 }
 
+// Seconds per byte of a 4 MiB memcpy on this rank (median of 9): shared memory's copy rate inside a node.
+double measure_copy_seconds_per_byte() {
+  constexpr size_t kBytes = 4 << 20;
+  std::vector<char> a(kBytes, 1), b(kBytes, 2);
+  std::vector<double> t;
+  for (int i = 0; i <= 9; ++i) {
+    const double t0 = MPI_Wtime();
+    std::memcpy(b.data(), a.data(), kBytes);
+    if (i > 0) t.push_back(MPI_Wtime() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] / kBytes;
+}
+
 // --model: the three figures and what they predict, as table rows a file could hold.
 int print_model(MPI_Comm comm) {
+  int ok = 1;  // a --model_out that cannot be written ends every rank before measuring
+  if (!FLAGS_model_out.empty() && g_rank == 0) {
+    try {
+      RequireWritableLocation(FLAGS_model_out, "--model_out");
+    } catch (const std::exception& e) {
+      fprintf(stderr, "allreduce_bench: %s\n", e.what());
+      ok = 0;
+    }
+  }
+  STRATA_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+  if (!ok) return 1;
   const NetworkCostModel m = NetworkCostModel::measure(comm);
   if (g_rank != 0) return 0;
   printf("# network cost model between rank 0 and rank %d: %s\n", g_size - 1, m.describe().c_str());
@@ -324,6 +355,17 @@ int print_model(MPI_Comm comm) {
   CrossoverTable table("model");
   for (int nodes : {2, 3, 4, 5, 8, 16, 64, 256}) table.set(nodes, m.rows(nodes));
   printf("%s", table.to_text().c_str());
+  if (!FLAGS_model_out.empty()) {
+    MachineSpec machine;
+    machine.origin = FLAGS_model_out;
+    machine.alpha = m.alpha;
+    machine.beta = m.beta;
+    machine.gamma = m.gamma;
+    machine.local_copy = measure_copy_seconds_per_byte();
+    machine.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    machine.save(FLAGS_model_out);
+    printf("# machine file for strata scale: %s (%s)\n", FLAGS_model_out.c_str(), machine.describe().c_str());
+  }
   return 0;
 }
 

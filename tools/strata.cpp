@@ -7,6 +7,8 @@
 //   strata device_query [--gpu=N]                                     what the GPUs are
 //   strata plan  --model=NET --budget=B [--planner=P]                 recomputation plans within a budget
 //   strata draw  --model=NET --out=PICTURE.png|.svg|.pdf|.dot        the net through Graphviz (draw_net.py)
+//   strata scale --model=NET [--times=F] [--network=M] [--nodes=...]  data-parallel speed-up predicted to many
+//                                                                   nodes (docs/scale.md)
 // --gpu=N (or solver_mode: GPU for train) runs on GPU N; under mpirun without --gpu each rank takes the GPU of
 // its local rank on the node.
 // Every bad input ends in one "error: ..." line and exit status 1.
@@ -23,6 +25,7 @@
 #include <sstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +49,9 @@
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/io.hpp"
 #include "strata/util/net_drawing.hpp"
+#include "strata/scale/iteration_model.hpp"
+#include "strata/scale/machine.hpp"
+#include "strata/scale/scale_inputs.hpp"
 #include "tool_main.hpp"
 #include "allreduce_flags.hpp"  // --allreduce_table
 
@@ -85,7 +91,23 @@ DEFINE_int32(max_lower_sets, 2000, "plan: enumerate lower sets exactly up to thi
 DEFINE_string(allreduce, "hybrid",
               "train: the allreduce algorithm for gradients: hybrid (size-dependent, see --allreduce_table) or one "
               "of linear, brb, brd, vhd, vhd_seg, ring, ring_seg, shm, mpi (docs/allreduce.md); overrides the "
-              "solver's comm_param.");
+              "solver's comm_param. scale: also seed (BRD or VHD, the seed paper's hybrid) or model (the fastest by the "
+              "machine's figures).");
+
+DEFINE_int32(batch, 0, "scale: the batch per rank to model (default: the batch of the times).");
+DEFINE_string(nodes, "1,2,...,4096", "scale: node counts to model: \"1,2,4\" or \"1,2,...,4096\" (doubling).");
+DEFINE_int32(ranks_per_node, 1, "scale: ranks on each node (they share its link and cores).");
+DEFINE_string(network, "", "scale: the machine file (docs/scale.md; allreduce_bench --model --model_out writes "
+              "one); default: the built-in figures.");
+DEFINE_string(times, "", "scale: per-layer times at a batch (docs/scale.md); default: measure the net here.");
+DEFINE_string(times_out, "", "scale: write the per-layer times used to this file.");
+DEFINE_int32(comm_threads, 1, "scale: communication threads per rank.");
+DEFINE_int32(compute_threads, 1, "scale: CPU training: the cores each rank's computation keeps busy.");
+DEFINE_int64(chunk_bytes, 4 << 20, "scale: gradients larger than this are reduced in chunks of this size.");
+DEFINE_int64(fusion_bytes, 0, "scale: gradients smaller than this are packed into buckets of this size.");
+DEFINE_bool(overlap, true, "scale: reduce each layer's gradient during backward (false: after backward).");
+DEFINE_int32(reference_batch, 256, "scale: the seed paper's reference batch b_ref of s = t(1,b_ref)/t(N,b) x b/b_ref x N.");
+DEFINE_int32(timeline_nodes, 0, "scale: the node count --timeline draws (default: the largest of --nodes).");
 
 namespace strata {
 namespace {
@@ -197,32 +219,31 @@ void sync_device(bool gpu) {
   if (gpu) gpu_synchronize();
 }
 
-// Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
-// on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
-// Returns the recompute plan it ran under (none without --budget).
-RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
-  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
-  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
-  fill_inputs(net);
-  RecomputePlan plan;
-  if (!FLAGS_budget.empty()) plan = install_plan(&net);
+// Each layer's forward and backward, averaged over --iterations after --warmup; each layer's span ends with a
+// device synchronisation. Also the passes' own averages (fwd_total_ms, bwd_total_ms). The hooks it adds to the
+// net refer to this call: run no further passes on that net.
+struct LayerTimes {
+  std::vector<double> fwd_ms, bwd_ms;
+  double fwd_total_ms = 0, bwd_total_ms = 0;
+};
+LayerTimes measure_layers(Net<float>& net, bool gpu, Timeline* timeline) {
   auto sync = [gpu] { sync_device(gpu); };
-
   const int n = net.num_layers();
-  std::vector<double> fwd_ms(n, 0), bwd_ms(n, 0);
-  Timeline timeline(!FLAGS_timeline.empty());  // the timed iterations' layers, for chrome://tracing
+  LayerTimes t;
+  t.fwd_ms.assign(n, 0);
+  t.bwd_ms.assign(n, 0);
   double layer_t0 = 0;
   bool timing = false;
   auto end_layer = [&](int i, std::vector<double>& ms, const char* what) {
     sync();
     if (!timing) return;
-    ms[i] += (timeline.now_us() - layer_t0) / 1000;
-    timeline.Record(net.layer_names()[i], what, 0, layer_t0);
+    ms[i] += (timeline->now_us() - layer_t0) / 1000;
+    timeline->Record(net.layer_names()[i], what, 0, layer_t0);
   };
-  net.add_before_forward_hook([&](int) { sync(); layer_t0 = timeline.now_us(); });
-  net.add_after_forward_hook([&](int i) { end_layer(i, fwd_ms, "forward"); });
-  net.add_before_backward_hook([&](int) { sync(); layer_t0 = timeline.now_us(); });
-  net.add_after_backward_hook([&](int i) { end_layer(i, bwd_ms, "backward"); });
+  net.add_before_forward_hook([&](int) { sync(); layer_t0 = timeline->now_us(); });
+  net.add_after_forward_hook([&](int i) { end_layer(i, t.fwd_ms, "forward"); });
+  net.add_before_backward_hook([&](int) { sync(); layer_t0 = timeline->now_us(); });
+  net.add_after_backward_hook([&](int i) { end_layer(i, t.bwd_ms, "backward"); });
 
   LOG(INFO) << "Warming up for " << FLAGS_warmup << " iteration(s)";
   for (int i = 0; i < FLAGS_warmup; ++i) {
@@ -232,29 +253,48 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
   timing = true;
   // The peak of the timed iterations alone: the first forward and backward may hold what later ones do not.
   MemoryTracker::reset_all_peaks();
-  double total_fwd = 0, total_bwd = 0;
   for (int i = 0; i < FLAGS_iterations; ++i) {
     auto t0 = Clock::now();
     net.Forward();
     sync();
-    total_fwd += ms_since(t0);
+    t.fwd_total_ms += ms_since(t0);
     t0 = Clock::now();
     net.Backward();
     sync();
-    total_bwd += ms_since(t0);
+    t.bwd_total_ms += ms_since(t0);
   }
+  timing = false;
   const double it = FLAGS_iterations;
+  for (double& v : t.fwd_ms) v /= it;
+  for (double& v : t.bwd_ms) v /= it;
+  t.fwd_total_ms /= it;
+  t.bwd_total_ms /= it;
+  return t;
+}
+
+// Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
+// on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
+// Returns the recompute plan it ran under (none without --budget).
+RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
+  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  fill_inputs(net);
+  RecomputePlan plan;
+  if (!FLAGS_budget.empty()) plan = install_plan(&net);
+  const int n = net.num_layers();
+  Timeline timeline(!FLAGS_timeline.empty());  // the timed iterations' layers, for chrome://tracing
+  const LayerTimes t = measure_layers(net, gpu, &timeline);
   std::printf("Average time per layer:\n");
   size_t width = 0;
   for (const auto& name : net.layer_names()) width = std::max(width, name.size());
   for (int i = 0; i < n; ++i) {
-    std::printf("%*s\tforward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), fwd_ms[i] / it);
-    std::printf("%*s\tbackward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), bwd_ms[i] / it);
+    std::printf("%*s\tforward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), t.fwd_ms[i]);
+    std::printf("%*s\tbackward: %.4f ms.\n", static_cast<int>(width), net.layer_names()[i].c_str(), t.bwd_ms[i]);
   }
-  std::printf("Average Forward pass: %.4f ms.\n", total_fwd / it);
-  std::printf("Average Backward pass: %.4f ms.\n", total_bwd / it);
-  std::printf("Average Forward-Backward: %.4f ms.\n", (total_fwd + total_bwd) / it);
-  std::printf("Total Time: %.4f ms.\n", total_fwd + total_bwd);
+  std::printf("Average Forward pass: %.4f ms.\n", t.fwd_total_ms);
+  std::printf("Average Backward pass: %.4f ms.\n", t.bwd_total_ms);
+  std::printf("Average Forward-Backward: %.4f ms.\n", t.fwd_total_ms + t.bwd_total_ms);
+  std::printf("Total Time: %.4f ms.\n", (t.fwd_total_ms + t.bwd_total_ms) * FLAGS_iterations);
   std::printf("Total learnable parameters: %zu\n", net.num_learnable_values());
   // On the GPU, the device's bytes (the host holds only the inputs' staging copies).
   const MemorySpace space = gpu ? MemorySpace::kDevice : MemorySpace::kHost;
@@ -319,6 +359,119 @@ int time_command() {
   const RecomputePlan plan = time_layers(gpu, phase, stages);
   // The layer-by-layer net is gone by now: the step's net does not share the device with it.
   if (FLAGS_step && phase == TRAIN) time_sgd_steps(gpu, stages, plan);
+  return 0;
+}
+
+// `strata scale`: the data-parallel iteration simulated on every node count of --nodes (docs/scale.md).
+int scale_command() {
+  STRATA_REQUIRE(!FLAGS_model.empty()) << "strata scale needs --model=NET.prototxt";
+  STRATA_REQUIRE(FLAGS_chunk_bytes >= 4) << "--chunk_bytes must be at least 4";
+  STRATA_REQUIRE(FLAGS_fusion_bytes >= 0) << "--fusion_bytes cannot be negative";
+  STRATA_REQUIRE(FLAGS_reference_batch >= 1) << "--reference_batch must be positive";
+  STRATA_REQUIRE(FLAGS_batch >= 0) << "--batch cannot be negative";
+  STRATA_REQUIRE(FLAGS_ranks_per_node >= 1) << "--ranks_per_node must be positive";
+  const std::vector<int> nodes = ParseNodeCounts(FLAGS_nodes);
+  const MachineSpec machine = FLAGS_network.empty() ? MachineSpec() : MachineSpec::load(FLAGS_network);
+  if (!FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
+  if (!FLAGS_times_out.empty()) RequireWritableLocation(FLAGS_times_out, "--times_out");
+  ScaleOptions options;
+  options.gpu = machine.pcie > 0;
+  options.overlap = FLAGS_overlap;
+  options.threads = FLAGS_comm_threads;
+  options.compute_threads = FLAGS_compute_threads;
+  options.allreduce = FLAGS_allreduce;
+  std::unique_ptr<CrossoverTable> table;
+  if (!FLAGS_allreduce_table.empty()) {
+    STRATA_REQUIRE(FLAGS_allreduce == "hybrid") << "--allreduce_table is the hybrid's table; --allreduce is '"
+                                                << FLAGS_allreduce << "'";
+    table = std::make_unique<CrossoverTable>(CrossoverTable::load(FLAGS_allreduce_table));
+    options.table = table.get();
+  }
+  // Every algorithm name is checked before any simulation.
+  ScaleAlgorithmChoice(options, machine, {nodes.back(), FLAGS_ranks_per_node}, 4);
+
+  const std::vector<std::string> stages = parse_stages();
+  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+  ScaleNet net;
+  std::string source;
+  {
+    Net<float> built(FLAGS_model, TRAIN, FLAGS_level, &stages);
+    net = ScaleNet::FromNet(built, static_cast<size_t>(FLAGS_chunk_bytes), static_cast<size_t>(FLAGS_fusion_bytes));
+    if (!FLAGS_times.empty()) {
+      LoadLayerTimes(FLAGS_times, &net);
+      source = FLAGS_times;
+    } else {
+      fill_inputs(built);
+      Timeline unused(false);
+      const LayerTimes t = measure_layers(built, setup_gpu(false), &unused);
+      for (int i = 0; i < built.num_layers(); ++i) {
+        net.forward_s[i] = t.fwd_ms[i] / 1000;
+        net.backward_s[i] = t.bwd_ms[i] / 1000;
+      }
+      source = "measured here (" + std::to_string(FLAGS_iterations) + " iterations)";
+    }
+  }
+  if (!FLAGS_times_out.empty()) WriteFileAtomically(FLAGS_times_out, LayerTimesText(net));
+  const int batch = FLAGS_batch > 0 ? FLAGS_batch : net.batch;
+  const ScaleNet at_batch = net.at_batch(batch);
+
+  double compute_ms = 0;
+  for (size_t i = 0; i < at_batch.layers.size(); ++i) compute_ms += (at_batch.forward_s[i] + at_batch.backward_s[i]) * 1e3;
+  std::printf("strata scale: %s, batch %d per rank (times from %s at batch %d; forward+backward %.2f ms), %.1f MiB "
+              "of gradients in %zu buckets\n", FLAGS_model.c_str(), batch, source.c_str(), net.batch, compute_ms,
+              at_batch.gradient_bytes() / (1 << 20), at_batch.buckets.size());
+  std::printf("machine (%s): %s\n", machine.origin.c_str(), machine.describe().c_str());
+  std::printf("%s training, %d rank(s) per node, overlap %s, %d communication thread(s), chunks of %lld bytes, "
+              "allreduce %s%s\n", options.gpu ? "GPU" : "CPU", FLAGS_ranks_per_node, options.overlap ? "on" : "off",
+              options.threads, static_cast<long long>(FLAGS_chunk_bytes), options.allreduce.c_str(),
+              table ? (" (table " + FLAGS_allreduce_table + ")").c_str() : "");
+
+  const ScaleResult reference = SimulateIteration(net.at_batch(FLAGS_reference_batch), machine, {1, 1}, options);
+  std::printf("reference t(1,%d) = %.2f ms\n\n", FLAGS_reference_batch, reference.iteration_s * 1e3);
+  std::printf("| nodes | ranks | iteration ms | compute ms | exposed comm ms | comm busy ms | speed-up s | "
+              "efficiency | t(N,b)/t(1,%d) | chunks by algorithm |\n|---|---|---|---|---|---|---|---|---|---|\n",
+              FLAGS_reference_batch);
+  std::vector<std::vector<std::string>> by_layer;  // by node count: each bucket's algorithm
+  for (int n : nodes) {
+    const ScaleLayout layout{n, FLAGS_ranks_per_node};
+    const ScaleResult r = SimulateIteration(at_batch, machine, layout, options);
+    std::map<std::string, int> counts;
+    for (size_t b = 0; b < at_batch.buckets.size(); ++b)
+      if (layout.ranks() > 1) counts[r.bucket_algorithm[b]] += static_cast<int>(at_batch.buckets[b].chunk_bytes.size());
+    std::string algorithms;
+    for (const auto& c : counts) algorithms += (algorithms.empty() ? "" : ", ") + c.first + " " + std::to_string(c.second);
+    const double s = SeedSpeedUp(reference.iteration_s, FLAGS_reference_batch, r.iteration_s, batch, layout.ranks());
+    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %s |\n", n, layout.ranks(),
+                r.iteration_s * 1e3, r.compute_s * 1e3, r.exposed_s * 1e3, r.comm_busy_s * 1e3, s,
+                s / layout.ranks(), r.iteration_s / reference.iteration_s, algorithms.empty() ? "-" : algorithms.c_str());
+    by_layer.push_back(r.bucket_algorithm);
+  }
+  std::printf("\nAlgorithm of each gradient's chunks, by node count:\n\n| gradient | bytes | chunks |");
+  for (int n : nodes) std::printf(" %d |", n);
+  std::printf("\n|---|---|---|");
+  for (size_t i = 0; i < nodes.size(); ++i) std::printf("---|");
+  std::printf("\n");
+  for (size_t b = 0; b < at_batch.buckets.size(); ++b) {
+    double bytes = 0;
+    for (double c : at_batch.buckets[b].chunk_bytes) bytes += c;
+    std::printf("| %s | %.0f | %zu |", at_batch.buckets[b].name.c_str(), bytes, at_batch.buckets[b].chunk_bytes.size());
+    for (size_t i = 0; i < nodes.size(); ++i)
+      std::printf(" %s |", nodes[i] * FLAGS_ranks_per_node > 1 ? by_layer[i][b].c_str() : "-");
+    std::printf("\n");
+  }
+  if (!FLAGS_timeline.empty()) {
+    const int n = FLAGS_timeline_nodes > 0 ? FLAGS_timeline_nodes : nodes.back();
+    Timeline timeline(true);
+    timeline.NameRow(0, options.gpu ? "GPU computation" : "computation");
+    for (int t = 0; t < options.threads; ++t) timeline.NameRow(t + 1, "communication thread " + std::to_string(t + 1));
+    if (options.gpu) {
+      timeline.NameRow(options.threads + 1, "copies to the host (step 1)");
+      timeline.NameRow(options.threads + 2, "copies to the GPU (step 3)");
+    }
+    SimulateIteration(at_batch, machine, {n, FLAGS_ranks_per_node}, options, &timeline);
+    timeline.Write(FLAGS_timeline);
+    std::printf("\nTimeline of %d simulated iterations on %d node(s): %s\n", options.iterations, n, FLAGS_timeline.c_str());
+  }
   return 0;
 }
 
@@ -669,6 +822,9 @@ const std::vector<Command>& commands() {
       {"plan", "recomputation plans within a memory budget, each planner side by side: --model=NET "
                "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",
        [](int*, char***) { return plan_command(); }},
+      {"scale", "predict data-parallel iteration time and speed-up on many nodes: --model=NET [--times=F] "
+                "[--network=MACHINE] [--nodes=1,2,...,4096] [--batch=B] [--timeline=F] (docs/scale.md)",
+       [](int*, char***) { return scale_command(); }},
       {"device_query", "describe the GPUs: [--gpu=N]", [](int*, char***) { return device_query(); }},
       {"draw", "draw the net with Graphviz: --model=NET --out=PICTURE.png|.svg|.pdf|.dot [--phase=TRAIN|TEST] "
                "[--rankdir=LR]",

@@ -26,8 +26,10 @@ struct NetworkCostModel {
   double beta = 0;
   double gamma = 0;
 
-  // Predicted seconds for `algorithm` (brd, vhd, ring, brb) on `ranks` ranks and `bytes` bytes. Throws
-  // strata::Error for an algorithm the model does not cover.
+  // Predicted seconds for `algorithm` (brd, vhd, ring, brb, linear; vhd_seg and ring_seg as vhd and ring) on
+  // `ranks` ranks and `bytes` bytes: each phase of its shape (strata/comm/allreduce_shape.hpp) costs alpha, beta
+  // per byte on the link and gamma per byte summed. Throws strata::Error for an algorithm the model does not
+  // cover.
   double predict(const std::string& algorithm, int ranks, double bytes) const;
   // Crossover rows for `ranks` ranks: at every power of two from 4 B to 1 GiB the candidate predicted fastest,
   // merged into rows (the last one unlimited).

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ class Timeline {
   double now_us() const;
   // A span from t0_us to now on row `row` (0: the compute thread). Safe to call from any thread.
   void Record(const std::string& name, const char* category, int row, double t0_us);
+  // A span with given times (a simulated one: strata/scale/iteration_model.hpp). `category` must outlive the
+  // timeline (a string literal).
+  void Add(const std::string& name, const char* category, int row, double ts_us, double dur_us);
+  // Names row `row` in the trace viewer ("computation", "thread 1").
+  void NameRow(int row, const std::string& name);
   // Writes the spans as Chrome-trace JSON to `file`, atomically. With collectives, collective: rank 0 gathers
   // every rank's spans (pid = rank) and writes them; otherwise this process's alone.
   void Write(const std::string& file, Collectives* ranks = nullptr) const;
@@ -40,6 +46,7 @@ class Timeline {
   std::chrono::steady_clock::time_point epoch_;
   mutable std::mutex mutex_;
   std::vector<Span> spans_;
+  std::vector<std::pair<int, std::string>> row_names_;
 };
 
 }  // namespace strata

@@ -7,23 +7,13 @@
 
 #include "strata/common.hpp"
 #include "strata/comm/allreduce_kernels.hpp"
+#include "strata/comm/allreduce_shape.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 
 namespace strata {
 
 namespace {
-int floor_log2(int p) {
-  int k = 0;
-  while ((2 << k) <= p) ++k;
-  return k;
-}
-int ceil_log2(int p) {
-  int k = 0;
-  while ((1 << k) < p) ++k;
-  return k;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -31,23 +21,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 double NetworkCostModel::predict(const std::string& algorithm, int ranks, double m) const {
-  if (ranks <= 1) return 0;
-  const int k = floor_log2(ranks), pow2 = 1 << k;
-  const double fold = ranks > pow2 ? 2 * (alpha + m * beta) + m * gamma : 0;
-  const double share = double(pow2 - 1) / pow2;
-  if (algorithm == "brd") return fold + k * (alpha + m * beta + m * gamma);
-  if (algorithm == "vhd") return fold + 2 * k * alpha + 2 * share * m * beta + share * m * gamma;
-  if (algorithm == "ring") {
-    const double part = double(ranks - 1) / ranks;
-    return 2 * (ranks - 1) * alpha + 2 * part * m * beta + part * m * gamma;
-  }
-  if (algorithm == "brb") {
-    const int depth = ceil_log2(ranks);
-    return 2 * depth * (alpha + m * beta) + depth * m * gamma;
-  }
-  STRATA_FAIL() << "the network cost model does not cover allreduce algorithm '" << algorithm
-                << "' (it covers brd, vhd, ring and brb)";
-  return 0;
+  return ShapeAllreduce(algorithm, ranks, m).seconds(alpha, beta, gamma);
 }
 
 std::vector<CrossoverRow> NetworkCostModel::rows(int ranks, const std::vector<std::string>& candidates) const {

@@ -21,9 +21,25 @@ void Timeline::Record(const std::string& name, const char* category, int row, do
   spans_.push_back({name, category, row, t0_us, t1 - t0_us});
 }
 
+void Timeline::Add(const std::string& name, const char* category, int row, double ts_us, double dur_us) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  spans_.push_back({name, category, row, ts_us, dur_us});
+}
+
+void Timeline::NameRow(int row, const std::string& name) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  row_names_.emplace_back(row, name);
+}
+
 std::string Timeline::EventsJson(int pid) const {
   std::ostringstream out;
   std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& r : row_names_) {
+    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << r.first
+        << ",\"args\":{\"name\":\"" << r.second << "\"}},\n";
+  }
   for (const Span& e : spans_) {
     char times[64];
     std::snprintf(times, sizeof(times), "%.1f,\"dur\":%.1f", e.ts_us, e.dur_us);
