@@ -250,6 +250,35 @@ TEST(IterationModel, GpuCopiesFrameEachChunk) {
   EXPECT_NEAR(r.comm_busy_s * 1e3, (2.5 - 0.5) + (3.0 - 1.0), 1e-9);
 }
 
+// Layer 1's two 1 MB chunks go out at 3 ms, layer 0's at 4 ms, each 1 ms on the link, one thread. Round-robin
+// (and a shared oldest-first queue) reduce layer 0's last, at 6 ms: the next forward waits 2 ms and the period
+// is 6; taking the lowest layer first reduces it at 5 and the period is 5.
+TEST(IterationModel, DispatchDecidesWhatTheNextForwardWaitsFor) {
+  MachineSpec m = Free();
+  m.beta = 1e-9;
+  ScaleOptions o;
+  o.allreduce = "brd";
+  const ScaleNet net = Chain({1, 1}, {1, 1}, {1e6, 2e6}, 1e6);
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 6, 1e-9);
+  o.dispatch = ScaleOptions::Dispatch::kShared;
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 6, 1e-9);
+  o.dispatch = ScaleOptions::Dispatch::kLowestLayerFirst;
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 5, 1e-9);
+}
+
+// Copies on the computation's stream take the GPU from it: the period is the computation plus both copies.
+TEST(IterationModel, CopiesOnTheComputeStreamTakeTheGpu) {
+  MachineSpec m = Free();
+  m.pcie = 1e-9;
+  ScaleOptions o;
+  o.gpu = true;
+  o.allreduce = "brd";
+  const ScaleNet net = Chain({1, 1}, {2, 1}, {0, 1e6});
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 5, 1e-9);
+  o.copies_block_compute = true;
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 7, 1e-9);
+}
+
 TEST(IterationModel, HierIsSharedMemoryAroundTheNetwork) {
   MachineSpec m = Free();
   m.local_copy = 1e-9;

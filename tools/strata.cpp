@@ -107,6 +107,10 @@ DEFINE_int64(chunk_bytes, 4 << 20, "scale: gradients larger than this are reduce
 DEFINE_int64(fusion_bytes, 0, "scale: gradients smaller than this are packed into buckets of this size.");
 DEFINE_bool(overlap, true, "scale: reduce each layer's gradient during backward (false: after backward).");
 DEFINE_int32(reference_batch, 256, "scale: the seed paper's reference batch b_ref of s = t(1,b_ref)/t(N,b) x b/b_ref x N.");
+DEFINE_string(dispatch, "round_robin", "scale: how chunks reach the communication threads: round_robin (Strata's "
+              "engine), shared (one queue, oldest first) or lowest_layer_first (what the next forward needs first).");
+DEFINE_bool(copies_block_compute, false, "scale, GPU: the copies to and from the host stop the computation while "
+            "they run (a cudaMemcpy on the default stream) instead of running beside it on copy streams.");
 DEFINE_int32(timeline_nodes, 0, "scale: the node count --timeline draws (default: the largest of --nodes).");
 
 namespace strata {
@@ -380,6 +384,11 @@ int scale_command() {
   options.threads = FLAGS_comm_threads;
   options.compute_threads = FLAGS_compute_threads;
   options.allreduce = FLAGS_allreduce;
+  options.copies_block_compute = FLAGS_copies_block_compute;
+  if (FLAGS_dispatch == "shared") options.dispatch = ScaleOptions::Dispatch::kShared;
+  else if (FLAGS_dispatch == "lowest_layer_first") options.dispatch = ScaleOptions::Dispatch::kLowestLayerFirst;
+  else STRATA_REQUIRE(FLAGS_dispatch == "round_robin")
+      << "--dispatch must be round_robin, shared or lowest_layer_first, got '" << FLAGS_dispatch << "'";
   std::unique_ptr<CrossoverTable> table;
   if (!FLAGS_allreduce_table.empty()) {
     STRATA_REQUIRE(FLAGS_allreduce == "hybrid") << "--allreduce_table is the hybrid's table; --allreduce is '"
@@ -421,9 +430,9 @@ int scale_command() {
               "of gradients in %zu buckets\n", FLAGS_model.c_str(), batch, source.c_str(), net.batch, compute_ms,
               at_batch.gradient_bytes() / (1 << 20), at_batch.buckets.size());
   std::printf("machine (%s): %s\n", machine.origin.c_str(), machine.describe().c_str());
-  std::printf("%s training, %d rank(s) per node, overlap %s, %d communication thread(s), chunks of %lld bytes, "
-              "allreduce %s%s\n", options.gpu ? "GPU" : "CPU", FLAGS_ranks_per_node, options.overlap ? "on" : "off",
-              options.threads, static_cast<long long>(FLAGS_chunk_bytes), options.allreduce.c_str(),
+  std::printf("%s training, %d rank(s) per node, overlap %s, %d communication thread(s) (%s), chunks of %lld "
+              "bytes, allreduce %s%s\n", options.gpu ? "GPU" : "CPU", FLAGS_ranks_per_node, options.overlap ? "on" : "off",
+              options.threads, FLAGS_dispatch.c_str(), static_cast<long long>(FLAGS_chunk_bytes), options.allreduce.c_str(),
               table ? (" (table " + FLAGS_allreduce_table + ")").c_str() : "");
 
   const ScaleResult reference = SimulateIteration(net.at_batch(FLAGS_reference_batch), machine, {1, 1}, options);

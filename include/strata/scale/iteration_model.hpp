@@ -74,6 +74,14 @@ struct ScaleOptions {
   // that network would choose); or one algorithm by name (brb, brd, vhd, ring, linear, shm, hier).
   std::string allreduce = "hybrid";
   const CrossoverTable* table = nullptr;
+  // How chunks reach the communication threads. kRoundRobin is Strata's engine: chunk k goes to thread k mod T,
+  // so every rank's threads meet in the same collectives. kShared (one queue, a free thread takes the oldest
+  // chunk) and kLowestLayerFirst (a free thread takes the chunk the next forward needs first) are what-ifs.
+  enum class Dispatch { kRoundRobin, kShared, kLowestLayerFirst };
+  Dispatch dispatch = Dispatch::kRoundRobin;
+  // GPU: the copies run on the computation's stream (as a cudaMemcpy on the legacy default stream does) and take
+  // the GPU from it while they run, instead of on copy streams beside it (Strata's staging).
+  bool copies_block_compute = false;
   int iterations = 6;  // simulated; the first and the last are not measured
 };
 

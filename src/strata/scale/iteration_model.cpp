@@ -169,6 +169,13 @@ class Simulation {
       for (int u : b.units) ++unit_buckets_[u];
     unit_done_.assign(n, -1);
     threads_.resize(options.threads);
+    // The first layer whose forward waits for each bucket's update.
+    first_reader_.assign(net.buckets.size(), n);
+    for (size_t b = 0; b < net.buckets.size(); ++b)
+      for (int L = 0; L < n; ++L)
+        for (int r : net.reads[L])
+          if (std::find(net.buckets[b].units.begin(), net.buckets[b].units.end(), r) != net.buckets[b].units.end())
+            first_reader_[b] = std::min(first_reader_[b], L);
     algorithm_.resize(net.buckets.size());
     // Each bucket's chunks get their algorithm's work once; every iteration repeats it.
     for (size_t b = 0; b < net.buckets.size(); ++b) {
@@ -363,7 +370,10 @@ class Simulation {
         chunk.index = static_cast<int>(c);
         chunks_.push_back(chunk);
         const int id = static_cast<int>(chunks_.size()) - 1;
-        threads_[next_task_++ % threads_.size()].queue.push_back(id);
+        if (options_.dispatch == ScaleOptions::Dispatch::kRoundRobin)
+          threads_[next_task_++ % threads_.size()].queue.push_back(id);
+        else
+          shared_queue_.push_back(id);
         if (!chunk.copied_out) copy_out_queue_.push_back(id);
       }
       if (net_.buckets[b].chunk_bytes.empty()) BucketDone(static_cast<int>(b), it);
@@ -374,10 +384,8 @@ class Simulation {
     Thread& th = threads_[t];
     if (th.agent.busy) return false;
     if (th.current < 0) {
-      if (th.queue.empty()) return false;
-      const int id = th.queue.front();
-      if (!chunks_[id].copied_out) return false;  // the copy to the host comes first
-      th.queue.pop_front();
+      const int id = NextChunk(&th);
+      if (id < 0) return false;
       th.current = id;
       th.started = now_;
       const Chunk& c = chunks_[id];
@@ -410,11 +418,35 @@ class Simulation {
     return true;
   }
 
+  // The chunk a free thread takes next (-1: none ready), removed from its queue. A chunk is ready once it is on
+  // the host. Round-robin: the head of the thread's own queue. Shared: the oldest ready chunk. Lowest layer
+  // first: the ready chunk whose update the next forward needs first (the lowest layer), oldest first.
+  int NextChunk(Thread* th) {
+    if (options_.dispatch == ScaleOptions::Dispatch::kRoundRobin) {
+      if (th->queue.empty() || !chunks_[th->queue.front()].copied_out) return -1;
+      const int id = th->queue.front();
+      th->queue.pop_front();
+      return id;
+    }
+    auto best = shared_queue_.end();
+    for (auto it = shared_queue_.begin(); it != shared_queue_.end(); ++it) {
+      if (!chunks_[*it].copied_out) continue;
+      if (best == shared_queue_.end()) best = it;
+      if (options_.dispatch == ScaleOptions::Dispatch::kShared) break;
+      if (first_reader_[chunks_[*it].bucket] < first_reader_[chunks_[*best].bucket]) best = it;
+    }
+    if (best == shared_queue_.end()) return -1;
+    const int id = *best;
+    shared_queue_.erase(best);
+    return id;
+  }
+
   bool StartCopy(Agent* stream, std::deque<int>* queue, Resource r) {
     if (stream->busy || queue->empty()) return false;
     const Chunk& c = chunks_[queue->front()];
-    Begin(stream, Work{r, c.bytes * machine_.pcie, 1, net_.buckets[c.bucket].name,
-                       r == Resource::kCopyOut ? "copy to host" : "copy to device"});
+    // Copies on the computation's stream share the GPU with it: each runs at half speed while both do.
+    Begin(stream, Work{options_.copies_block_compute ? Resource::kGpu : r, c.bytes * machine_.pcie, 1,
+                       net_.buckets[c.bucket].name, r == Resource::kCopyOut ? "copy to host" : "copy to device"});
     return true;
   }
 
@@ -435,7 +467,7 @@ class Simulation {
   bool AllCommunicationDone() const {
     for (const auto& th : threads_)
       if (th.agent.busy || th.current >= 0 || !th.queue.empty()) return false;
-    return !copy_out_.busy && !copy_back_.busy && copy_out_queue_.empty() && copy_back_queue_.empty();
+    return shared_queue_.empty() && !copy_out_.busy && !copy_back_.busy && copy_out_queue_.empty() && copy_back_queue_.empty();
   }
 
   void Begin(Agent* a, const Work& w) {
@@ -450,16 +482,18 @@ class Simulation {
   void Advance() {
     STRATA_REQUIRE(!active_.empty()) << "the scaling model stalled (nothing running, work left): a bug";
     double cpu_demand = 0;
-    int flows = 0;
+    int flows = 0, gpu_users = 0;
     for (const Agent* a : active_) {
       if (a->work.resource == Resource::kCpu) cpu_demand += a->work.demand;
       if (a->work.resource == Resource::kLink) ++flows;
+      if (a->work.resource == Resource::kGpu) ++gpu_users;
     }
     const double cpu_rate = cpu_demand > cores_ ? cores_ / cpu_demand : 1.0;
     auto rate = [&](const Agent* a) {
       switch (a->work.resource) {
         case Resource::kCpu: return cpu_rate;
         case Resource::kLink: return 1.0 / flows;
+        case Resource::kGpu: return 1.0 / gpu_users;
         default: return 1.0;
       }
     };
@@ -512,9 +546,11 @@ class Simulation {
   Agent compute_, copy_out_, copy_back_;
   std::vector<Thread> threads_;
   std::deque<int> copy_out_queue_, copy_back_queue_;
+  std::deque<int> shared_queue_;  // chunks not yet taken, when the threads share one queue
   std::vector<Chunk> chunks_;
   std::map<int, std::vector<std::vector<Work>>> chunk_work_;  // by bucket, by chunk
   std::vector<std::string> algorithm_;
+  std::vector<int> first_reader_;  // by bucket
   std::map<int, int> bucket_remaining_;
   std::vector<int> unit_buckets_, unit_done_;
   std::map<int, int> unit_reduced_;
