@@ -108,6 +108,24 @@ TEST(AllreduceShape, TimesAreTheCostModelsClosedForms) {
   }
 }
 
+TEST(AllreduceShape, FitRecoversTheFiguresBehindMeasuredTimes) {
+  const double a = 3e-3, b = 1 / 0.12e9, g = 1 / 20e9;
+  for (int n : {2, 3, 8}) {
+    std::vector<std::pair<double, double>> samples;
+    for (double m : {262144.0, 1048576.0, 4194304.0, 16777216.0})
+      samples.emplace_back(m, ShapeAllreduce("vhd", n, m).seconds(a, b, g));
+    const NetworkCostModel fitted = NetworkCostModel::fit("vhd", n, samples, g);
+    EXPECT_NEAR(fitted.alpha, a, 1e-9 * a) << n;
+    EXPECT_NEAR(fitted.beta, b, 1e-9 * b) << n;
+  }
+  // Times that fall with size would need a negative alpha: it stays 0.
+  const NetworkCostModel flat = NetworkCostModel::fit("vhd", 2, {{1e6, 5e-3}, {2e6, 6e-3}, {4e6, 5.5e-3}}, 0);
+  EXPECT_GE(flat.alpha, 0);
+  EXPECT_GE(flat.beta, 0);
+  EXPECT_THROW(NetworkCostModel::fit("vhd", 2, {{1e6, 1e-3}}, 0), Error);
+  EXPECT_THROW(NetworkCostModel::fit("vhd", 2, {{1e6, 1e-3}, {1e6, 2e-3}}, 0), Error);
+}
+
 TEST(AllreduceShape, UnknownAlgorithmIsAnError) {
   EXPECT_THROW(ShapeAllreduce("mpi", 4, kM), Error);
   EXPECT_THROW(ShapeAllreduce("brd", 0, kM), Error);

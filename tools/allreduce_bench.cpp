@@ -66,8 +66,9 @@ DEFINE_bool(tune, false, "Measure the crossovers of Strata's algorithms (linear,
 DEFINE_bool(model, false, "Measure the network cost model between rank 0 and the last rank (alpha: latency, beta: "
                           "seconds per byte, gamma: seconds per byte summed; docs/allreduce.md) and print the "
                           "crossovers it predicts for 2 to 256 nodes, instead of timing the algorithms");
-DEFINE_string(model_out, "", "With --model: also write the figures as a machine file for `strata scale --network` "
-                             "(docs/scale.md), with this machine's shared-memory copy rate and core count");
+DEFINE_string(model_out, "", "With --model: also write the figures fitted to vhd's times (at --sizes, default 256K,"
+                             "1M,4M,16M) as a machine file for `strata scale --network` (docs/scale.md), with this "
+                             "machine's shared-memory copy rate and core count");
 DEFINE_string(tune_out, "allreduce.table", "Table file --tune writes; rows it has for other rank counts are kept");
 DEFINE_double(tune_tolerance, 0.03, "In --tune, an algorithm within this fraction of the fastest keeps its "
                                     "range going rather than flip the table on noise");
@@ -348,8 +349,34 @@ int print_model(MPI_Comm comm) {
   STRATA_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
   if (!ok) return 1;
   const NetworkCostModel m = NetworkCostModel::measure(comm);
+  // The figures an allreduce really meets: vhd timed at sizes around the engine's chunks (--sizes to choose
+  // others), alpha and beta fitted to its phases.
+  NetworkCostModel fitted = m;
+  std::vector<std::pair<double, double>> samples;
+  double local_alpha = MachineSpec().local_alpha;
+  if (g_size > 1) {
+    std::vector<size_t> sizes = FLAGS_sizes.empty() ? std::vector<size_t>{256 << 10, 1 << 20, 4 << 20, 16 << 20}
+                                                    : sizes_from_flags(false);
+    Bench bench({"vhd"}, DataType::kFloat, *std::max_element(sizes.begin(), sizes.end()), comm);
+    for (size_t bytes : sizes) {
+      const SizeResult r = bench.measure(bytes);
+      samples.emplace_back(double(r.bytes), r.timings[0].median);
+    }
+    if (g_rank == 0) fitted = NetworkCostModel::fit("vhd", g_size, samples, m.gamma);
+    // Ranks that share a node: a 4-byte shm allreduce is its two flag waits.
+    if (Topology::detect(comm).max_local_size() > 1) {
+      Bench flags({"shm"}, DataType::kFloat, 4, comm);
+      local_alpha = flags.measure(4).timings[0].median / 2;
+    }
+  }
   if (g_rank != 0) return 0;
-  printf("# network cost model between rank 0 and rank %d: %s\n", g_size - 1, m.describe().c_str());
+  printf("# network cost model between rank 0 and rank %d (ping-pong): %s\n", g_size - 1, m.describe().c_str());
+  if (!samples.empty()) {
+    printf("# fitted to vhd on %d ranks (", g_size);
+    for (size_t i = 0; i < samples.size(); ++i)
+      printf("%s%s %.1f us", i ? ", " : "", size_text(size_t(samples[i].first)).c_str(), samples[i].second * 1e6);
+    printf("): %s\n", fitted.describe().c_str());
+  }
   printf("# built-in model (hier's network part on node counts without measured rows): %s\n",
          CrossoverTable::builtin_network_model().describe().c_str());
   CrossoverTable table("model");
@@ -358,10 +385,11 @@ int print_model(MPI_Comm comm) {
   if (!FLAGS_model_out.empty()) {
     MachineSpec machine;
     machine.origin = FLAGS_model_out;
-    machine.alpha = m.alpha;
-    machine.beta = m.beta;
-    machine.gamma = m.gamma;
+    machine.alpha = fitted.alpha;
+    machine.beta = fitted.beta;
+    machine.gamma = fitted.gamma;
     machine.local_copy = measure_copy_seconds_per_byte();
+    machine.local_alpha = local_alpha;
     machine.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     machine.save(FLAGS_model_out);
     printf("# machine file for strata scale: %s (%s)\n", FLAGS_model_out.c_str(), machine.describe().c_str());

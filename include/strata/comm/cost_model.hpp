@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -35,6 +36,13 @@ struct NetworkCostModel {
   // merged into rows (the last one unlimited).
   std::vector<CrossoverRow> rows(int ranks, const std::vector<std::string>& candidates = {"brd", "vhd", "ring"}) const;
   std::string describe() const;  // "alpha 15.0 us, beta 1.00 GB/s, gamma 4.00 GB/s"
+
+  // alpha and beta fitted to measured allreduce times of `algorithm` on `ranks` ranks ({bytes, seconds} pairs),
+  // with gamma given: least squares on the relative error of its shape's phases (strata/comm/allreduce_shape.hpp).
+  // What the algorithm really costs at the sizes measured (per-message overheads a ping-pong does not see, such as
+  // TCP's slow start after an idle gap) goes into alpha. Throws strata::Error with fewer than 2 distinct sizes.
+  static NetworkCostModel fit(const std::string& algorithm, int ranks,
+                              const std::vector<std::pair<double, double>>& samples, double gamma);
 
   // Collective over comm: alpha and beta from ping-pongs of 8 B and 4 MiB between rank 0 and the last rank
   // (half a round trip each; on a job across nodes, put those two on different nodes), gamma from summing

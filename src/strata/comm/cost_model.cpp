@@ -46,6 +46,43 @@ std::string NetworkCostModel::describe() const {
   return text;
 }
 
+NetworkCostModel NetworkCostModel::fit(const std::string& algorithm, int ranks,
+                                       const std::vector<std::pair<double, double>>& samples, double gamma) {
+  // Each sample: t = P alpha + L beta + S gamma. Weighted by 1 / t, the normal equations of (alpha, beta).
+  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  double smallest = 0, largest = 0;
+  for (const auto& [bytes, t] : samples) {
+    STRATA_REQUIRE(bytes > 0 && t > 0) << "a fit needs positive sizes and times";
+    const AllreduceShape shape = ShapeAllreduce(algorithm, ranks, bytes);
+    const double w = 1 / (t * t), p = shape.num_phases(), l = shape.rank_link_bytes();
+    const double y = t - shape.rank_sum_bytes() * gamma;
+    a11 += w * p * p;
+    a12 += w * p * l;
+    a22 += w * l * l;
+    b1 += w * p * y;
+    b2 += w * l * y;
+    smallest = smallest == 0 ? bytes : std::min(smallest, bytes);
+    largest = std::max(largest, bytes);
+  }
+  STRATA_REQUIRE(samples.size() >= 2 && largest > smallest)
+      << "fitting the network cost model needs times at 2 or more message sizes";
+  NetworkCostModel m;
+  m.gamma = gamma;
+  const double det = a11 * a22 - a12 * a12;
+  m.alpha = (b1 * a22 - b2 * a12) / det;
+  m.beta = (a11 * b2 - a12 * b1) / det;
+  // Neither figure may be negative: fit the other alone then.
+  if (m.alpha < 0) {
+    m.alpha = 0;
+    m.beta = b2 / a22;
+  } else if (m.beta < 0) {
+    m.beta = 0;
+    m.alpha = b1 / a11;
+  }
+  m.beta = std::max(m.beta, 0.0);
+  return m;
+}
+
 NetworkCostModel NetworkCostModel::measure(MPI_Comm comm) {
   int rank = 0, size = 1;
   STRATA_MPI_CHECK(MPI_Comm_rank(comm, &rank));
