@@ -122,6 +122,12 @@ TEST(AllreduceShape, FitRecoversTheFiguresBehindMeasuredTimes) {
   const NetworkCostModel flat = NetworkCostModel::fit("vhd", 2, {{1e6, 5e-3}, {2e6, 6e-3}, {4e6, 5.5e-3}}, 0);
   EXPECT_GE(flat.alpha, 0);
   EXPECT_GE(flat.beta, 0);
+  // A floor under alpha (a ping-pong's latency) holds it there and fits beta alone.
+  std::vector<std::pair<double, double>> fast;
+  for (double m : {1e6, 4e6}) fast.emplace_back(m, ShapeAllreduce("vhd", 2, m).seconds(0, 1e-9, 0));
+  const NetworkCostModel floored = NetworkCostModel::fit("vhd", 2, fast, 0, 5e-6);
+  EXPECT_DOUBLE_EQ(floored.alpha, 5e-6);
+  EXPECT_LT(floored.beta, 1e-9);
   EXPECT_THROW(NetworkCostModel::fit("vhd", 2, {{1e6, 1e-3}}, 0), Error);
   EXPECT_THROW(NetworkCostModel::fit("vhd", 2, {{1e6, 1e-3}, {1e6, 2e-3}}, 0), Error);
 }

@@ -91,7 +91,7 @@ TEST_F(StrataTool, TimeWritesATimeline) {
       << ReadAll(dir_ / "out");
   const std::string json = ReadAll(trace);
   EXPECT_EQ(json.rfind("{\"traceEvents\":[", 0), 0u) << json;
-  for (const std::string& span : {"\"name\":\"ip\",\"cat\":\"forward\"", "\"name\":\"ip\",\"cat\":\"backward\"",
+  for (const char* span : {"\"name\":\"ip\",\"cat\":\"forward\"", "\"name\":\"ip\",\"cat\":\"backward\"",
                                   "\"name\":\"loss\",\"cat\":\"forward\""}) {
     size_t count = 0;
     for (size_t at = json.find(span); at != std::string::npos; at = json.find(span, at + 1)) ++count;
@@ -386,6 +386,50 @@ TEST_F(StrataTool, TimeUnderAPlanMeasuresWithinThePrediction) {
   const unsigned long long predicted = number_after("predicted peak activation memory ");
   EXPECT_GT(measured, 0u);
   EXPECT_LE(measured, predicted);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST_F(StrataTool, ScalePredictsEveryNodeCountAndWritesItsInputs) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string times = Write("net.times", "batch 2\nin 0 0\nip 1.5 3\nloss 0.5 0.25\n");
+  const std::string machine = Write("m.machine", "alpha_us 10\nbandwidth_GBps 1\nreduce_GBps 4\ncores 4\n");
+  const std::string trace = dir_ / "scale.json";
+  EXPECT_EQ(Shell(kStrata + " scale --model=" + net + " --times=" + times + " --network=" + machine +
+                  " --nodes=1,2,...,16 --batch=4 --timeline=" + trace + " --times_out=" + dir_ / "again.times" +
+                  " > " + dir_ / "out" + " 2>&1"),
+            0)
+      << ReadAll(dir_ / "out");
+  const std::string out = ReadAll(dir_ / "out");
+  // Batch 4 doubles the file's times (batch 2): 2 x 5.25 ms a rank, and the rows for 1, 2, 4, 8 and 16 nodes.
+  EXPECT_NE(out.find("forward+backward 10.50 ms"), std::string::npos) << out;
+  for (const char* row : {"| 1 | 1 | 10.50 |", "| 2 | 2 |", "| 4 | 4 |", "| 8 | 8 |", "| 16 | 16 |"})
+    EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
+  EXPECT_NE(out.find("| ip |"), std::string::npos) << out;
+  EXPECT_NE(ReadAll(trace).find("communication thread 1"), std::string::npos);
+  EXPECT_NE(ReadAll(dir_ / "again.times").find("ip 1.5 3"), std::string::npos) << ReadAll(dir_ / "again.times");
+  // Measured here when no times are given.
+  EXPECT_EQ(Shell(kStrata + " scale --model=" + net + " --iterations=2 --nodes=1,4 > " + dir_ / "out" + " 2>&1"), 0)
+      << ReadAll(dir_ / "out");
+  EXPECT_NE(ReadAll(dir_ / "out").find("measured here"), std::string::npos);
+}
+
+TEST_F(StrataTool, ScaleRefusesBadInputBeforeSimulating) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string times = Write("net.times", "batch 2\nin 0 0\nip 1.5 3\nloss 0.5 0.25\n");
+  ExpectError("scale --times=" + times, {"--model"});
+  ExpectError("scale --model=" + net + " --times=" + times + " --nodes=4,2", {"--nodes", "increase"});
+  ExpectError("scale --model=" + net + " --times=" + Write("short.times", "batch 2\nip 1 2\n"),
+              {"short.times", "no times for layer 'in'"});
+  ExpectError("scale --model=" + net + " --times=" + times + " --network=" + Write("bad.machine", "speed 3\n"),
+              {"bad.machine:1", "unknown key 'speed'"});
+  ExpectError("scale --model=" + net + " --times=" + times + " --network=" + dir_ / "none.machine", {"none.machine"});
+  ExpectError("scale --model=" + net + " --times=" + times + " --allreduce=mpi", {"no shape", "mpi"});
+  ExpectError("scale --model=" + net + " --times=" + times + " --dispatch=fastest", {"--dispatch"});
 }
 
 }  // namespace

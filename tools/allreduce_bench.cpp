@@ -349,20 +349,29 @@ int print_model(MPI_Comm comm) {
   STRATA_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
   if (!ok) return 1;
   const NetworkCostModel m = NetworkCostModel::measure(comm);
-  // The figures an allreduce really meets: vhd timed at sizes around the engine's chunks (--sizes to choose
-  // others), alpha and beta fitted to its phases.
+  // The figures an allreduce really meets: vhd timed back to back at sizes around the engine's chunks (--sizes
+  // to choose others), alpha and beta fitted to its phases.
   NetworkCostModel fitted = m;
   std::vector<std::pair<double, double>> samples;
   double local_alpha = MachineSpec().local_alpha;
   if (g_size > 1) {
     std::vector<size_t> sizes = FLAGS_sizes.empty() ? std::vector<size_t>{256 << 10, 1 << 20, 4 << 20, 16 << 20}
                                                     : sizes_from_flags(false);
-    Bench bench({"vhd"}, DataType::kFloat, *std::max_element(sizes.begin(), sizes.end()), comm);
+    // Back to back, as a communication thread runs a layer's chunks: the mean of a burst after one untimed run.
+    auto vhd = make_allreduce_algorithm("vhd", comm);
+    std::vector<float> buf(*std::max_element(sizes.begin(), sizes.end()) / sizeof(float) + 1, 1.0f);
     for (size_t bytes : sizes) {
-      const SizeResult r = bench.measure(bytes);
-      samples.emplace_back(double(r.bytes), r.timings[0].median);
+      const size_t count = std::max<size_t>(1, bytes / sizeof(float));
+      const int burst = std::max(FLAGS_min_reps, std::min(FLAGS_reps, static_cast<int>((64 << 20) / bytes)));
+      vhd->run(buf.data(), count);
+      STRATA_MPI_CHECK(MPI_Barrier(comm));
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < burst; ++i) vhd->run(buf.data(), count);
+      double t = (MPI_Wtime() - t0) / burst;
+      STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
+      samples.emplace_back(double(count * sizeof(float)), t);
     }
-    if (g_rank == 0) fitted = NetworkCostModel::fit("vhd", g_size, samples, m.gamma);
+    if (g_rank == 0) fitted = NetworkCostModel::fit("vhd", g_size, samples, m.gamma, m.alpha);
     // Ranks that share a node: a 4-byte shm allreduce is its two flag waits.
     if (Topology::detect(comm).max_local_size() > 1) {
       Bench flags({"shm"}, DataType::kFloat, 4, comm);
@@ -372,7 +381,7 @@ int print_model(MPI_Comm comm) {
   if (g_rank != 0) return 0;
   printf("# network cost model between rank 0 and rank %d (ping-pong): %s\n", g_size - 1, m.describe().c_str());
   if (!samples.empty()) {
-    printf("# fitted to vhd on %d ranks (", g_size);
+    printf("# fitted to vhd back to back on %d ranks (", g_size);
     for (size_t i = 0; i < samples.size(); ++i)
       printf("%s%s %.1f us", i ? ", " : "", size_text(size_t(samples[i].first)).c_str(), samples[i].second * 1e6);
     printf("): %s\n", fitted.describe().c_str());

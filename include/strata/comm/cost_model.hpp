@@ -40,9 +40,11 @@ struct NetworkCostModel {
   // alpha and beta fitted to measured allreduce times of `algorithm` on `ranks` ranks ({bytes, seconds} pairs),
   // with gamma given: least squares on the relative error of its shape's phases (strata/comm/allreduce_shape.hpp).
   // What the algorithm really costs at the sizes measured (per-message overheads a ping-pong does not see, such as
-  // TCP's slow start after an idle gap) goes into alpha. Throws strata::Error with fewer than 2 distinct sizes.
+  // TCP's slow start after an idle gap) goes into alpha; alpha is kept at or above min_alpha (a ping-pong's: no
+  // message costs less). Throws strata::Error with fewer than 2 distinct sizes.
   static NetworkCostModel fit(const std::string& algorithm, int ranks,
-                              const std::vector<std::pair<double, double>>& samples, double gamma);
+                              const std::vector<std::pair<double, double>>& samples, double gamma,
+                              double min_alpha = 0);
 
   // Collective over comm: alpha and beta from ping-pongs of 8 B and 4 MiB between rank 0 and the last rank
   // (half a round trip each; on a job across nodes, put those two on different nodes), gamma from summing

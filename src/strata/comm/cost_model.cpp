@@ -47,7 +47,8 @@ std::string NetworkCostModel::describe() const {
 }
 
 NetworkCostModel NetworkCostModel::fit(const std::string& algorithm, int ranks,
-                                       const std::vector<std::pair<double, double>>& samples, double gamma) {
+                                       const std::vector<std::pair<double, double>>& samples, double gamma,
+                                       double min_alpha) {
   // Each sample: t = P alpha + L beta + S gamma. Weighted by 1 / t, the normal equations of (alpha, beta).
   double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
   double smallest = 0, largest = 0;
@@ -71,10 +72,10 @@ NetworkCostModel NetworkCostModel::fit(const std::string& algorithm, int ranks,
   const double det = a11 * a22 - a12 * a12;
   m.alpha = (b1 * a22 - b2 * a12) / det;
   m.beta = (a11 * b2 - a12 * b1) / det;
-  // Neither figure may be negative: fit the other alone then.
-  if (m.alpha < 0) {
-    m.alpha = 0;
-    m.beta = b2 / a22;
+  // Neither figure may be below its floor (alpha: min_alpha, beta: 0): fit the other alone then.
+  if (m.alpha < min_alpha) {
+    m.alpha = min_alpha;
+    m.beta = (b2 - a12 * min_alpha) / a22;
   } else if (m.beta < 0) {
     m.beta = 0;
     m.alpha = b1 / a11;

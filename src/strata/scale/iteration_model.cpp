@@ -119,6 +119,10 @@ std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec&
   }
   if (a == "shm" && layout.nodes > 1) return "hier";  // as ShmAllreduce hands a job on several machines on
   if (a == "hier" && layout.nodes == 1) return "shm";
+  const auto& shaped = shaped_allreduce_algorithms();
+  STRATA_REQUIRE(is_local_or_hier(a) || std::find(shaped.begin(), shaped.end(), a) != shaped.end())
+      << "the scaling model has no shape for allreduce algorithm '" << a
+      << "' (it models hybrid, seed, model, shm, hier, brb, brd, vhd, vhd_seg, ring, ring_seg and linear)";
   return a;
 }
 
