@@ -303,6 +303,24 @@ TEST(IterationModel, CopiesOnTheComputeStreamTakeTheGpu) {
   EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).iteration_s * 1e3, 7, 1e-9);
 }
 
+// CPU training with no spare core: each message waits MachineSpec::wakeup for the core while the computation
+// runs, and not while it waits (overlap off) or on a GPU.
+TEST(IterationModel, MessagesWaitForACoreTheComputationHolds) {
+  MachineSpec m = Free();
+  m.cores = 1;
+  m.wakeup = 1e-3;
+  ScaleOptions o;
+  o.allreduce = "vhd";  // 2 phases on 2 ranks
+  const ScaleNet net = Chain({1, 1}, {10, 1}, {0, 1e6});
+  // Submitted at 3 ms while layer 0's 10 ms backward runs: both phases wait 1 ms; hidden by it.
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).comm_busy_s * 1e3, 2, 1e-9);
+  o.overlap = false;
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).comm_busy_s * 1e3, 0, 1e-9);
+  o.overlap = true;
+  o.gpu = true;
+  EXPECT_NEAR(SimulateIteration(net, m, {2, 1}, o).comm_busy_s * 1e3, 0, 1e-9);
+}
+
 TEST(IterationModel, HierIsSharedMemoryAroundTheNetwork) {
   MachineSpec m = Free();
   m.local_copy = 1e-9;

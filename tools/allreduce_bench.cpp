@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,12 +27,15 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include "strata/common.hpp"
 #include "strata/comm/allreduce.hpp"
+#include "strata/comm/allreduce_shape.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/cost_model.hpp"
 #include "strata/scale/machine.hpp"
@@ -335,6 +339,42 @@ double measure_copy_seconds_per_byte() {
   return t[t.size() / 2] / kBytes;
 }
 
+// Seconds a message's phase waits, beyond its latency, when a busy thread shares this rank's core (as the
+// computation does with a communication thread when a rank has no spare core): 4-byte BRD allreduces back to
+// back, alone and then beside a spinning thread on the same core, the difference per phase.
+double measure_wakeup_seconds(MPI_Comm comm) {
+  auto brd = make_allreduce_algorithm("brd", comm);
+  float x = 1;
+  auto mean_seconds = [&] {
+    constexpr int kReps = 200;
+    brd->run(&x, 1);
+    STRATA_MPI_CHECK(MPI_Barrier(comm));
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < kReps; ++i) brd->run(&x, 1);
+    double t = (MPI_Wtime() - t0) / kReps;
+    STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm));
+    return t;
+  };
+  const double alone = mean_seconds();
+  cpu_set_t saved, one;
+  const bool pinned = sched_getaffinity(0, sizeof saved, &saved) == 0;
+  CPU_ZERO(&one);
+  CPU_SET(std::max(0, sched_getcpu()), &one);
+  if (pinned) sched_setaffinity(0, sizeof one, &one);
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    if (pinned) sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  const double beside = mean_seconds();
+  stop = true;
+  spinner.join();
+  if (pinned) sched_setaffinity(0, sizeof saved, &saved);
+  const int phases = std::max(1, ShapeAllreduce("brd", g_size, 4).num_phases());
+  return std::max(0.0, beside - alone) / phases;
+}
+
 // --model: the three figures and what they predict, as table rows a file could hold.
 int print_model(MPI_Comm comm) {
   int ok = 1;  // a --model_out that cannot be written ends every rank before measuring
@@ -353,7 +393,7 @@ int print_model(MPI_Comm comm) {
   // to choose others), alpha and beta fitted to its phases.
   NetworkCostModel fitted = m;
   std::vector<std::pair<double, double>> samples;
-  double local_alpha = MachineSpec().local_alpha;
+  double local_alpha = MachineSpec().local_alpha, wakeup = 0;
   if (g_size > 1) {
     std::vector<size_t> sizes = FLAGS_sizes.empty() ? std::vector<size_t>{256 << 10, 1 << 20, 4 << 20, 16 << 20}
                                                     : sizes_from_flags(false);
@@ -372,6 +412,7 @@ int print_model(MPI_Comm comm) {
       samples.emplace_back(double(count * sizeof(float)), t);
     }
     if (g_rank == 0) fitted = NetworkCostModel::fit("vhd", g_size, samples, m.gamma, m.alpha);
+    wakeup = measure_wakeup_seconds(comm);
     // Ranks that share a node: a 4-byte shm allreduce is its two flag waits.
     if (Topology::detect(comm).max_local_size() > 1) {
       Bench flags({"shm"}, DataType::kFloat, 4, comm);
@@ -385,6 +426,7 @@ int print_model(MPI_Comm comm) {
     for (size_t i = 0; i < samples.size(); ++i)
       printf("%s%s %.1f us", i ? ", " : "", size_text(size_t(samples[i].first)).c_str(), samples[i].second * 1e6);
     printf("): %s\n", fitted.describe().c_str());
+    printf("# a message beside a busy thread on the same core waits %.1f us longer\n", wakeup * 1e6);
   }
   printf("# built-in model (hier's network part on node counts without measured rows): %s\n",
          CrossoverTable::builtin_network_model().describe().c_str());
@@ -399,6 +441,7 @@ int print_model(MPI_Comm comm) {
     machine.gamma = fitted.gamma;
     machine.local_copy = measure_copy_seconds_per_byte();
     machine.local_alpha = local_alpha;
+    machine.wakeup = wakeup;
     machine.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     machine.save(FLAGS_model_out);
     printf("# machine file for strata scale: %s (%s)\n", FLAGS_model_out.c_str(), machine.describe().c_str());

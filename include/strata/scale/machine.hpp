@@ -11,6 +11,9 @@
 //     local_copy_GBps   8.0     # bytes one core copies through shared memory per second
 //     pcie_GBps         6.0     # GPU <-> host copies, each direction; 0: CPU training (no copies)
 //     update_GBps       4.0     # bytes of gradient one core updates per second (CPU training's one-pass sweep)
+//     wakeup_us         0       # a communication thread's wait to be scheduled when the computation holds every
+//                               # core of its rank (CPU training with no spare core): added to each message
+//                               # between nodes (MPI polls and yields; shared memory's futex wakes preempt)
 //     cores             12      # cores per node
 //
 // `allreduce_bench --model --model_out=FILE` writes one measured between two ranks (docs/scale.md).
@@ -31,6 +34,7 @@ struct MachineSpec {
   double local_copy = 1.0 / 10e9;  // s per byte copied through shared memory
   double pcie = 0;                 // s per byte between GPU and host (0: no GPU)
   double update = 1.0 / 4e9;       // s per gradient byte of a CPU update sweep
+  double wakeup = 0;               // s a woken communication thread waits for a core the computation holds
   int cores = 2;                   // per node
 
   // The network's figures as the cost model holds them.

@@ -140,6 +140,7 @@ struct Work {
   double demand = 1;
   std::string name;
   const char* category = "";
+  bool wakes = false;  // ends with the thread woken by a message (MachineSpec::wakeup applies)
 };
 
 // One chunk of a bucket, from submission to its reduction (and update).
@@ -254,10 +255,15 @@ class Simulation {
     auto add = [&w](Resource r, double s, const std::string& name, const char* cat) {
       if (s > 0) w.push_back(Work{r, s, 1, name, cat});
     };
+    // A wait for a message: kept even when free, since the wake-up may cost. (Shared memory's flag waits sleep on
+    // a futex, whose wake-up preempts the computation at once.)
+    auto wait = [&w, this](double s, const std::string& name) {
+      if (s > 0 || machine_.wakeup > 0) w.push_back(Work{Resource::kDelay, s, 1, name, "allreduce", true});
+    };
     auto network = [&](const std::string& alg, int ranks, double m, double share) {
       const AllreduceShape shape = ShapeAllreduce(alg, ranks, m);
       for (const auto& p : shape.phases) {
-        add(Resource::kDelay, machine_.alpha, alg + " latency", "allreduce");
+        wait(machine_.alpha, alg + " latency");
         add(Resource::kLink, p.link_bytes * share * machine_.beta, alg + " transfer", "allreduce");
         add(Resource::kCpu, p.sum_bytes * machine_.gamma, alg + " sum", "allreduce");
       }
@@ -404,6 +410,7 @@ class Simulation {
       th.agent.program.pop_front();
       if (w.category == std::string("allreduce"))
         w.name = net_.buckets[c.bucket].name + " " + algorithm_[c.bucket] + ": " + w.name;
+      if (w.wakes && ComputationHoldsTheCores()) w.remaining += machine_.wakeup;
       Begin(&th.agent, w);
       return true;
     }
@@ -443,6 +450,12 @@ class Simulation {
     const int id = *best;
     shared_queue_.erase(best);
     return id;
+  }
+
+  // CPU training whose computation keeps every core of the rank busy: a woken thread waits for one.
+  bool ComputationHoldsTheCores() const {
+    return !options_.gpu && compute_.busy && compute_.work.resource == Resource::kCpu &&
+           compute_.work.demand >= cores_;
   }
 
   bool StartCopy(Agent* stream, std::deque<int>* queue, Resource r) {

@@ -36,6 +36,8 @@ const std::vector<Key>& keys() {
        [](MachineSpec& m) -> double& { return m.pcie; }},
       {"update_GBps", "gradient bytes one core updates per second", true, false,
        [](MachineSpec& m) -> double& { return m.update; }},
+      {"wakeup_us", "a woken communication thread's wait for a core the computation holds", false, true,
+       [](MachineSpec& m) -> double& { return m.wakeup; }},
   };
   return k;
 }
@@ -110,11 +112,20 @@ void MachineSpec::save(const std::string& path) const { WriteFileAtomically(path
 
 std::string MachineSpec::describe() const {
   char text[300];
-  std::snprintf(text, sizeof text,
-                "alpha %.2f us, link %.3g GB/s, sums %.3g GB/s, shared memory %.3g GB/s, %s, %d cores per node",
-                alpha * 1e6, 1e-9 / beta, 1e-9 / gamma, 1e-9 / local_copy,
-                pcie > 0 ? ("PCIe " + std::to_string(1e-9 / pcie).substr(0, 5) + " GB/s").c_str() : "no GPU", cores);
-  return text;
+  std::snprintf(text, sizeof text, "alpha %.2f us, link %.3g GB/s, sums %.3g GB/s, shared memory %.3g GB/s, ",
+                alpha * 1e6, 1e-9 / beta, 1e-9 / gamma, 1e-9 / local_copy);
+  std::string out = text;
+  if (pcie > 0) {
+    std::snprintf(text, sizeof text, "PCIe %.3g GB/s, ", 1e-9 / pcie);
+    out += text;
+  } else {
+    out += "no GPU, ";
+  }
+  if (wakeup > 0) {
+    std::snprintf(text, sizeof text, "wake-up %.0f us, ", wakeup * 1e6);
+    out += text;
+  }
+  return out + std::to_string(cores) + " cores per node";
 }
 
 }  // namespace strata
