@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gradient_checker.hpp"
+#include "reversible_test_util.hpp"
 #include "strata/layers/reversible_layer.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
@@ -17,6 +18,8 @@
 
 namespace strata {
 namespace {
+
+using namespace reversible_test;
 
 // One branch (F or G) over `half` channels: conv 3x3 (pad 1) then `tail` (layer text using blob "t").
 std::string Branch(const std::string& which, const std::string& name, int half, const std::string& tail) {
@@ -37,52 +40,20 @@ std::string Branch(const std::string& which, const std::string& name, int half, 
 
 // Input x (N x C x H x W) and labels -> conv to C channels -> `blocks` reversible blocks -> ip -> softmax loss.
 std::string StackNet(int blocks, int channels, int hw, const std::string& tail, bool verify = false) {
-  std::ostringstream s;
-  s << "name: \"stack\"\n"
-    << "layer { name: \"in\" type: \"Input\" top: \"data\" top: \"label\"\n"
-    << "  input_param { shape { dim: 2 dim: 2 dim: " << hw << " dim: " << hw << " } shape { dim: 2 } } }\n"
-    << "layer { name: \"stem\" type: \"Convolution\" bottom: \"data\" top: \"x0\"\n"
-    << "  convolution_param { num_output: " << channels << " kernel_size: 3 pad: 1\n"
-    << "    weight_filler { type: \"gaussian\" std: 0.3 } } }\n";
-  for (int b = 0; b < blocks; ++b) {
+  return StackOfBlocks(blocks, channels, hw, [&](int b) {
     const std::string name = "rev" + std::to_string(b);
+    std::ostringstream s;
     s << "layer { name: \"" << name << "\" type: \"Reversible\" bottom: \"x" << b << "\" top: \"x" << b + 1
       << "\"\n  reversible_param { verify: " << (verify ? "true" : "false") << "\n"
       << Branch("f", name, channels / 2, tail) << Branch("g", name, channels / 2, tail) << "  } }\n";
-  }
-  s << "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"x" << blocks << "\" top: \"score\"\n"
-    << "  inner_product_param { num_output: 3 weight_filler { type: \"gaussian\" std: 0.1 } } }\n"
-    << "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"score\" bottom: \"label\" top: \"loss\" }\n";
-  return s.str();
-}
-
-NetParameter Parse(const std::string& text) {
-  NetParameter p;
-  ReadProtoFromTextString(text, &p, "reversible_test.prototxt");
-  p.mutable_state()->set_phase(TRAIN);
-  return p;
-}
-
-template <typename Dtype>
-void FillInputs(Net<Dtype>* net) {
-  FillUniform(net->blob_by_name("data").get(), Dtype(-1), Dtype(1), 3);
-  Dtype* label = net->blob_by_name("label")->mutable_cpu_data();
-  label[0] = 1;
-  label[1] = 2;
-}
-
-// Gradient of every parameter and of the input, flattened.
-template <typename Dtype>
-std::vector<Dtype> Gradients(Net<Dtype>& net) {
-  std::vector<Dtype> g;
-  for (Blob<Dtype>* p : net.learnable_params()) g.insert(g.end(), p->cpu_diff(), p->cpu_diff() + p->count());
-  return g;
+    return s.str();
+  });
 }
 
 TEST(ReversibleLayer, GradientMatchesFiniteDifferences) {
   // The layer alone (its input is kept), in double: F and G are conv + TanH.
   for (bool verify : {false, true}) {
-    NetParameter net = Parse(StackNet(1, 4, 4, "type: \"TanH\"", verify));
+    NetParameter net = ParseTrainNet(StackNet(1, 4, 4, "type: \"TanH\"", verify));
     LayerParameter p = net.layer(2);
     ASSERT_EQ(p.type(), "Reversible");
     ReversibleLayer<double> layer(p);
@@ -97,7 +68,7 @@ TEST(ReversibleLayer, GradientMatchesFiniteDifferences) {
 
 TEST(ReversibleLayer, ForwardIsTheCoupling) {
   // y1 = x1 + F(x2), y2 = x2 + G(y1), checked against F and G run as plain layers.
-  NetParameter net = Parse(StackNet(1, 2, 3, "type: \"TanH\""));
+  NetParameter net = ParseTrainNet(StackNet(1, 2, 3, "type: \"TanH\""));
   ReversibleLayer<double> layer(net.layer(2));
   Blob<double> x({2, 2, 3, 3}), y;
   FillUniform(&x, -1.0, 1.0, 9);
@@ -128,35 +99,29 @@ TEST(ReversibleLayer, ForwardIsTheCoupling) {
   }
 }
 
-// The same coupling written with ordinary layers (Slice, Eltwise, Concat), which keep every activation.
+// The same coupling written with ordinary layers (Slice, Eltwise, Concat), which keep every activation. (Its
+// parameters are copied from the reversible net's.)
 std::string PlainCouplingNet(int channels, int hw) {
-  std::ostringstream s;
-  const int half = channels / 2;
-  auto conv = [&](const std::string& name, const std::string& in, const std::string& out) {
-    s << "layer { name: \"" << name << "\" type: \"Convolution\" bottom: \"" << in << "\" top: \"" << out
-      << "\" convolution_param { num_output: " << half << " kernel_size: 3 pad: 1 } }\n"
-      << "layer { name: \"" << name << "_relu\" type: \"ReLU\" bottom: \"" << out << "\" top: \"" << out << "\" }\n";
-  };
-  s << "name: \"plain\"\n"
-    << "layer { name: \"in\" type: \"Input\" top: \"data\" top: \"label\"\n"
-    << "  input_param { shape { dim: 2 dim: 2 dim: " << hw << " dim: " << hw << " } shape { dim: 2 } } }\n"
-    << "layer { name: \"stem\" type: \"Convolution\" bottom: \"data\" top: \"x0\"\n"
-    << "  convolution_param { num_output: " << channels << " kernel_size: 3 pad: 1 } }\n"
-    << "layer { name: \"slice\" type: \"Slice\" bottom: \"x0\" top: \"x1\" top: \"x2\" }\n";
-  conv("f", "x2", "f");
-  s << "layer { name: \"y1\" type: \"Eltwise\" bottom: \"x1\" bottom: \"f\" top: \"y1\" }\n";
-  conv("g", "y1", "g");
-  s << "layer { name: \"y2\" type: \"Eltwise\" bottom: \"x2\" bottom: \"g\" top: \"y2\" }\n"
-    << "layer { name: \"cat\" type: \"Concat\" bottom: \"y1\" bottom: \"y2\" top: \"x_out\" }\n"
-    << "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"x_out\" top: \"score\"\n"
-    << "  inner_product_param { num_output: 3 } }\n"
-    << "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"score\" bottom: \"label\" top: \"loss\" }\n";
-  return s.str();
+  return StackOfBlocks(1, channels, hw, [&](int) {
+    std::ostringstream s;
+    auto conv = [&](const std::string& name, const std::string& in, const std::string& out) {
+      s << "layer { name: \"" << name << "\" type: \"Convolution\" bottom: \"" << in << "\" top: \"" << out
+        << "\" convolution_param { num_output: " << channels / 2 << " kernel_size: 3 pad: 1 } }\n"
+        << "layer { name: \"" << name << "_relu\" type: \"ReLU\" bottom: \"" << out << "\" top: \"" << out << "\" }\n";
+    };
+    s << "layer { name: \"slice\" type: \"Slice\" bottom: \"x0\" top: \"h1\" top: \"h2\" }\n";
+    conv("f", "h2", "f");
+    s << "layer { name: \"y1\" type: \"Eltwise\" bottom: \"h1\" bottom: \"f\" top: \"y1\" }\n";
+    conv("g", "y1", "g");
+    s << "layer { name: \"y2\" type: \"Eltwise\" bottom: \"h2\" bottom: \"g\" top: \"y2\" }\n"
+      << "layer { name: \"cat\" type: \"Concat\" bottom: \"y1\" bottom: \"y2\" top: \"x1\" }\n";
+    return s.str();
+  });
 }
 
 TEST(ReversibleLayer, EqualsTheCouplingWithStoredActivations) {
-  Net<float> rev(Parse(StackNet(1, 8, 6, "type: \"ReLU\"")));
-  Net<float> plain(Parse(PlainCouplingNet(8, 6)));
+  Net<float> rev(ParseTrainNet(StackNet(1, 8, 6, "type: \"ReLU\"")));
+  Net<float> plain(ParseTrainNet(PlainCouplingNet(8, 6)));
   ASSERT_EQ(rev.learnable_params().size(), plain.learnable_params().size());
   for (size_t p = 0; p < rev.learnable_params().size(); ++p) {
     plain.learnable_params()[p]->CopyFrom(*rev.learnable_params()[p]);
@@ -181,31 +146,14 @@ TEST(ReversibleLayer, EqualsTheCouplingWithStoredActivations) {
 // A stack whose blocks rebuild their inputs gives the gradients of the same stack back-propagating from kept
 // inputs (verify mode), in float. Dropout inside F and G draws the same masks in the recomputation.
 void ExpectStackMatchesKept(int blocks, const std::string& tail, double tolerance) {
-  Strata::set_random_seed(11);
-  Net<float> rebuilt(Parse(StackNet(blocks, 8, 6, tail)));
-  Strata::set_random_seed(11);
-  Net<float> kept(Parse(StackNet(blocks, 8, 6, tail, true)));
-  FillInputs(&rebuilt);
-  FillInputs(&kept);
-  for (Net<float>* net : {&rebuilt, &kept}) {
-    Strata::set_random_seed(12);
-    net->ClearParamDiffs();
-    net->ForwardBackward();
-  }
-  const std::vector<float> a = Gradients(rebuilt), b = Gradients(kept);
-  ASSERT_EQ(a.size(), b.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  EXPECT_GT(norm, 0);
-  EXPECT_LT(std::sqrt(diff / norm), tolerance) << blocks << " blocks, " << tail;
+  const RebuiltAndKept r =
+      CompareRebuiltWithKept([&](bool verify) { return StackNet(blocks, 8, 6, tail, verify); }, 11, 12);
+  EXPECT_LT(r.gradient_difference, tolerance) << blocks << " blocks, " << tail;
   // The kept stack measured its reconstruction error; the rebuilt one dropped its inputs after forward.
-  auto* last = dynamic_cast<ReversibleLayer<float>*>(kept.layer_by_name("rev0").get());
+  auto* last = dynamic_cast<ReversibleLayer<float>*>(r.kept->layer_by_name("rev0").get());
   ASSERT_NE(last, nullptr);
   EXPECT_LT(last->reconstruction_error(), 1e-4);
-  EXPECT_FALSE(rebuilt.blob_by_name("x1")->has_data());  // dropped after rebuilt's backward, too
+  EXPECT_FALSE(r.rebuilt->blob_by_name("x1")->has_data());  // dropped after rebuilt's backward, too
 }
 
 // Relative difference of all learned gradients between a stack that rebuilds its inputs and the same stack that keeps
@@ -214,23 +162,8 @@ void ExpectStackMatchesKept(int blocks, const std::string& tail, double toleranc
 // depth and y - G(y) cancels catastrophically.
 double RebuiltVsKept(int blocks) {
   const std::string tail = "type: \"BatchNorm\" batch_norm_param { use_global_stats: false };type: \"ReLU\"";
-  Strata::set_random_seed(21);
-  Net<float> rebuilt(Parse(StackNet(blocks, 8, 6, tail)));
-  Strata::set_random_seed(21);
-  Net<float> kept(Parse(StackNet(blocks, 8, 6, tail, true)));
-  FillInputs(&rebuilt);
-  FillInputs(&kept);
-  rebuilt.ClearParamDiffs();
-  kept.ClearParamDiffs();
-  rebuilt.ForwardBackward();
-  kept.ForwardBackward();
-  const std::vector<float> a = Gradients(rebuilt), b = Gradients(kept);
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / norm);
+  return CompareRebuiltWithKept([&](bool verify) { return StackNet(blocks, 8, 6, tail, verify); }, 21)
+      .gradient_difference;
 }
 
 TEST(ReversibleLayer, ErrorGrowthWithDepth) {
@@ -247,7 +180,7 @@ TEST(ReversibleLayer, StackOf8MatchesKeptInputs) {
 }
 
 TEST(ReversibleLayer, BatchNormStatisticsUpdatedOnce) {
-  NetParameter param = Parse(StackNet(2, 4, 4,
+  NetParameter param = ParseTrainNet(StackNet(2, 4, 4,
       "type: \"BatchNorm\" batch_norm_param { use_global_stats: false };type: \"ReLU\""));
   Net<float> net(param);
   FillInputs(&net);
@@ -280,7 +213,7 @@ TEST(ReversibleLayer, BatchNormStatisticsUpdatedOnce) {
 // Peak activation bytes of two forward + backward passes of a `blocks`-deep stack: everything the net holds.
 size_t PeakBytes(int blocks, bool verify) {
   Strata::set_random_seed(3);
-  Net<float> net(Parse(StackNet(blocks, 16, 16, "type: \"ReLU\"", verify)));
+  Net<float> net(ParseTrainNet(StackNet(blocks, 16, 16, "type: \"ReLU\"", verify)));
   const size_t before = MemoryTracker::current(MemoryCategory::kActivation);
   MemoryTracker::reset_peak(MemoryCategory::kActivation);
   FillInputs(&net);
@@ -334,7 +267,7 @@ TEST(ReversibleLayer, RevNetModelBuildsAndRuns) {
 TEST(ReversibleLayer, ConstructionErrors) {
   auto error_of = [](const std::string& text) {
     try {
-      Net<float> net(Parse(text));
+      Net<float> net(ParseTrainNet(text));
     } catch (const Error& e) {
       return std::string(e.what());
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -10,12 +11,12 @@
 namespace strata {
 
 template <typename Dtype>
-typename ReversibleLayer<Dtype>::Branch ReversibleLayer<Dtype>::BuildBranch(
-    const google::protobuf::RepeatedPtrField<LayerParameter>& layers, const char* which,
-    const std::vector<int>& half_shape) {
+typename ReversibleLayer<Dtype>::Step ReversibleLayer<Dtype>::BuildStep(
+    const google::protobuf::RepeatedPtrField<LayerParameter>& layers, const std::string& which,
+    const std::vector<int>& window_shape, const std::vector<int>& state_shape) {
   const std::string where = this->describe() + ", sub-network " + which;
-  STRATA_REQUIRE(!layers.empty()) << where << ": reversible_param." << which << " has no layers";
-  // The branch's input: the one blob name its layers read but none of them writes.
+  STRATA_REQUIRE(!layers.empty()) << where << " has no layers";
+  // The step's input: the one blob name its layers read but none of them writes.
   std::set<std::string> produced, inputs;
   for (const LayerParameter& l : layers) {
     for (const std::string& b : l.bottom()) {
@@ -26,7 +27,9 @@ typename ReversibleLayer<Dtype>::Branch ReversibleLayer<Dtype>::BuildBranch(
   STRATA_REQUIRE(inputs.size() == 1) << where << " must read exactly one blob it does not produce (its input), "
                                      << "found " << inputs.size();
   NetParameter param;
-  param.set_name(this->layer_param_.name() + "/" + which);
+  std::string name = which;
+  name.erase(std::remove(name.begin(), name.end(), ' '), name.end());
+  param.set_name(this->layer_param_.name() + "/" + name);
   param.set_force_backward(true);  // no loss inside: every layer back-propagates what the block hands it
   param.mutable_state()->set_phase(this->phase_);
   LayerParameter* input = param.add_layer();
@@ -34,49 +37,78 @@ typename ReversibleLayer<Dtype>::Branch ReversibleLayer<Dtype>::BuildBranch(
   input->set_type("Input");
   input->add_top(*inputs.begin());
   BlobShape* shape = input->mutable_input_param()->add_shape();
-  for (int d : half_shape) shape->add_dim(d);
+  for (int d : window_shape) shape->add_dim(d);
   for (const LayerParameter& l : layers) *param.add_layer() = l;
 
-  Branch b;
+  Step s;
   try {
-    b.net = std::make_unique<Net<Dtype>>(param);
+    s.net = std::make_unique<Net<Dtype>>(param);
   } catch (const Error& e) {
     STRATA_FAIL() << where << ": " << e.what();
   }
-  STRATA_REQUIRE(b.net->output_blobs().size() == 1)
+  STRATA_REQUIRE(s.net->output_blobs().size() == 1)
       << where << " must have exactly one output (a top no layer of it reads), found "
-      << b.net->output_blobs().size();
-  b.input = b.net->input_blobs()[0];
-  b.output = b.net->output_blobs()[0];
-  STRATA_REQUIRE(b.output->shape() == half_shape)
-      << where << " maps its input of shape " << b.input->shape_string() << " to an output of shape "
-      << b.output->shape_string() << "; an additive coupling needs the same shape";
-  return b;
+      << s.net->output_blobs().size();
+  s.input = s.net->input_blobs()[0];
+  s.output = s.net->output_blobs()[0];
+  STRATA_REQUIRE(s.output->shape() == state_shape)
+      << where << " maps its input of shape " << s.input->shape_string() << " to an output of shape "
+      << s.output->shape_string() << "; an additive coupling needs an output of the same shape as one state, "
+      << Blob<Dtype>(state_shape).shape_string();
+  return s;
 }
+
+namespace {
+
+// The shape of `count` of the m states of `x` (the channel axis divided by m, times count).
+std::vector<int> StatesShape(const std::vector<int>& x, int m, int count) {
+  std::vector<int> shape = x;
+  shape[1] = shape[1] / m * count;
+  return shape;
+}
+
+}  // namespace
 
 template <typename Dtype>
 void ReversibleLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const ReversibleParameter& p = this->layer_param_.reversible_param();
   verify_ = p.verify();
+  STRATA_REQUIRE(p.streams() >= 2) << this->describe() << ": reversible_param.streams is " << p.streams()
+                                   << "; a coupling needs at least 2 streams";
+  STRATA_REQUIRE(p.gamma() != 0 && std::isfinite(p.gamma()))
+      << this->describe() << ": reversible_param.gamma is " << p.gamma()
+      << "; the inverse x_{t-m} = (x_t - F_t) / gamma needs a finite gamma other than 0";
+  STRATA_REQUIRE(p.step_size() == 0 || (p.f_size() == 0 && p.g_size() == 0))
+      << this->describe() << ": reversible_param gives both f/g and step; write the steps one way";
   const Blob<Dtype>& x = *bottom[0];
   STRATA_REQUIRE(x.num_axes() >= 2) << this->describe() << ": the input of shape " << x.shape_string()
                                     << " has no channel axis to split";
-  STRATA_REQUIRE(x.shape(1) % 2 == 0) << this->describe() << ": the input of shape " << x.shape_string() << " has "
-                                      << x.shape(1) << " channels, which cannot be split into two equal halves";
-  std::vector<int> half_shape = x.shape();
-  half_shape[1] /= 2;
-  f_ = BuildBranch(p.f(), "f", half_shape);
-  g_ = BuildBranch(p.g(), "g", half_shape);
+  STRATA_REQUIRE(static_cast<uint32_t>(x.shape(1)) % p.streams() == 0)
+      << this->describe() << ": the input of shape " << x.shape_string() << " has " << x.shape(1)
+      << " channels, which cannot be split into " << p.streams() << " equal states";
+  streams_ = static_cast<int>(p.streams());  // at most the channel count
+  gamma_ = static_cast<Dtype>(p.gamma());
+  const std::vector<int> window_shape = StatesShape(x.shape(), streams_, streams_ - 1);
+  const std::vector<int> state_shape = StatesShape(x.shape(), streams_, 1);
+  steps_.clear();
+  if (p.step_size() > 0) {
+    for (int t = 0; t < p.step_size(); ++t) {
+      steps_.push_back(BuildStep(p.step(t).layer(), "step " + std::to_string(t + 1), window_shape, state_shape));
+    }
+  } else {
+    steps_.push_back(BuildStep(p.f(), "f", window_shape, state_shape));
+    steps_.push_back(BuildStep(p.g(), "g", window_shape, state_shape));
+  }
 
-  // F's parameters, then G's, become this layer's, with the lr/decay multipliers and names their own layers
-  // give them.
+  // The first step's parameters, then the next's (F's, then G's), become this layer's, with the lr/decay
+  // multipliers and names their own layers give them.
   STRATA_REQUIRE(this->blobs_.empty() || this->layer_param_.blobs_size() == 0)
       << this->describe() << ": weights are given by the sub-networks' parameters";
   this->blobs_.clear();
   this->layer_param_.clear_param();
   statistic_.clear();
-  for (Branch* br : {&f_, &g_}) {
-    const Net<Dtype>& net = *br->net;
+  for (const Step& step : steps_) {
+    const Net<Dtype>& net = *step.net;
     for (int l = 0; l < net.num_layers(); ++l) {
       const auto& layer = net.layers()[l];
       for (size_t i = 0; i < layer->blobs().size(); ++i) {
@@ -97,28 +129,30 @@ void ReversibleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) 
   const Blob<Dtype>& x = *bottom[0];
   STRATA_REQUIRE(top[0] != bottom[0]) << this->describe()
                                       << " cannot run in place: backward rebuilds its input beside its output";
-  STRATA_REQUIRE(x.num_axes() >= 2 && x.shape(1) % 2 == 0)
-      << this->describe() << ": the input of shape " << x.shape_string() << " cannot be split into two halves";
-  std::vector<int> half_shape = x.shape();
-  half_shape[1] /= 2;
-  for (Branch* b : {&f_, &g_}) {
-    if (b->input->shape() != half_shape) {
-      b->input->Reshape(half_shape);
-      b->net->Reshape();
-      STRATA_REQUIRE(b->output->shape() == half_shape)
-          << this->describe() << ": a sub-network maps " << b->input->shape_string() << " to "
-          << b->output->shape_string();
+  STRATA_REQUIRE(x.num_axes() >= 2 && x.shape(1) % streams_ == 0)
+      << this->describe() << ": the input of shape " << x.shape_string() << " cannot be split into " << streams_
+      << " states";
+  const std::vector<int> window_shape = StatesShape(x.shape(), streams_, streams_ - 1);
+  const std::vector<int> state_shape = StatesShape(x.shape(), streams_, 1);
+  for (Step& s : steps_) {
+    if (s.input->shape() != window_shape) {
+      s.input->Reshape(window_shape);
+      s.net->Reshape();
+      STRATA_REQUIRE(s.output->shape() == state_shape)
+          << this->describe() << ": a sub-network maps " << s.input->shape_string() << " to "
+          << s.output->shape_string();
     }
   }
   outer_ = x.shape(0);
-  half_ = x.count(1) / 2;
+  state_ = x.count(1) / streams_;
+  between_.Reshape(StatesShape(x.shape(), streams_, std::max(0, num_steps() - streams_)));
   top[0]->ReshapeLike(x);
 }
 
 template <typename Dtype>
 bool ReversibleLayer<Dtype>::IsStochastic() const {
-  for (const Branch* b : {&f_, &g_}) {
-    for (const auto& l : b->net->layers()) {
+  for (const Step& s : steps_) {
+    for (const auto& l : s.net->layers()) {
       if (l->IsStochastic()) return true;
     }
   }
@@ -127,120 +161,190 @@ bool ReversibleLayer<Dtype>::IsStochastic() const {
 
 template <typename Dtype>
 void ReversibleLayer<Dtype>::set_replaying(bool replaying) {
-  for (Branch* b : {&f_, &g_}) {
-    for (const auto& l : b->net->layers()) l->set_replaying(replaying);
+  for (Step& s : steps_) {
+    for (const auto& l : s.net->layers()) l->set_replaying(replaying);
   }
 }
 
-namespace {
-
-// Half h (0 or 1) of image n: the first or second run of `half` values in the image's 2 x half values.
 template <typename Dtype>
-Dtype* half_of(Dtype* base, int n, int h, long half) {
-  return base + (2L * n + h) * half;
+template <typename P>
+P ReversibleLayer<Dtype>::StateAt(const States<P>& s, int i, int n) const {
+  const int m = streams_, k = num_steps();
+  if (i < m) return s.in + (static_cast<long>(n) * m + i) * state_;
+  if (i < k) return s.between + (static_cast<long>(n) * (k - m) + i - m) * state_;
+  return OutputState(s.out, i, n);
 }
 
-// For every image n: out half `h` = a half `h` + sign * branch (the branch's values packed image after image).
-// The four coupling steps are all this: y1 = x1 + F, y2 = x2 + G, x2 = y2 - G, x1 = y1 - F.
 template <typename Dtype>
-void couple(int images, long half, int h, const Dtype* a, Dtype sign, const Dtype* branch, Dtype* out) {
-  for (int n = 0; n < images; ++n) {
-    const Dtype* an = half_of(a, n, h, half);
-    const Dtype* bn = branch + n * half;
-    Dtype* on = half_of(out, n, h, half);
-    for (long i = 0; i < half; ++i) on[i] = an[i] + sign * bn[i];
+template <typename P>
+P ReversibleLayer<Dtype>::OutputState(P out, int i, int n) const {
+  return out + (static_cast<long>(n) * streams_ + i - num_steps()) * state_;
+}
+
+template <typename Dtype>
+void ReversibleLayer<Dtype>::RunForward(int t, const States<const Dtype*>& states, bool replay) {
+  Step& s = steps_[t];
+  // The window x_{t+1} .. x_{t+m-1}, concatenated along channels image after image.
+  Dtype* dst = s.input->mutable_cpu_data();
+  const int window = streams_ - 1;
+  for (int n = 0; n < outer_; ++n) {
+    for (int w = 0; w < window; ++w) {
+      std::copy_n(StateAt(states, t + 1 + w, n), state_,
+                  dst + (static_cast<long>(n) * window + w) * state_);
+    }
   }
-}
-
-}  // namespace
-
-template <typename Dtype>
-void ReversibleLayer<Dtype>::RunForward(Branch& b, const Dtype* in, bool replay) {
-  Dtype* dst = b.input->mutable_cpu_data();
-  // `in` points at the wanted half of image 0; images are 2 * half_ apart.
-  for (int n = 0; n < outer_; ++n) std::copy_n(in + 2L * n * half_, half_, dst + n * half_);
   if (replay) {
     // The recomputation must see the forward's random numbers and must not move running statistics again.
-    ReplayForward(b.net->layers(), b.rng_at_forward, [&] { b.net->Forward(); });
+    ReplayForward(s.net->layers(), s.rng_at_forward, [&] { s.net->Forward(); });
   } else {
-    b.rng_at_forward = Strata::rng();
-    b.net->Forward();
+    s.rng_at_forward = Strata::rng();
+    s.net->Forward();
   }
 }
 
 template <typename Dtype>
-void ReversibleLayer<Dtype>::DropActivations(Branch& b) {
-  for (const auto& blob : b.net->blobs()) blob->release_memory();
-  for (const auto& layer : b.net->layers()) layer->ReleaseActivations();
+void ReversibleLayer<Dtype>::DropActivations(Step& s) {
+  for (const auto& blob : s.net->blobs()) blob->release_memory();
+  for (const auto& layer : s.net->layers()) layer->ReleaseActivations();
 }
 
 template <typename Dtype>
 void ReversibleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const int m = streams_, k = num_steps();
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
-  // y1 = x1 + F(x2).
-  RunForward(f_, x + half_, false);
-  couple(outer_, half_, 0, x, Dtype(1), f_.output->cpu_data(), y);
-  // y2 = x2 + G(y1).
-  RunForward(g_, y, false);
-  couple(outer_, half_, 1, x, Dtype(1), g_.output->cpu_data(), y);
-  if (verify_) kept_input_.CopyFrom(*bottom[0], false, true);
-  DropActivations(f_);
-  DropActivations(g_);
+  const States<Dtype*> states{nullptr, k > m ? between_.mutable_cpu_data() : nullptr, y};
+  const States<const Dtype*> read{x, states.between, y};
+  // With fewer steps than streams the newest input states are output states too.
+  for (int i = k; i < m; ++i) {
+    for (int n = 0; n < outer_; ++n) std::copy_n(StateAt(read, i, n), state_, OutputState(y, i, n));
+  }
+  // x_{t+m} = F_t(x_{t+1}, ..., x_{t+m-1}) + gamma x_t; RevNet's y1 = F(x2) + x1, y2 = G(y1) + x2.
+  for (int t = 0; t < k; ++t) {
+    RunForward(t, read, false);
+    const Dtype* f = steps_[t].output->cpu_data();
+    for (int n = 0; n < outer_; ++n) {
+      const Dtype* older = StateAt(read, t, n);
+      Dtype* newer = StateAt(states, t + m, n);
+      const Dtype* fn = f + n * state_;
+      for (long e = 0; e < state_; ++e) newer[e] = fn[e] + gamma_ * older[e];
+    }
+    DropActivations(steps_[t]);
+  }
+  if (verify_) {
+    kept_input_.CopyFrom(*bottom[0], false, true);
+  } else {
+    between_.release_memory();  // rebuilt in backward
+  }
 }
 
 template <typename Dtype>
 void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                           const BlobVec& bottom) {
+  const int m = streams_, k = num_steps(), window = m - 1;
   const Dtype* y = top[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();
-  // The input is rebuilt into the bottom when the Net dropped it (or in verify mode, beside the kept one).
+  // The input is rebuilt into the bottom when the Net dropped it; the states between input and output are always
+  // rebuilt. In verify mode both are rebuilt beside the kept values, and the steps read the kept ones (which is
+  // what back-propagating "from kept values" means).
   const bool rebuild = verify_ || !bottom[0]->has_data();
-  std::vector<Dtype> rebuilt_storage;
-  Dtype* x;
+  std::vector<Dtype> rebuilt_input, rebuilt_between;
+  States<Dtype*> rebuilt{nullptr, nullptr, nullptr};  // where the input's states and those between are rebuilt
+  States<const Dtype*> read{nullptr, nullptr, y};     // where the steps read them
   if (verify_) {
-    rebuilt_storage.resize(bottom[0]->count());
-    x = rebuilt_storage.data();
+    rebuilt_input.resize(bottom[0]->count());
+    rebuilt.in = rebuilt_input.data();
+    read.in = kept_input_.cpu_data();
+    if (k > m) {
+      rebuilt_between.resize(between_.count());
+      rebuilt.between = rebuilt_between.data();
+      read.between = between_.cpu_data();
+    }
   } else {
-    x = bottom[0]->mutable_cpu_data();
+    rebuilt.in = bottom[0]->mutable_cpu_data();
+    if (k > m) rebuilt.between = between_.mutable_cpu_data();
+    read.in = rebuilt.in;
+    read.between = rebuilt.between;
   }
+  const States<Dtype*> grad{propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+                            k > m ? between_.mutable_cpu_diff() : nullptr, nullptr};
 
-  // G on y1, then x2 = y2 - G(y1).
-  RunForward(g_, y, true);
-  if (rebuild) couple(outer_, half_, 1, y, Dtype(-1), g_.output->cpu_data(), x);
-  // Back through G with dy2: G's parameter gradients, and dy1 + G'(y1)^T dy2 into G's input diff.
-  Dtype* g_out_diff = g_.output->mutable_cpu_diff();
-  for (int n = 0; n < outer_; ++n) std::copy_n(half_of(dy, n, 1, half_), half_, g_out_diff + n * half_);
-  g_.net->Backward();
+  // Input states that are output states too (fewer steps than streams): the output holds them, and their
+  // gradient starts with the output's.
+  for (int i = k; i < m; ++i) {
+    for (int n = 0; n < outer_; ++n) {
+      if (rebuild) std::copy_n(OutputState(y, i, n), state_, StateAt(rebuilt, i, n));
+      if (grad.in) std::copy_n(OutputState(dy, i, n), state_, StateAt(grad, i, n));
+    }
+  }
+  // The steps backwards: step t rebuilds x_t from x_{t+m} and its window, whose states are all later than x_t
+  // and so already known.
+  for (int t = k - 1; t >= 0; --t) {
+    Step& s = steps_[t];
+    RunForward(t, read, true);
+    const Dtype* f = s.output->cpu_data();
+    // x_t = (x_{t+m} - F_t(...)) / gamma; RevNet's x2 = y2 - G(y1), then x1 = y1 - F(x2).
+    if (rebuild || t >= m) {
+      for (int n = 0; n < outer_; ++n) {
+        const Dtype* newer = StateAt(read, t + m, n);
+        Dtype* older = StateAt(rebuilt, t, n);
+        const Dtype* fn = f + n * state_;
+        for (long e = 0; e < state_; ++e) older[e] = (newer[e] - fn[e]) / gamma_;
+      }
+    }
+    // x_{t+m}'s gradient is F_t's output gradient. For an output state: the output's gradient plus what the later
+    // steps that read x_{t+m} sent back (RevNet's dy1 + G'(y1)^T dy2); for a state between, gathered already.
+    Dtype* fd = s.output->mutable_cpu_diff();
+    for (int n = 0; n < outer_; ++n) {
+      Dtype* d = fd + n * state_;
+      if (t + m < k) {
+        std::copy_n(StateAt(grad, t + m, n), state_, d);
+        continue;
+      }
+      std::copy_n(OutputState(dy, t + m, n), state_, d);
+      for (int u = t + 1; u < std::min(t + m, k); ++u) {
+        const Dtype* sent = steps_[u].input->cpu_diff() + (static_cast<long>(n) * window + t + m - u - 1) * state_;
+        for (long e = 0; e < state_; ++e) d[e] += sent[e];
+      }
+    }
+    // x_t's gradient starts as gamma times that (before F_t's backward, which may overwrite its output gradient in
+    // place); the earlier steps that read x_t add theirs.
+    if (grad.in || t >= m) {
+      for (int n = 0; n < outer_; ++n) {
+        Dtype* d = StateAt(grad, t, n);
+        const Dtype* fn = fd + n * state_;
+        for (long e = 0; e < state_; ++e) d[e] = gamma_ * fn[e];
+      }
+    }
+    s.net->Backward();
+    // What F_t sends back to its window: added at once to input states and states between; output states
+    // collect theirs when their own step comes (above).
+    const Dtype* sent = s.input->cpu_diff();
+    for (int w = 0; w < window; ++w) {
+      const int i = t + 1 + w;
+      if (i >= std::max(m, k) || (i < m && !grad.in)) continue;
+      for (int n = 0; n < outer_; ++n) {
+        Dtype* d = StateAt(grad, i, n);
+        const Dtype* sn = sent + (static_cast<long>(n) * window + w) * state_;
+        for (long e = 0; e < state_; ++e) d[e] += sn[e];
+      }
+    }
+    if (t + m - 1 < k) DropActivations(steps_[t + m - 1]);  // this step was the last to read what it sent
+  }
+  for (int t = 0; t < std::min(k, m - 1); ++t) DropActivations(steps_[t]);
 
-  // F on x2 (the stored one in verify mode, which is what back-propagating "from kept values" means), then
-  // x1 = y1 - F(x2).
-  const Dtype* x_for_f = verify_ ? kept_input_.cpu_data() : x;
-  RunForward(f_, x_for_f + half_, true);
-  if (rebuild) couple(outer_, half_, 0, y, Dtype(-1), f_.output->cpu_data(), x);
-  // y1's gradient, dy1 + G'(y1)^T dy2 (its direct path plus its path through G), is F's output gradient and dx1.
-  Dtype* f_out_diff = f_.output->mutable_cpu_diff();
-  const Dtype* g_in_diff = g_.input->cpu_diff();
-  for (int n = 0; n < outer_; ++n) {
-    const Dtype* d = half_of(dy, n, 0, half_);
-    for (long i = 0; i < half_; ++i) f_out_diff[n * half_ + i] = d[i] + g_in_diff[n * half_ + i];
-  }
-  Dtype* dx = propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr;
-  if (dx) {
-    for (int n = 0; n < outer_; ++n) std::copy_n(f_out_diff + n * half_, half_, half_of(dx, n, 0, half_));
-  }
-  f_.net->Backward();
-  // dx2 = dy2 + F'(x2)^T dy1.
-  if (dx) couple(outer_, half_, 1, dy, Dtype(1), f_.input->cpu_diff(), dx);
   if (verify_) {
-    const Dtype* kept = kept_input_.cpu_data();
     Dtype worst = 0;
-    for (int i = 0; i < kept_input_.count(); ++i) worst = std::max(worst, std::abs(kept[i] - x[i]));
+    const Dtype* kept = kept_input_.cpu_data();
+    for (int i = 0; i < kept_input_.count(); ++i) worst = std::max(worst, std::abs(kept[i] - rebuilt.in[i]));
+    for (size_t i = 0; i < rebuilt_between.size(); ++i) {
+      worst = std::max(worst, std::abs(read.between[i] - rebuilt.between[i]));
+    }
     reconstruction_error_ = worst;
     LOG(INFO) << this->describe() << ": largest reconstruction error " << worst;
+  } else {
+    between_.release_memory();
   }
-  DropActivations(f_);
-  DropActivations(g_);
 }
 
 STRATA_INSTANTIATE_CLASS(ReversibleLayer);
