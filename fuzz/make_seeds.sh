@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags,image_list,hdf5_data}
+mkdir -p "$c"/{net_prototxt,solver_prototxt,caffemodel,solverstate,datum,crossover_table,tool_flags,image_list,hdf5_data,scale_inputs}
 encode() { protoc --encode="strata.$1" -I proto proto/strata.proto; }
 
 # Nets and solvers: the models, a Caffe V1 net, a Reversible block.
@@ -118,5 +118,12 @@ two = bytes([1, 1, 0, 1, 2]) + bytes([0, 0, 2, 2, 2, 0, 1]) + f32(1, 2, 3, 4) + 
 for name, data in [("one_file.bin", one), ("two_files.bin", two)]:
     open(f"{sys.argv[1]}/{name}", "wb").write(data)
 P
+
+# strata scale's inputs: the first byte picks the format (0 machine file, 1 times file, 2 --nodes).
+{ printf '0'; cat benchmarks/scale/tsubame25_fdr.machine; } > "$c/scale_inputs/machine"
+printf '0alpha_us 12\nbandwidth_GBps 0.12\nwakeup_us 3600\ncores 1\npcie_GBps 0\n' > "$c/scale_inputs/machine_bed"
+printf '1# times\nbatch 8\ndata 0 0\nconv 2.5 4\nfc 1 2  # top\n' > "$c/scale_inputs/times"
+printf '21,2,...,4096' > "$c/scale_inputs/nodes_doubling"
+printf '22,5,...,14' > "$c/scale_inputs/nodes_steps"
 
 echo "seeds: $(find "$c" -type f | wc -l) files, $(du -sh "$c" | cut -f1)"

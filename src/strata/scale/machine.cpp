@@ -78,6 +78,12 @@ MachineSpec MachineSpec::parse(const std::string& text, const std::string& origi
       STRATA_FAIL() << origin << ":" << number << ": unknown key '" << key << "' (known: " << names << ")";
     }
     STRATA_REQUIRE(v > 0 || found->may_zero) << origin << ":" << number << ": " << key << " must be positive";
+    // Figures past these are typing errors, and would overflow the simulation's clock.
+    if (found->rate)
+      STRATA_REQUIRE(v == 0 || (v >= 1e-6 && v <= 1e6))
+          << origin << ":" << number << ": " << key << " must be between 1e-6 and 1e6 GB/s, got " << value;
+    else
+      STRATA_REQUIRE(v <= 1e9) << origin << ":" << number << ": " << key << " must be at most 1e9 us, got " << value;
     double& field = found->field(m);
     if (found->rate) field = v > 0 ? 1.0 / (v * 1e9) : 0;
     else field = v * 1e-6;

@@ -44,6 +44,7 @@ void ParseLayerTimes(const std::string& text, const std::string& origin, ScaleNe
     STRATA_REQUIRE(f.size() == 3 && parse_number(f[1], &fwd) && parse_number(f[2], &bwd))
         << where << "expected 'layer forward_ms backward_ms', got '" << line << "'";
     STRATA_REQUIRE(fwd >= 0 && bwd >= 0) << where << "times cannot be negative";
+    STRATA_REQUIRE(fwd <= 1e9 && bwd <= 1e9) << where << "times must be at most 1e9 ms";
     auto it = index.find(f[0]);
     STRATA_REQUIRE(it != index.end()) << where << "the net has no layer '" << f[0] << "'";
     STRATA_REQUIRE(!seen[it->second]) << where << "layer '" << f[0] << "' appears twice";
@@ -107,6 +108,7 @@ std::vector<int> ParseNodeCounts(const std::string& spec) {
       const double next = geometric ? out.back() * ratio : out.back() + step;
       if (next >= end) break;
       out.push_back(static_cast<int>(next));
+      STRATA_REQUIRE(out.size() <= 4096) << "--nodes='" << spec << "' names more than 4,096 node counts";
     }
   }
   return out;
