@@ -182,12 +182,18 @@ class Simulation {
           if (std::find(net.buckets[b].units.begin(), net.buckets[b].units.end(), r) != net.buckets[b].units.end())
             first_reader_[b] = std::min(first_reader_[b], L);
     algorithm_.resize(net.buckets.size());
-    // Each bucket's chunks get their algorithm's work once; every iteration repeats it.
+    chunk_work_.resize(net.buckets.size());
+    bucket_remaining_.assign(net.buckets.size(), 0);
+    unit_reduced_.assign(n, 0);
+    // Each bucket's chunks get their algorithm's work once; every iteration repeats it. Most chunks have the
+    // chunk size, so the policy is asked once per distinct size.
+    std::map<double, std::string> choice;
     for (size_t b = 0; b < net.buckets.size(); ++b) {
       for (double bytes : net.buckets[b].chunk_bytes) {
-        const std::string a = ScaleAlgorithmChoice(options, machine, layout, bytes);
-        if (algorithm_[b].empty()) algorithm_[b] = Label(a, bytes);
-        chunk_work_[b].push_back(ReduceWork(a, bytes));
+        auto it = choice.find(bytes);
+        if (it == choice.end()) it = choice.emplace(bytes, ScaleAlgorithmChoice(options, machine, layout, bytes)).first;
+        if (algorithm_[b].empty()) algorithm_[b] = Label(it->second, bytes);
+        chunk_work_[b].push_back(ReduceWork(it->second, bytes));
       }
     }
   }
@@ -399,7 +405,7 @@ class Simulation {
       th.current = id;
       th.started = now_;
       const Chunk& c = chunks_[id];
-      const auto& work = chunk_work_.at(c.bucket)[c.index];
+      const auto& work = chunk_work_[c.bucket][c.index];
       th.agent.program.assign(work.begin(), work.end());
       if (!options_.gpu && machine_.update > 0)
         th.agent.program.push_back(Work{Resource::kCpu, c.bytes * machine_.update, 1, "update", "update"});
@@ -565,12 +571,12 @@ class Simulation {
   std::deque<int> copy_out_queue_, copy_back_queue_;
   std::deque<int> shared_queue_;  // chunks not yet taken, when the threads share one queue
   std::vector<Chunk> chunks_;
-  std::map<int, std::vector<std::vector<Work>>> chunk_work_;  // by bucket, by chunk
+  std::vector<std::vector<std::vector<Work>>> chunk_work_;  // by bucket, by chunk
   std::vector<std::string> algorithm_;
   std::vector<int> first_reader_;  // by bucket
-  std::map<int, int> bucket_remaining_;
+  std::vector<int> bucket_remaining_;  // by bucket: chunks of this iteration not yet reduced
   std::vector<int> unit_buckets_, unit_done_;
-  std::map<int, int> unit_reduced_;
+  std::vector<int> unit_reduced_;  // by layer: its buckets reduced this iteration
   uint64_t next_task_ = 0;
   int compute_step_ = 0;
   double wait_started_ = -1;
