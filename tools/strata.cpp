@@ -39,6 +39,7 @@
 #include "strata/common.hpp"
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/pipeline_engine.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
@@ -601,12 +602,20 @@ int train(int* argc, char*** argv) {
     // Output paths are checked before any work, by rank 0, which writes them (Solve checks the snapshots').
     if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
-    solver = SolverRegistry<float>::Create(param);
+    if (param.has_pipeline_param()) {
+      // The net cut by depth into stages, one per rank (docs/pipeline.md).
+      STRATA_REQUIRE(FLAGS_snapshot.empty())
+          << "resuming a pipeline run from a solverstate is not supported yet; start from its weights with "
+          << "--weights=SNAPSHOT.caffemodel";
+      solver = MakePipelineSolver<float>(param, comm, policy, FLAGS_timeline);
+    } else {
+      solver = SolverRegistry<float>::Create(param);
+    }
     solver->SetActionFunction(install_signal_handlers());
     if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) LoadWeights(solver->net(), FLAGS_weights);
     // Several ranks (or a timeline, which only this engine records): the data-parallel engine. It checks at the
     // end of Solve that every rank holds the same weights, and writes the timeline.
-    if (comm.size() > 1 || !FLAGS_timeline.empty()) {
+    if (!param.has_pipeline_param() && (comm.size() > 1 || !FLAGS_timeline.empty())) {
       solver->set_engine(std::make_unique<DataParallelEngine<float>>(solver.get(), comm, policy, options));
     }
     solver->Solve(FLAGS_snapshot);

@@ -203,7 +203,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   }
 
   // Walk backward to prune computation that reaches no loss, or whose bottoms need no gradient.
-  std::set<std::string> blobs_under_loss;
+  std::set<std::string> blobs_under_loss(param.external_gradient().begin(), param.external_gradient().end());
   std::set<std::string> blobs_skip_backprop;
   for (int layer_id = num_layers - 1; layer_id >= 0; --layer_id) {
     bool contributes_loss = false;

@@ -4,8 +4,12 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "data_test_util.hpp"
 #include "strata/device.hpp"
 
 namespace strata {
@@ -36,6 +40,34 @@ inline bool same_on_all_ranks(uint64_t v) {
   MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   return lo == hi;
+}
+
+// Record i: a channels x 6 x 6 image of hashed pixels, label (7 i) mod 5. Deterministic, and varied enough that
+// every record moves the weights differently.
+inline Datum HashedRecord(int i, int channels) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(channels) * 36);
+  for (size_t j = 0; j < pixels.size(); ++j) {
+    const uint32_t h = static_cast<uint32_t>(i * 131 + static_cast<int>(j) * 17 + 7) * 2654435761u;
+    pixels[j] = static_cast<uint8_t>(h >> 24);
+  }
+  return testing_data::MakeDatum(channels, 6, 6, pixels, (i * 7) % 5);
+}
+
+// Rank 0 writes records record(0 .. count - 1) into an LMDB in a temporary folder that *dir keeps; every rank
+// returns the LMDB's path. Collective.
+inline std::string SharedRecordDb(std::unique_ptr<testing_data::TempDir>* dir, int count,
+                                  const std::function<Datum(int)>& record) {
+  std::string path(256, '\0');
+  if (world_rank() == 0) {
+    *dir = std::make_unique<testing_data::TempDir>();
+    std::vector<Datum> records;
+    for (int i = 0; i < count; ++i) records.push_back(record(i));
+    testing_data::WriteDatumDb(**dir / "db", records);
+    path = **dir / "db";
+    path.resize(256, '\0');
+  }
+  MPI_Bcast(&path[0], 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path.c_str();
 }
 
 // Why the GPU tests cannot run here, for their skip message; "" when they can, after binding this rank to its GPU

@@ -54,16 +54,8 @@ using mpi_test::world_rank;
 using mpi_test::world_size;
 using mpi_test::same_on_all_ranks;
 
-// Record i: a 1 x 6 x 6 image of hashed pixels, label i mod 5. Deterministic, and varied enough that
-// every record moves the weights differently.
-Datum Record(int i) {
-  std::vector<uint8_t> pixels(36);
-  for (int j = 0; j < 36; ++j) {
-    const uint32_t h = static_cast<uint32_t>(i * 131 + j * 17 + 7) * 2654435761u;
-    pixels[j] = static_cast<uint8_t>(h >> 24);
-  }
-  return testing_data::MakeDatum(1, 6, 6, pixels, (i * 7) % 5);
-}
+// Record i: a 1 x 6 x 6 image of hashed pixels (mpi_test::HashedRecord).
+Datum Record(int i) { return mpi_test::HashedRecord(i, 1); }
 
 std::string NetText(const std::string& source, int batch, bool batch_norm) {
   std::ostringstream s;
@@ -141,17 +133,7 @@ class DataParallelEngineTest : public ::testing::Test {
     saved_minloglevel_ = FLAGS_minloglevel;
     FLAGS_minloglevel = 1;
     // Rank 0 writes the LMDB and tells the others where; they only read it.
-    std::string path(256, '\0');
-    if (world_rank() == 0) {
-      dir_ = std::make_unique<testing_data::TempDir>();
-      std::vector<Datum> records;
-      for (int i = 0; i < kRecords; ++i) records.push_back(Record(i));
-      testing_data::WriteDatumDb(*dir_ / "db", records);
-      path = *dir_ / "db";
-      path.resize(256, '\0');
-    }
-    MPI_Bcast(&path[0], 256, MPI_CHAR, 0, MPI_COMM_WORLD);
-    db_ = path.c_str();
+    db_ = mpi_test::SharedRecordDb(&dir_, kRecords, Record);
     // Three communication threads at most; every configuration uses a prefix of them.
     comm_ = std::make_unique<Communicator>(3);
   }

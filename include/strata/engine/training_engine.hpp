@@ -12,6 +12,7 @@
 // Engines:
 //   LocalEngine (this file)                   one process: Solver's own iteration, read top to bottom below
 //   DataParallelEngine (data_parallel_engine.hpp)   N ranks, each layer's gradient reduced during backward
+//   PipelineEngine (pipeline_engine.hpp)       the net cut by depth into stages across ranks, x replicas
 //
 // Gradient scaling has one owner: engines sum gradients over their replicas() and never divide; the solver scales
 // every gradient by Solver::gradient_scale() = 1 / (replicas x iter_size) as part of its update.
@@ -23,6 +24,11 @@
 namespace strata {
 
 class Collectives;
+class NetParameter;
+template <typename Dtype>
+class Blob;
+template <typename Dtype>
+class Net;
 template <typename Dtype>
 class Solver;
 
@@ -50,6 +56,13 @@ class TrainingEngine {
   virtual void AfterIteration(int iterations_done) {}
   // The end of training, after the last Drain (consistency checks, the timeline). Collective.
   virtual void Finish(int iterations_done) {}
+
+  // One forward of test net `net` (one batch): the blobs whose values are its scores, and the loss in *loss. A
+  // pipeline runs it stage by stage; there, ranks without the last stage return no blobs.
+  virtual const std::vector<Blob<Dtype>*>& TestForward(Net<Dtype>& net, Dtype* loss);
+  // The weights a snapshot writes, whole on the rank that writes (rank 0). Collective. false: the solver's own
+  // net holds them all (every engine but the pipeline's).
+  virtual bool GatherWeights(NetParameter* weights, bool write_diff) { return false; }
 
   // How many gradient contributions each reduced gradient sums (the ranks of a data-parallel job).
   virtual int replicas() const { return 1; }

@@ -1,6 +1,7 @@
 #include "strata/engine/training_engine.hpp"
 
 #include "strata/common.hpp"
+#include "strata/net.hpp"
 #include "strata/solver.hpp"
 
 namespace strata {
@@ -11,6 +12,11 @@ SignalAction ParseSignalAction(const std::string& name) {
   if (name == "none") return SignalAction::kNone;
   STRATA_FAIL() << "unknown signal effect '" << name << "' (expected stop, snapshot or none)";
   return SignalAction::kNone;
+}
+
+template <typename Dtype>
+const std::vector<Blob<Dtype>*>& TrainingEngine<Dtype>::TestForward(Net<Dtype>& net, Dtype* loss) {
+  return net.Forward(loss);
 }
 
 // The solver has set `rate` and `iter` as its current ones; ApplyUpdate reads them there.
@@ -33,6 +39,7 @@ Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
   return loss;
 }
 
+STRATA_INSTANTIATE_CLASS(TrainingEngine);
 STRATA_INSTANTIATE_CLASS(LocalEngine);
 
 }  // namespace strata

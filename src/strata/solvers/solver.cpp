@@ -61,6 +61,66 @@ float LearningRateAt(const SolverParameter& param, int iter, int* current_step) 
   return 0;
 }
 
+NetParameter TrainNetParam(const SolverParameter& param) {
+  NetParameter net_param;
+  if (param.has_train_net_param()) {
+    net_param = param.train_net_param();
+  } else if (param.has_train_net()) {
+    ReadNetParamsFromTextFile(param.train_net(), &net_param);
+  } else if (param.has_net_param()) {
+    net_param = param.net_param();
+  } else {
+    STRATA_REQUIRE(param.has_net()) << "the solver names no net (give net: \"FILE\")";
+    ReadNetParamsFromTextFile(param.net(), &net_param);
+  }
+  // The state: TRAIN, plus whatever the net file and the solver's train_state say.
+  NetState state;
+  state.set_phase(TRAIN);
+  state.MergeFrom(net_param.state());
+  state.MergeFrom(param.train_state());
+  state.set_phase(TRAIN);
+  *net_param.mutable_state() = state;
+  return net_param;
+}
+
+std::vector<NetParameter> TestNetParams(const SolverParameter& param) {
+  std::vector<NetParameter> sources;
+  for (const auto& p : param.test_net_param()) sources.push_back(p);
+  for (const auto& f : param.test_net()) {
+    NetParameter p;
+    ReadNetParamsFromTextFile(f, &p);
+    sources.push_back(p);
+  }
+  // With a single `net`, every test_iter entry tests that net in TEST phase.
+  const int generic = param.test_iter_size() - static_cast<int>(sources.size());
+  if (generic > 0) {
+    NetParameter p;
+    if (param.has_net_param()) {
+      p = param.net_param();
+    } else if (param.has_net()) {
+      ReadNetParamsFromTextFile(param.net(), &p);
+    }
+    if (p.layer_size() || p.layers_size()) {
+      for (int i = 0; i < generic; ++i) sources.push_back(p);
+    }
+  }
+  STRATA_REQUIRE(static_cast<int>(sources.size()) == param.test_iter_size())
+      << "test_iter must be given once per test net (" << sources.size() << " test net(s), "
+      << param.test_iter_size() << " test_iter)";
+  STRATA_REQUIRE(param.test_state_size() == 0 || param.test_state_size() == static_cast<int>(sources.size()))
+      << "test_state must be given once per test net, or not at all";
+  for (size_t i = 0; i < sources.size(); ++i) {
+    STRATA_REQUIRE(param.test_iter(static_cast<int>(i)) > 0) << "test_iter must be positive";
+    NetState state;
+    state.set_phase(TEST);
+    state.MergeFrom(sources[i].state());
+    if (param.test_state_size()) state.MergeFrom(param.test_state(static_cast<int>(i)));
+    state.set_phase(TEST);
+    *sources[i].mutable_state() = state;
+  }
+  return sources;
+}
+
 template <typename Dtype>
 Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
   if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
@@ -70,7 +130,9 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
   InitTrainNet();
   InitTestNets();
   const auto& loss_weights = net_->blob_loss_weights();
-  STRATA_REQUIRE(!net_->learnable_params().empty() ||
+  // A pipeline stage's net (docs/pipeline.md) may have neither: its gradient comes from the next stage.
+  const bool pipeline_stage = param_.has_net_param() && param_.net_param().external_gradient_size() > 0;
+  STRATA_REQUIRE(pipeline_stage || !net_->learnable_params().empty() ||
                  std::any_of(loss_weights.begin(), loss_weights.end(), [](Dtype w) { return w != 0; }))
       << "net '" << net_->name() << "' has nothing to train: no learnable parameters and no loss";
   // Caffe's meaning, kept so that its solvers load; but a test net that never runs deserves a word.
@@ -98,24 +160,7 @@ TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<
 
 template <typename Dtype>
 void Solver<Dtype>::InitTrainNet() {
-  NetParameter net_param;
-  if (param_.has_train_net_param()) {
-    net_param = param_.train_net_param();
-  } else if (param_.has_train_net()) {
-    ReadNetParamsFromTextFile(param_.train_net(), &net_param);
-  } else if (param_.has_net_param()) {
-    net_param = param_.net_param();
-  } else {
-    STRATA_REQUIRE(param_.has_net()) << "the solver names no net (give net: \"FILE\")";
-    ReadNetParamsFromTextFile(param_.net(), &net_param);
-  }
-  // The state: TRAIN, plus whatever the net file and the solver's train_state say.
-  NetState state;
-  state.set_phase(TRAIN);
-  state.MergeFrom(net_param.state());
-  state.MergeFrom(param_.train_state());
-  state.set_phase(TRAIN);
-  *net_param.mutable_state() = state;
+  const NetParameter net_param = TrainNetParam(param_);
   net_ = std::make_shared<Net<Dtype>>(net_param);
 
   // recompute_param: train within an activation budget by recomputing (docs/recompute.md).
@@ -133,39 +178,8 @@ void Solver<Dtype>::InitTrainNet() {
 
 template <typename Dtype>
 void Solver<Dtype>::InitTestNets() {
-  std::vector<NetParameter> sources;
-  for (const auto& p : param_.test_net_param()) sources.push_back(p);
-  for (const auto& f : param_.test_net()) {
-    NetParameter p;
-    ReadNetParamsFromTextFile(f, &p);
-    sources.push_back(p);
-  }
-  // With a single `net`, every test_iter entry tests that net in TEST phase.
-  const int generic = param_.test_iter_size() - static_cast<int>(sources.size());
-  if (generic > 0) {
-    NetParameter p;
-    if (param_.has_net_param()) {
-      p = param_.net_param();
-    } else if (param_.has_net()) {
-      ReadNetParamsFromTextFile(param_.net(), &p);
-    }
-    if (p.layer_size() || p.layers_size()) {
-      for (int i = 0; i < generic; ++i) sources.push_back(p);
-    }
-  }
-  STRATA_REQUIRE(static_cast<int>(sources.size()) == param_.test_iter_size())
-      << "test_iter must be given once per test net (" << sources.size() << " test net(s), "
-      << param_.test_iter_size() << " test_iter)";
-  STRATA_REQUIRE(param_.test_state_size() == 0 || param_.test_state_size() == static_cast<int>(sources.size()))
-      << "test_state must be given once per test net, or not at all";
+  const std::vector<NetParameter> sources = TestNetParams(param_);
   for (size_t i = 0; i < sources.size(); ++i) {
-    STRATA_REQUIRE(param_.test_iter(static_cast<int>(i)) > 0) << "test_iter must be positive";
-    NetState state;
-    state.set_phase(TEST);
-    state.MergeFrom(sources[i].state());
-    if (param_.test_state_size()) state.MergeFrom(param_.test_state(static_cast<int>(i)));
-    state.set_phase(TEST);
-    *sources[i].mutable_state() = state;
     auto test_net = std::make_shared<Net<Dtype>>(sources[i]);
     test_net->ShareTrainedLayersWith(net_.get());
     test_nets_.push_back(test_net);
@@ -322,7 +336,7 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
   const int test_iter = param_.test_iter(test_net_id);
   for (int i = 0; i < test_iter; ++i) {
     Dtype iter_loss;
-    const auto& result = test_net.Forward(&iter_loss);
+    const auto& result = engine_->TestForward(test_net, &iter_loss);
     if (param_.test_compute_loss()) loss += iter_loss;
     size_t k = 0;
     for (Blob<Dtype>* blob : result) {
@@ -495,12 +509,14 @@ void Solver<Dtype>::Snapshot() {
   rng << Strata::rng();
   const std::vector<std::string> rank_rngs =
       collectives() ? collectives()->GatherToRoot(rng.str()) : std::vector<std::string>{rng.str()};
+  // A pipeline's weights are spread over its stages: the engine gathers them (collective).
+  NetParameter weights;
+  const bool gathered = engine_->GatherWeights(&weights, param_.snapshot_diff());
   if (!Strata::root_solver()) return;
   STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
       << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";
   const std::string model_file = SnapshotFilename(".caffemodel");
-  NetParameter weights;
-  net_->ToProto(&weights, param_.snapshot_diff());
+  if (!gathered) net_->ToProto(&weights, param_.snapshot_diff());
   LOG(INFO) << "Snapshotting to binary proto file " << model_file;
   WriteProtoToBinaryFile(weights, model_file);
   MaybeInjectFault(FaultPoint::kSnapshot, iter_);

@@ -1,0 +1,176 @@
+// PipelineEngine: the net cut by depth into stages, one per rank, micro-batches flowing forward from stage to stage
+// and their gradients back (seed 003; GPipe, PETRA). docs/pipeline.md has the whole picture.
+//
+// One iteration (schedule SYNC), on the rank of stage s of S, with k = iter_size micro-batches:
+//
+//   fill:    min(S - s - 1, k) forwards             receive the micro-batch's inputs from stage s - 1 (stage 0: its
+//                                                   source net reads the data), forward, send the outputs on
+//   steady:  one forward, one backward, ...         backward: receive the output gradients (and, for a Reversible
+//   drain:   the remaining backwards                stage, the outputs themselves) from stage s + 1, backward, send
+//                                                   the input gradients (and inputs) to stage s - 1
+//   update:  the gradients of the k micro-batches, summed over the replicas of the stage, then the solver's update
+//
+// The weights do not change within an iteration, so the result is gradient accumulation of the same k
+// micro-batches on one rank (to float rounding), and a Reversible stage rebuilds its input exactly.
+// Schedule ASYNC never drains: a stage keeps S - s - 1 forwards ahead across iterations, updates after each k of
+// its backwards and runs each backward with the weights it has then (PETRA); Drain (before a test, a snapshot,
+// the end) finishes the micro-batches in flight, whose gradients count towards the next update.
+//
+// What a stage keeps of a micro-batch between its forward and backward:
+//   Reversible stage (Reversible blocks, possibly after a few ordinary layers, the stem): nothing but, with a stem,
+//     the stage's input; backward rebuilds the blocks' inputs from the output that the next stage sends back with
+//     the gradient, and runs the stem's forward again from the kept input.
+//   STORE: everything: the stage has one copy of its net per micro-batch in flight (S - s of them, sharing weights
+//     and gradients), as GPipe without recomputation.
+//   RECOMPUTE: the stage's inputs; backward first runs the forward again (the random engine and the layers'
+//     running statistics put back as they were), as GPipe.
+//
+// Boundary tensors travel as MPI point-to-point messages on a communicator of the engine's own: sends are
+// non-blocking, so a stage computes while its outputs leave. Ranks of one stage (its replicas) sum their
+// gradients with the allreduce policy on a communicator of their own.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/comm/allreduce.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/comm/mpi_collectives.hpp"
+#include "strata/engine/pipeline_plan.hpp"
+#include "strata/engine/timeline.hpp"
+#include "strata/engine/training_engine.hpp"
+#include "strata/solver.hpp"
+
+namespace strata {
+
+// Builds this rank's solver for a pipeline job and installs its PipelineEngine: the whole train net is built once
+// (with the solver's random_seed, so the weights start as one rank's would) to learn its shapes, weights and, when
+// pipeline_param names no cuts, its layer times (pipeline_param.plan_passes, averaged over the ranks); then the
+// stage's nets. Collective over `comm`. Errors (one clear message each): stages x replicas not the rank count,
+// a bad cut, more stages than layers, a solver the pipeline cannot run (K-FAC, clip_gradients, recompute_param).
+template <typename Dtype>
+std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, const Communicator& comm,
+                                                  const AllreducePolicy& policy, const std::string& timeline_file = "");
+
+// Per-stage figures since training began (or since ResetStats), as Finish reports them.
+struct PipelineStats {
+  double compute_ms = 0;  // forward and backward (replays included)
+  double wait_ms = 0;     // waiting for a neighbour's message or for a send to finish: the bubble
+  double reduce_ms = 0;   // summing gradients over the replicas
+  double bytes_sent = 0;
+  double iteration_ms = 0;  // whole iterations, as the solver sees them
+  int iterations = 0;
+  double max_reconstruction_error = 0;  // ASYNC, Reversible stages: the largest relative error of a rebuilt input
+};
+
+// A test net's cut, and the blobs this rank's stage of it sends on.
+struct TestStage {
+  StageCut cut;
+  std::vector<std::string> send_blobs;
+};
+
+template <typename Dtype>
+class PipelineEngine : public TrainingEngine<Dtype> {
+ public:
+  // `solver` runs this rank's stage net and test nets (MakePipelineSolver builds them). `cut` is the train net's
+  // cut, `nets` the stage's train nets, `source` (stage 0) the net of its data layers, built already (it takes
+  // the data shard of its replica when it is set up). `tests[i]` goes with the solver's test net i.
+  PipelineEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
+                 const PipelineLayout& layout, const PipelineParameter& param, StageCut cut, const StageNets& nets,
+                 std::unique_ptr<Net<Dtype>> source, std::vector<TestStage> tests, const std::string& timeline_file);
+  ~PipelineEngine() override;
+  PipelineEngine(const PipelineEngine&) = delete;
+  PipelineEngine& operator=(const PipelineEngine&) = delete;
+
+  Dtype Iterate(Dtype rate, int iter) override;
+  void Drain() override;
+  SignalAction AgreeOnAction(SignalAction local, int iter) override;
+  void ReduceScores(std::vector<Dtype>* scores) override;
+  const std::vector<Blob<Dtype>*>& TestForward(Net<Dtype>& net, Dtype* loss) override;
+  bool GatherWeights(NetParameter* weights, bool write_diff) override;
+  void AfterIteration(int iterations_done) override;
+  void Finish(int iterations_done) override;
+  int replicas() const override { return layout_.replicas; }
+  Collectives* collectives() override { return world_collectives_.get(); }
+
+  const PipelineLayout& layout() const { return layout_; }
+  // This stage keeps nothing of a micro-batch in flight (a Reversible stage).
+  bool reversible() const { return reversible_; }
+  // ... and without a stem: it keeps nothing at all, and (ASYNC) measures how far its rebuilt input is off.
+  bool rebuilds_input() const { return rebuilds_input_; }
+  // Copies of the stage net (STORE: one per micro-batch in flight; otherwise 1).
+  int net_copies() const { return static_cast<int>(nets_.size()); }
+  const PipelineStats& stats() const { return stats_; }
+  // Every stage's figures on rank 0 (stage s of replica 0 at index s; empty elsewhere). Collective.
+  std::vector<PipelineStats> GatherStats() const;
+  // The per-stage table Finish logs (rank 0).
+  static std::string StatsTable(const std::vector<PipelineStats>& stages, const std::vector<double>& peak_mb);
+
+ private:
+  // What the stage kept of a micro-batch in flight: its inputs (RECOMPUTE, or to send back to a Reversible
+  // stage) and the random engine at its forward (RECOMPUTE).
+  struct Kept {
+    long mb = -1;
+    std::vector<std::unique_ptr<Blob<Dtype>>> inputs;  // counted as activation memory
+    std::mt19937 rng;
+  };
+  size_t CopyFor(long mb) const { return static_cast<size_t>(mb) % nets_.size(); }
+  void Forward(long mb, Dtype* loss);
+  void Backward(long mb);
+  // Puts the inputs of `kept` back and runs the forward of layers 0..end again (RECOMPUTE: all; a Reversible stage:
+  // its stem), leaving the running statistics and the random engine as they were.
+  void Replay(Net<Dtype>& net, const Kept& kept, int end);
+  void Receive(Blob<Dtype>* blob, bool diff, int from, int tag);
+  void Send(const Blob<Dtype>* blob, bool diff, int to, int tag);
+  void WaitSends();
+  // The schedules: one iteration's micro-batches. Return the summed loss of the forwards (last stage).
+  Dtype RunSync();
+  Dtype RunAsync();
+  void ReduceGradients();
+  Kept* KeptFor(long mb);
+  static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs);
+  // A send's buffer was given back: its bytes leave the activation count.
+  void ReleaseSendBuffer(size_t i);
+  double now_ms() const;
+
+  Solver<Dtype>* solver_;
+  PipelineLayout layout_;
+  PipelineParameter param_;
+  StageCut cut_;
+  std::vector<TestStage> tests_;
+  bool reversible_ = false;
+  bool rebuilds_input_ = false;   // Reversible without a stem: keeps nothing of a micro-batch in flight
+  int stem_end_ = -1;             // Reversible with a stem: the stem's last layer in the stage net
+  std::vector<Blob<Dtype>*> dropped_inputs_;  // Reversible without a stem: inputs freed after forward, rebuilt
+  bool prev_reversible_ = false;  // the stage before this one rebuilds its input: send it our inputs with their gradient
+  bool recompute_ = false;
+  int k_ = 1;
+  std::unique_ptr<Net<Dtype>> source_;                 // stage 0: the data layers
+  std::vector<Net<Dtype>*> nets_;                      // [0] is the solver's
+  std::vector<std::unique_ptr<Net<Dtype>>> copies_;   // the others (STORE)
+  std::vector<std::string> inputs_, send_names_;
+  std::vector<std::vector<Blob<Dtype>*>> in_blobs_, send_blobs_;  // per net copy
+  std::vector<Kept> kept_;
+  bool primed_ = false;        // ASYNC: the stage runs its fill ahead of the backwards
+  Kept probe_;                // ASYNC, Reversible: one input per iteration, to measure its reconstruction
+  long last_forward_mb_ = -1;  // the micro-batch whose activations the net (RECOMPUTE) holds
+  long forwards_ = 0, backwards_ = 0;  // micro-batches since the start (ASYNC keeps counting across iterations)
+  std::vector<Blob<Dtype>*> no_outputs_;
+
+  MPI_Comm p2p_ = MPI_COMM_NULL, stage_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<Allreduce> stage_allreduce_, world_allreduce_;
+  std::unique_ptr<MpiCollectives> world_collectives_;
+  std::vector<MPI_Request> requests_;
+  std::vector<std::vector<Dtype>> send_buffers_;
+  PipelineStats stats_;
+  mutable std::vector<double> peak_mb_;  // GatherStats: each stage's peak activation memory (rank 0)
+  Timeline timeline_;
+  std::string timeline_file_;
+};
+
+}  // namespace strata

@@ -1,0 +1,705 @@
+#include "strata/engine/pipeline_engine.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "strata/common.hpp"
+#include "strata/memory_tracker.hpp"
+#include "strata/net.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+
+namespace {
+
+// Message tags on the engine's point-to-point communicator. Between two ranks, messages of one tag arrive in the
+// order they were sent, which is the order both sides process micro-batches in.
+constexpr int kForwardTag = 1;       // a micro-batch's boundary activations, stage s -> s + 1
+constexpr int kBackwardTag = 2;      // their gradients, s + 1 -> s
+constexpr int kBackwardDataTag = 3;  // the activations themselves, back to a Reversible stage s, s + 1 -> s
+constexpr int kTestTag = 4;          // a test batch's boundary activations
+
+template <typename Dtype>
+MPI_Datatype mpi_type() {
+  return sizeof(Dtype) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+// Whole-net layer times, forward + backward, per layer of `filtered` (split layers are not in it; their time is
+// left out). Averaged over the ranks of `world`, so that every rank plans the same cuts.
+template <typename Dtype>
+std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filtered, int passes, MPI_Comm world) {
+  std::vector<double> per_net_layer(static_cast<size_t>(net.num_layers()), 0);
+  std::chrono::steady_clock::time_point t0;
+  const void* owner = &per_net_layer;
+  auto start = [&](int) { t0 = std::chrono::steady_clock::now(); };
+  auto stop = [&](int i) {
+    per_net_layer[static_cast<size_t>(i)] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  net.add_before_forward_hook(start, owner);
+  net.add_after_forward_hook(stop, owner);
+  net.add_before_backward_hook(start, owner);
+  net.add_after_backward_hook(stop, owner);
+  for (int p = 0; p < passes; ++p) {
+    net.Forward();
+    net.Backward();
+  }
+  net.RemoveHooks(owner);
+  std::vector<double> cost(static_cast<size_t>(filtered.layer_size()), 0);
+  for (int i = 0; i < filtered.layer_size(); ++i) {
+    if (net.has_layer(filtered.layer(i).name())) {
+      cost[static_cast<size_t>(i)] = per_net_layer[static_cast<size_t>(net.layer_index(filtered.layer(i).name()))];
+    }
+  }
+  int ranks = 1;
+  MPI_Comm_size(world, &ranks);
+  MPI_Allreduce(MPI_IN_PLACE, cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, MPI_SUM, world);
+  for (double& c : cost) c /= ranks;
+  return cost;
+}
+
+std::map<std::string, std::vector<int>> ShapesOf(const std::vector<std::string>& names,
+                                                 const std::vector<std::vector<int>>& shapes) {
+  std::map<std::string, std::vector<int>> out;
+  for (size_t i = 0; i < names.size(); ++i) out[names[i]] = shapes[i];
+  return out;
+}
+
+template <typename Dtype>
+std::map<std::string, std::vector<int>> BlobShapes(const Net<Dtype>& net) {
+  std::vector<std::vector<int>> shapes;
+  for (const auto& b : net.blobs()) shapes.push_back(b->shape());
+  return ShapesOf(net.blob_names(), shapes);
+}
+
+// A test net's stage 0 runs its data layers inline (one batch at a time): the source layers, then the compute
+// layers without the Input layer that would receive their outputs.
+NetParameter InlineSources(const StageNets& nets) {
+  NetParameter merged = nets.compute;
+  merged.clear_layer();
+  for (const auto& l : nets.source.layer()) *merged.add_layer() = l;
+  for (int i = 0; i < nets.compute.layer_size(); ++i) {
+    if (i == 0 && nets.compute.layer(0).type() == "Input" && nets.source.layer_size() > 0) continue;
+    *merged.add_layer() = nets.compute.layer(i);
+  }
+  return merged;
+}
+
+}  // namespace
+
+template <typename Dtype>
+std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, const Communicator& comm,
+                                                  const AllreducePolicy& policy, const std::string& timeline_file) {
+  const PipelineParameter& pp = param.pipeline_param();
+  const PipelineLayout layout = PipelineLayout::Of(pp, comm.rank(), comm.size());
+  STRATA_REQUIRE(param.type() != "KFAC") << "pipeline training runs the SGD family; K-FAC's factors are not split "
+                                         << "by stage";
+  STRATA_REQUIRE(param.clip_gradients() < 0)
+      << "clip_gradients needs the norm of the whole gradient, which a pipeline spreads over its stages; it is not "
+      << "supported with pipeline_param";
+  STRATA_REQUIRE(!param.has_recompute_param())
+      << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
+      << "pipeline_param { activations: RECOMPUTE }";
+
+  // The whole train net, as one rank would build it: its shapes, its initial weights, its layer times.
+  NetParameter train = TrainNetParam(param);
+  UpgradeV1Net(&train);
+  NetParameter filtered;
+  Net<Dtype>::FilterNet(train, &filtered);
+  std::map<std::string, std::vector<int>> shapes;
+  NetParameter initial;
+  std::vector<std::string> cuts(pp.cut().begin(), pp.cut().end());
+  {
+    if (param.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param.random_seed()));
+    Net<Dtype> whole(train);
+    shapes = BlobShapes(whole);
+    whole.ToProto(&initial, false);
+    if (cuts.empty() && layout.stages > 1) {
+      const std::vector<double> cost =
+          MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
+      cuts = PlanCuts(filtered, cost, layout.stages);
+    }
+  }
+  const StageCut cut = CutNet(filtered, cuts);
+  const StageNets nets = MakeStageNets(filtered, cut, layout.stage, shapes);
+  if (comm.rank() == 0) {
+    std::ostringstream s;
+    for (int st = 0; st < cut.stages(); ++st) {
+      const int stem = pp.reversible() ? cut.reversible_prefix(st) : -1;
+      s << "\n  stage " << st
+        << (stem == 0 ? " (reversible)" : stem > 0 ? " (reversible after a stem of " + std::to_string(stem) + ")" : "")
+        << ":";
+      for (size_t i = 0; i < cut.layers.size(); ++i) {
+        if (cut.stage_of[i] == st) s << " " << cut.layers[i].name();
+      }
+      if (st + 1 < cut.stages()) {
+        s << "\n    sends:";
+        for (const auto& b : cut.cross[static_cast<size_t>(st)]) s << " " << b;
+      }
+    }
+    LOG(INFO) << "Pipeline: " << layout.stages << " stage(s) x " << layout.replicas << " replica(s), "
+              << (pp.cut_size() ? "cuts as given" : "cuts planned from measured layer times") << s.str();
+  }
+
+  // The test nets, cut like the train net.
+  SolverParameter stage_param = param;
+  stage_param.clear_net();
+  stage_param.clear_train_net();
+  stage_param.clear_train_net_param();
+  stage_param.clear_test_net();
+  stage_param.clear_test_net_param();
+  stage_param.clear_train_state();
+  stage_param.clear_test_state();
+  *stage_param.mutable_net_param() = nets.compute;
+  std::vector<TestStage> tests;
+  for (NetParameter test : TestNetParams(param)) {
+    UpgradeV1Net(&test);
+    NetParameter test_filtered;
+    Net<Dtype>::FilterNet(test, &test_filtered);
+    TestStage t;
+    t.cut = CutLike(test_filtered, cut);
+    std::map<std::string, std::vector<int>> test_shapes;
+    {
+      Net<Dtype> whole(test);
+      test_shapes = BlobShapes(whole);
+    }
+    const StageNets test_nets = MakeStageNets(test_filtered, t.cut, layout.stage, test_shapes);
+    t.send_blobs = test_nets.send_blobs;
+    *stage_param.add_test_net_param() = layout.first() ? InlineSources(test_nets) : test_nets.compute;
+    tests.push_back(std::move(t));
+  }
+  // The stage's nets read the data shard of their replica.
+  Strata::set_solver_rank(layout.replica);
+  Strata::set_solver_count(layout.replicas);
+  std::unique_ptr<Net<Dtype>> source;
+  if (layout.first() && nets.source.layer_size() > 0) {
+    // Seeded as the whole net was, so the data layers (which come first) draw the same seeds.
+    if (param.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param.random_seed()));
+    source = std::make_unique<Net<Dtype>>(nets.source);
+  }
+  std::unique_ptr<Solver<Dtype>> solver = SolverRegistry<Dtype>::Create(stage_param);
+  if (!solver->net()->learnable_params().empty()) solver->net()->CopyTrainedLayersFrom(initial);
+  // Rank 0 (the last stage of replica 0) logs and writes snapshots.
+  Strata::set_solver_rank(comm.rank());
+  Strata::set_solver_count(comm.size());
+  solver->set_engine(std::make_unique<PipelineEngine<Dtype>>(solver.get(), comm, policy, layout, pp, cut, nets,
+                                                             std::move(source), std::move(tests), timeline_file));
+  return solver;
+}
+
+template <typename Dtype>
+PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
+                                      const PipelineLayout& layout, const PipelineParameter& param, StageCut cut,
+                                      const StageNets& nets, std::unique_ptr<Net<Dtype>> source,
+                                      std::vector<TestStage> tests, const std::string& timeline_file)
+    : solver_(solver),
+      layout_(layout),
+      param_(param),
+      cut_(std::move(cut)),
+      tests_(std::move(tests)),
+      source_(std::move(source)),
+      timeline_(!timeline_file.empty()),
+      timeline_file_(timeline_file) {
+  const int s = layout_.stage;
+  k_ = solver_->param().iter_size();
+  reversible_ = param_.reversible() && cut_.reversible(s);
+  rebuilds_input_ = reversible_ && cut_.reversible_prefix(s) == 0;
+  prev_reversible_ = s > 0 && param_.reversible() && cut_.reversible(s - 1);
+  recompute_ = !reversible_ && param_.activations() == PipelineParameter::RECOMPUTE;
+  inputs_ = cut_.inputs(s);
+  send_names_ = nets.send_blobs;
+  STRATA_REQUIRE(!layout_.first() || inputs_.empty() || source_)
+      << "pipeline stage 0 receives " << inputs_.size() << " blob(s) but has no data layers to read them";
+
+  // Micro-batches in flight between forward and backward: S - s in the steady state (fewer when k is smaller).
+  const int in_flight = layout_.stages - s;
+  const int copies = reversible_ || recompute_ ? 1
+                     : param_.schedule() == PipelineParameter::SYNC ? std::min(in_flight, k_) : in_flight;
+  nets_.push_back(solver_->net());
+  for (int c = 1; c < copies; ++c) {
+    auto copy = std::make_unique<Net<Dtype>>(nets.compute);
+    // The same weights and the same gradients: every copy's backward adds into the one gradient.
+    const auto& mine = nets_[0]->params();
+    const auto& theirs = copy->params();
+    for (size_t p = 0; p < mine.size(); ++p) {
+      theirs[p]->ShareData(*mine[p]);
+      theirs[p]->ShareDiff(*mine[p]);
+    }
+    nets_.push_back(copy.get());
+    copies_.push_back(std::move(copy));
+  }
+  for (Net<Dtype>* net : nets_) {
+    std::vector<Blob<Dtype>*> in, out;
+    for (const auto& b : inputs_) in.push_back(net->blob_by_name(b).get());
+    for (const auto& b : send_names_) out.push_back(net->blob_by_name(b).get());
+    in_blobs_.push_back(in);
+    send_blobs_.push_back(out);
+  }
+  kept_.resize(static_cast<size_t>(in_flight));
+  if (rebuilds_input_) {
+    // The inputs the first block reads: dropped after each forward, so that its backward rebuilds them from the
+    // output (a Reversible layer rebuilds a bottom the Net dropped, and reads one it kept).
+    const Net<Dtype>& net = *nets_[0];
+    for (int l = 0; l < net.num_layers(); ++l) {
+      if (std::string(net.layers()[static_cast<size_t>(l)]->type()) != "Reversible") continue;
+      for (Blob<Dtype>* b : net.bottom_vecs()[static_cast<size_t>(l)]) {
+        if (std::find(in_blobs_[0].begin(), in_blobs_[0].end(), b) != in_blobs_[0].end()) dropped_inputs_.push_back(b);
+      }
+    }
+  }
+  if (reversible_) {
+    // The stem: the layers before the first block, which run again from the kept input before backward.
+    const auto& layers = nets_[0]->layers();
+    stem_end_ = 0;
+    while (stem_end_ + 1 < static_cast<int>(layers.size()) && std::string(layers[static_cast<size_t>(stem_end_) + 1]->type()) != "Reversible") {
+      ++stem_end_;
+    }
+  }
+
+  STRATA_MPI_CHECK(MPI_Comm_dup(comm.world(), &p2p_));
+  STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), s, layout_.replica, &stage_comm_));
+  stage_allreduce_ = policy.create(stage_comm_);
+  world_allreduce_ = policy.create(comm.world());
+  world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
+  timeline_.NameRow(0, "stage " + std::to_string(s));
+  // The whole net built for planning is gone: from here on the peaks are the stage's own.
+  MemoryTracker::reset_all_peaks();
+}
+
+template <typename Dtype>
+PipelineEngine<Dtype>::~PipelineEngine() {
+  if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
+  if (p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
+  stage_allreduce_.reset();
+  if (stage_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_comm_);
+}
+
+template <typename Dtype>
+double PipelineEngine<Dtype>::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Receive(Blob<Dtype>* blob, bool diff, int from, int tag) {
+  const double t0 = now_ms(), ts = timeline_.now_us();
+  Dtype* dst = diff ? blob->mutable_cpu_diff() : blob->mutable_cpu_data();
+  MPI_Status status;
+  STRATA_MPI_CHECK(MPI_Recv(dst, blob->count(), mpi_type<Dtype>(), from, tag, p2p_, &status));
+  int got = 0;
+  MPI_Get_count(&status, mpi_type<Dtype>(), &got);
+  if (got != blob->count()) {
+    mpi_abort("pipeline stage " + std::to_string(layout_.stage) + ": a message of " + std::to_string(got) +
+              " values arrived for a blob of " + std::to_string(blob->count()) + " (the stages disagree on shapes)");
+  }
+  stats_.wait_ms += now_ms() - t0;
+  timeline_.Record("wait", "wait", 0, ts);
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Send(const Blob<Dtype>* blob, bool diff, int to, int tag) {
+  // Finished sends give their buffers back; the rest stay in flight while this stage computes.
+  for (size_t i = 0; i < requests_.size();) {
+    int done = 0;
+    STRATA_MPI_CHECK(MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE));
+    if (done) {
+      ReleaseSendBuffer(i);
+    } else {
+      ++i;
+    }
+  }
+  const Dtype* src = diff ? blob->cpu_diff() : blob->cpu_data();
+  send_buffers_.emplace_back(src, src + blob->count());
+  MemoryTracker::allocated(MemoryCategory::kActivation, send_buffers_.back().size() * sizeof(Dtype));
+  requests_.emplace_back();
+  STRATA_MPI_CHECK(MPI_Isend(send_buffers_.back().data(), blob->count(), mpi_type<Dtype>(), to, tag, p2p_,
+                             &requests_.back()));
+  stats_.bytes_sent += static_cast<double>(blob->count()) * sizeof(Dtype);
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::WaitSends() {
+  const double t0 = now_ms();
+  if (!requests_.empty()) {
+    STRATA_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  }
+  while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
+  stats_.wait_ms += now_ms() - t0;
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::ReleaseSendBuffer(size_t i) {
+  MemoryTracker::released(MemoryCategory::kActivation, send_buffers_[i].size() * sizeof(Dtype));
+  requests_.erase(requests_.begin() + static_cast<long>(i));
+  send_buffers_.erase(send_buffers_.begin() + static_cast<long>(i));
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs) {
+  kept->mb = mb;
+  kept->inputs.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!kept->inputs[i]) {
+      kept->inputs[i] = std::make_unique<Blob<Dtype>>();
+      kept->inputs[i]->set_memory_category(MemoryCategory::kActivation);
+    }
+    kept->inputs[i]->Reshape(inputs[i]->shape());
+    kept->inputs[i]->CopyFrom(*inputs[i]);
+  }
+  kept->rng = Strata::rng();
+}
+
+template <typename Dtype>
+typename PipelineEngine<Dtype>::Kept* PipelineEngine<Dtype>::KeptFor(long mb) {
+  return &kept_[static_cast<size_t>(mb) % kept_.size()];
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
+  const size_t c = CopyFor(mb);
+  Net<Dtype>& net = *nets_[c];
+  const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
+  if (layout_.first()) {
+    if (source_) {
+      const double t0 = now_ms();
+      source_->Forward();
+      for (size_t i = 0; i < in.size(); ++i) {
+        const Blob<Dtype>& b = *source_->blob_by_name(inputs_[i]);
+        std::copy(b.cpu_data(), b.cpu_data() + b.count(), in[i]->mutable_cpu_data());
+      }
+      stats_.compute_ms += now_ms() - t0;
+    }
+  } else {
+    const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
+    for (Blob<Dtype>* b : in) Receive(b, false, from, kForwardTag);
+  }
+  // Kept: what a replay starts from, and what a Reversible stage before this one gets back with the gradient.
+  const bool keep_inputs = recompute_ || (reversible_ && !rebuilds_input_) || (prev_reversible_ && !rebuilds_input_);
+  if (keep_inputs) Keep(KeptFor(mb), mb, in);
+  if (rebuilds_input_ && param_.schedule() == PipelineParameter::ASYNC && probe_.mb < 0) Keep(&probe_, mb, in);
+  const double t0 = now_ms(), ts = timeline_.now_us();
+  Dtype l = 0;
+  net.Forward(&l);
+  if (loss) *loss += l;
+  last_forward_mb_ = mb;
+  stats_.compute_ms += now_ms() - t0;
+  timeline_.Record("F" + std::to_string(mb), "forward", 0, ts);
+  if (!layout_.last()) {
+    const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
+    for (Blob<Dtype>* b : send_blobs_[c]) Send(b, false, to, kForwardTag);
+  }
+  for (Blob<Dtype>* b : dropped_inputs_) b->release_memory();
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Replay(Net<Dtype>& net, const Kept& kept, int end) {
+  const std::vector<Blob<Dtype>*>& in = in_blobs_[0];
+  for (size_t i = 0; i < in.size(); ++i) in[i]->CopyFrom(*kept.inputs[i]);
+  // The statistics a forward moves (BatchNorm's running mean and variance) move once per micro-batch, not twice;
+  // the random engine draws what it drew at the forward (Dropout's mask), then goes on from where it is now.
+  std::vector<std::vector<Dtype>> statistics;
+  const auto& params = net.learnable_params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (net.learnable_param_is_statistic(static_cast<int>(p))) {
+      statistics.emplace_back(params[p]->cpu_data(), params[p]->cpu_data() + params[p]->count());
+    }
+  }
+  const std::mt19937 now = Strata::rng();
+  Strata::rng() = kept.rng;
+  net.ForwardFromTo(0, end);
+  Strata::rng() = now;
+  size_t k = 0;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (net.learnable_param_is_statistic(static_cast<int>(p))) {
+      std::copy(statistics[k].begin(), statistics[k].end(), params[p]->mutable_cpu_data());
+      ++k;
+    }
+  }
+  last_forward_mb_ = kept.mb;
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Backward(long mb) {
+  const size_t c = CopyFor(mb);
+  Net<Dtype>& net = *nets_[c];
+  Kept* kept = KeptFor(mb);
+  if ((recompute_ || (reversible_ && !rebuilds_input_)) && last_forward_mb_ != mb) {
+    CHECK_EQ(kept->mb, mb) << "the inputs of micro-batch " << mb << " were not kept";
+    const double t0 = now_ms(), ts = timeline_.now_us();
+    // RECOMPUTE: the whole stage; a Reversible stage: its stem (the blocks rebuild themselves from the output).
+    Replay(net, *kept, recompute_ ? net.num_layers() - 1 : stem_end_);
+    stats_.compute_ms += now_ms() - t0;
+    timeline_.Record("R" + std::to_string(mb), "replay", 0, ts);
+  }
+  if (!layout_.last()) {
+    const int from = layout_.RankOf(layout_.stage + 1, layout_.replica);
+    for (Blob<Dtype>* b : send_blobs_[c]) Receive(b, true, from, kBackwardTag);
+    if (reversible_) {
+      for (Blob<Dtype>* b : send_blobs_[c]) Receive(b, false, from, kBackwardDataTag);
+    }
+  }
+  const double t0 = now_ms(), ts = timeline_.now_us();
+  net.Backward();
+  stats_.compute_ms += now_ms() - t0;
+  timeline_.Record("B" + std::to_string(mb), "backward", 0, ts);
+  const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
+  if (rebuilds_input_ && probe_.mb == mb) {
+    // How far the rebuilt input is from the one the forward had (the weights changed in between: ASYNC).
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Dtype* x = in[i]->cpu_data();
+      const Dtype* was = probe_.inputs[i]->cpu_data();
+      for (int j = 0; j < in[i]->count(); ++j) {
+        err = std::max(err, std::fabs(static_cast<double>(x[j] - was[j])));
+        scale = std::max(scale, std::fabs(static_cast<double>(was[j])));
+      }
+    }
+    stats_.max_reconstruction_error = std::max(stats_.max_reconstruction_error, scale > 0 ? err / scale : err);
+    probe_.mb = -1;
+  }
+  if (!layout_.first()) {
+    const int to = layout_.RankOf(layout_.stage - 1, layout_.replica);
+    for (Blob<Dtype>* b : in) Send(b, true, to, kBackwardTag);
+    if (prev_reversible_) {
+      if (rebuilds_input_) {
+        for (Blob<Dtype>* b : in) Send(b, false, to, kBackwardDataTag);
+      } else {
+        CHECK_EQ(kept->mb, mb) << "the inputs of micro-batch " << mb << " were not kept";
+        for (const auto& b : kept->inputs) Send(b.get(), false, to, kBackwardDataTag);
+      }
+    }
+  }
+  // The rebuilt input is sent: gone again, so that the next backward rebuilds its own.
+  for (Blob<Dtype>* b : dropped_inputs_) b->release_memory();
+}
+
+template <typename Dtype>
+Dtype PipelineEngine<Dtype>::RunSync() {
+  Dtype loss = 0;
+  Dtype* l = layout_.last() ? &loss : nullptr;
+  const int fill = std::min(layout_.stages - layout_.stage - 1, k_);
+  int f = 0, b = 0;
+  while (f < fill) Forward(f++, l);
+  while (f < k_) {
+    Forward(f++, l);
+    Backward(b++);
+  }
+  while (b < k_) Backward(b++);
+  WaitSends();
+  return loss;
+}
+
+template <typename Dtype>
+Dtype PipelineEngine<Dtype>::RunAsync() {
+  Dtype loss = 0;
+  Dtype* l = layout_.last() ? &loss : nullptr;
+  if (!primed_) {
+    for (int i = 0; i < layout_.stages - layout_.stage - 1; ++i) Forward(forwards_++, nullptr);
+    primed_ = true;
+  }
+  const long target = backwards_ + k_;
+  while (backwards_ < target) {
+    Forward(forwards_++, l);
+    Backward(backwards_++);
+  }
+  return loss;
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::ReduceGradients() {
+  if (layout_.replicas == 1) return;
+  const double t0 = now_ms(), ts = timeline_.now_us();
+  Net<Dtype>& net = *nets_[0];
+  const auto& params = net.learnable_params();
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (net.learnable_param_is_statistic(static_cast<int>(p))) continue;
+    stage_allreduce_->run(params[p]->mutable_cpu_diff(), static_cast<size_t>(params[p]->count()));
+  }
+  stats_.reduce_ms += now_ms() - t0;
+  timeline_.Record("allreduce", "reduce", 0, ts);
+}
+
+template <typename Dtype>
+Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
+  (void)rate;
+  (void)iter;
+  const double start = now_ms();
+  Net<Dtype>& net = *nets_[0];
+  const bool sync = param_.schedule() == PipelineParameter::SYNC;
+  if (sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
+  const Dtype loss = (sync ? RunSync() : RunAsync()) / static_cast<Dtype>(k_);
+  if (layout_.last()) solver_->CheckLoss(loss);
+  ReduceGradients();
+  solver_->ApplyUpdate();
+  // ASYNC: the backwards a Drain runs before the next update add to a gradient that starts at zero.
+  if (!sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
+  ++stats_.iterations;
+  stats_.iteration_ms += now_ms() - start;
+  return loss;
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Drain() {
+  if (param_.schedule() == PipelineParameter::ASYNC && primed_) {
+    // Stage 0 is S - 1 forwards ahead of the backwards every stage has done, stage s S - s - 1. Each catches up
+    // with stage 0 in the steady state's order (s times a forward and a backward, then the backwards left), so that
+    // no stage holds more micro-batches in flight than it has room for.
+    const long target = backwards_ + layout_.stages - 1;
+    while (forwards_ < target) {
+      Forward(forwards_++, nullptr);
+      Backward(backwards_++);
+    }
+    while (backwards_ < forwards_) Backward(backwards_++);
+    primed_ = false;
+  }
+  WaitSends();
+  if (layout_.replicas > 1) {
+    // The statistics each replica moved on its own data: their mean.
+    Net<Dtype>& net = *nets_[0];
+    const auto& params = net.learnable_params();
+    for (size_t p = 0; p < params.size(); ++p) {
+      if (!net.learnable_param_is_statistic(static_cast<int>(p))) continue;
+      stage_allreduce_->run(params[p]->mutable_cpu_data(), static_cast<size_t>(params[p]->count()));
+      params[p]->scale_data(Dtype(1) / static_cast<Dtype>(layout_.replicas));
+    }
+  }
+}
+
+template <typename Dtype>
+SignalAction PipelineEngine<Dtype>::AgreeOnAction(SignalAction local, int iter) {
+  (void)iter;
+  int a = static_cast<int>(local);
+  STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &a, 1, MPI_INT, MPI_MAX, p2p_));
+  return static_cast<SignalAction>(a);
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::ReduceScores(std::vector<Dtype>* scores) {
+  // Only the last stage computes scores; its replicas saw different data.
+  if (layout_.replicas == 1 || scores->empty()) return;
+  stage_allreduce_->run(scores->data(), scores->size());
+  for (Dtype& s : *scores) s /= static_cast<Dtype>(layout_.replicas);
+}
+
+template <typename Dtype>
+const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& net, Dtype* loss) {
+  const auto& test_nets = solver_->test_nets();
+  size_t t = 0;
+  while (t < test_nets.size() && test_nets[t].get() != &net) ++t;
+  CHECK_LT(t, tests_.size()) << "TestForward: not one of the solver's test nets";
+  const TestStage& test = tests_[t];
+  if (!layout_.first()) {
+    const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
+    for (const std::string& b : test.cut.inputs(layout_.stage)) Receive(net.blob_by_name(b).get(), false, from, kTestTag);
+  }
+  const auto& outputs = net.Forward(loss);
+  if (layout_.last()) return outputs;
+  const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
+  for (const std::string& b : test.send_blobs) Send(net.blob_by_name(b).get(), false, to, kTestTag);
+  WaitSends();
+  if (loss) *loss = 0;
+  return no_outputs_;
+}
+
+template <typename Dtype>
+bool PipelineEngine<Dtype>::GatherWeights(NetParameter* weights, bool write_diff) {
+  std::string mine;
+  if (layout_.replica == 0) {
+    NetParameter stage;
+    nets_[0]->ToProto(&stage, write_diff);
+    stage.SerializeToString(&mine);
+  }
+  const std::vector<std::string> all = world_collectives_->GatherToRoot(mine);
+  if (world_collectives_->rank() != 0) return true;
+  std::map<std::string, LayerParameter> layers;
+  for (const std::string& s : all) {
+    NetParameter stage;
+    if (s.empty()) continue;
+    STRATA_REQUIRE(stage.ParseFromString(s)) << "pipeline snapshot: a stage's weights did not parse";
+    for (const auto& l : stage.layer()) layers[l.name()] = l;
+  }
+  weights->Clear();
+  weights->set_name(nets_[0]->name().substr(0, nets_[0]->name().rfind(".stage")));
+  for (const LayerParameter& l : cut_.layers) {
+    auto it = layers.find(l.name());
+    *weights->add_layer() = it != layers.end() ? it->second : l;
+  }
+  return true;
+}
+
+template <typename Dtype>
+std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
+  std::ostringstream s;
+  s.precision(17);
+  s << stats_.iteration_ms << " " << stats_.compute_ms << " " << stats_.wait_ms << " " << stats_.reduce_ms << " " << stats_.bytes_sent << " "
+    << stats_.iterations << " " << stats_.max_reconstruction_error << " "
+    << MemoryTracker::peak(MemoryCategory::kActivation) / 1048576.0 << " " << layout_.stage << " " << layout_.replica;
+  const std::vector<std::string> all = world_collectives_->GatherToRoot(s.str());
+  std::vector<PipelineStats> out;
+  if (world_collectives_->rank() != 0) return out;
+  out.resize(static_cast<size_t>(layout_.stages));
+  peak_mb_.assign(static_cast<size_t>(layout_.stages), 0);
+  for (const std::string& line : all) {
+    std::istringstream in(line);
+    PipelineStats st;
+    double peak = 0;
+    int stage = 0, replica = 0;
+    in >> st.iteration_ms >> st.compute_ms >> st.wait_ms >> st.reduce_ms >> st.bytes_sent >> st.iterations >> st.max_reconstruction_error >>
+        peak >> stage >> replica;
+    if (replica == 0) {
+      out[static_cast<size_t>(stage)] = st;
+      peak_mb_[static_cast<size_t>(stage)] = peak;
+    }
+  }
+  return out;
+}
+
+template <typename Dtype>
+std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages, const std::vector<double>& peak_mb) {
+  std::ostringstream s;
+  char line[256];
+  std::snprintf(line, sizeof(line), "%5s %10s %14s %11s %8s %13s %11s %15s %11s", "stage", "ms/iter", "compute ms/it",
+                "wait ms/it", "bubble", "reduce ms/it", "MB sent/it", "peak activ. MB", "rebuild err");
+  s << line;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const PipelineStats& st = stages[i];
+    const double n = std::max(1, st.iterations);
+    const double busy = st.compute_ms + st.wait_ms;
+    std::snprintf(line, sizeof(line), "\n%5zu %10.2f %14.2f %11.2f %7.1f%% %13.2f %11.3f %15.2f %11.2e", i,
+                  st.iteration_ms / n, st.compute_ms / n, st.wait_ms / n, busy > 0 ? 100 * st.wait_ms / busy : 0.0, st.reduce_ms / n, st.bytes_sent / n / 1e6,
+                  i < peak_mb.size() ? peak_mb[i] : 0.0, st.max_reconstruction_error);
+    s << line;
+  }
+  return s.str();
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::AfterIteration(int iterations_done) {
+  const int display = solver_->param().display();
+  if (display <= 0 || iterations_done % display != 0) return;
+  const std::vector<PipelineStats> all = GatherStats();
+  if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << StatsTable(all, peak_mb_);
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::Finish(int iterations_done) {
+  (void)iterations_done;
+  Drain();
+  const std::vector<PipelineStats> all = GatherStats();
+  if (!all.empty()) LOG(INFO) << "Pipeline stages:\n" << StatsTable(all, peak_mb_);
+  if (timeline_.enabled()) timeline_.Write(timeline_file_, world_collectives_.get());
+}
+
+template std::unique_ptr<Solver<float>> MakePipelineSolver<float>(const SolverParameter&, const Communicator&,
+                                                                  const AllreducePolicy&, const std::string&);
+template std::unique_ptr<Solver<double>> MakePipelineSolver<double>(const SolverParameter&, const Communicator&,
+                                                                    const AllreducePolicy&, const std::string&);
+STRATA_INSTANTIATE_CLASS(PipelineEngine);
+
+}  // namespace strata

@@ -1,0 +1,360 @@
+// PipelineEngine on however many ranks mpirun started (ctest: 1, 2, 3, 4, 5, 7 and 8).
+//
+// Equivalence (schedule SYNC): S stages x R replicas, k micro-batches of b records each per iteration, must end
+// with the weights one rank reaches accumulating the same R x k micro-batches (iter_size R x k, batch b): the Data
+// layer gives replica r micro-batch r of every R consecutive ones, and within an iteration the weights do not
+// change, so only the order of additions differs (relative 1e-5). Ranks of one stage must hold bit-identical
+// weights. Every rank computes the single-rank reference itself.
+//
+// The net starts with two RevNet blocks on the 2-channel images, then a convolution, two more RevNet blocks and a
+// block of the general coupling (4 streams, gamma 0.5), then pooling, two inner products and the loss, so that
+// cuts can make stages of Reversible blocks only: at the start (stage 0, which rebuilds its input from its
+// output and keeps nothing), in the middle, and before a stage that stores.
+#include <glog/logging.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data_test_util.hpp"
+#include "mpi/mpi_test_util.hpp"
+#include "strata/comm/communicator.hpp"
+#include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/engine/pipeline_engine.hpp"
+#include "strata/net.hpp"
+#include "strata/solver.hpp"
+#include "strata/util/io.hpp"
+
+namespace strata {
+namespace {
+
+constexpr int kBatch = 2;
+constexpr int kIterations = 4;
+constexpr int kRecords = 2000;
+
+using mpi_test::all_ranks;
+using mpi_test::world_rank;
+using mpi_test::world_size;
+
+// Record i: a 2 x 6 x 6 image of hashed pixels (two channels: the first blocks split them in halves).
+Datum Record(int i) { return mpi_test::HashedRecord(i, 2); }
+
+std::string NetText(const std::string& source) {
+  auto block = [](const std::string& name, const std::string& bottom, const std::string& top, int half) {
+    std::ostringstream s;
+    s << "layer { name: '" << name << "' type: 'Reversible' bottom: '" << bottom << "' top: '" << top << "'\n"
+      << "  reversible_param {\n";
+    for (const char* side : {"f", "g"}) {
+      s << "    " << side << " { name: '" << name << "_" << side << "_conv' type: 'Convolution' bottom: 'in' top: 't'\n"
+        << "        convolution_param { num_output: " << half << " kernel_size: 3 pad: 1\n"
+        << "          weight_filler { type: 'gaussian' std: 0.3 } bias_filler { type: 'constant' value: 0.05 } } }\n"
+        << "    " << side << " { name: '" << name << "_" << side << "_relu' type: 'ReLU' bottom: 't' top: 't' }\n";
+    }
+    s << "  } }\n";
+    return s.str();
+  };
+  std::ostringstream s;
+  s << "name: 'pipe'\n"
+    << "layer { name: 'data' type: 'Data' top: 'data' top: 'label' transform_param { scale: 0.00390625 }\n"
+    << "        data_param { source: '" << source << "' batch_size: " << kBatch << " } }\n"
+    << block("b0", "data", "r0", 1) << block("b1", "r0", "r1", 1)
+    << "layer { name: 'conv1' type: 'Convolution' bottom: 'r1' top: 'conv1'\n"
+    << "        convolution_param { num_output: 4 kernel_size: 3 pad: 1\n"
+    << "          weight_filler { type: 'gaussian' std: 0.3 } bias_filler { type: 'constant' value: 0.1 } } }\n"
+    << "layer { name: 'relu1' type: 'ReLU' bottom: 'conv1' top: 'conv1' }\n"
+    << block("b2", "conv1", "r2", 2) << block("b3", "r2", "r3", 2)
+    << "layer { name: 'b4' type: 'Reversible' bottom: 'r3' top: 'r4'\n"
+    << "  reversible_param { streams: 4 gamma: 0.5\n";
+  for (int t = 0; t < 3; ++t) {
+    s << "    step { layer { name: 'b4_s" << t << "' type: 'Convolution' bottom: 'in' top: 't'\n"
+      << "                   convolution_param { num_output: 1 kernel_size: 3 pad: 1\n"
+      << "                     weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+      << "           layer { name: 'b4_s" << t << "_tanh' type: 'TanH' bottom: 't' top: 't' } }\n";
+  }
+  s << "  } }\n"
+    << "layer { name: 'pool' type: 'Pooling' bottom: 'r4' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+    << "layer { name: 'ip1' type: 'InnerProduct' bottom: 'pool' top: 'ip1'\n"
+    << "        inner_product_param { num_output: 8\n"
+    << "          weight_filler { type: 'gaussian' std: 0.2 } bias_filler { type: 'constant' value: 0.05 } } }\n"
+    << "layer { name: 'relu2' type: 'ReLU' bottom: 'ip1' top: 'ip1' }\n"
+    << "layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2'\n"
+    << "        inner_product_param { num_output: 5\n"
+    << "          weight_filler { type: 'gaussian' std: 0.2 } bias_filler { type: 'constant' value: 0 } } }\n"
+    << "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' bottom: 'label' top: 'loss' }\n";
+  return s.str();
+}
+
+// Cuts that put Reversible blocks alone in stages (the first, the middle ones) for S stages; empty past 6.
+std::vector<std::string> ReversibleCuts(int stages) {
+  switch (stages) {
+    case 2: return {"conv1"};                              // stage 0: data, b0, b1 (reversible)
+    case 3: return {"conv1", "pool"};    // + stage 1: a stem (conv1, relu1) and b2, b3, b4: keeps its input only
+    case 4: return {"conv1", "b2", "pool"};  // stage 1 stores and sends its input back; stage 2: b2..b4, keeps nothing
+    case 5: return {"b1", "conv1", "b2", "pool"};          // two Reversible stages in a row
+    case 6: return {"b1", "conv1", "b2", "b4", "pool"};
+    default: return {};
+  }
+}
+
+using Weights = std::map<std::string, std::vector<std::vector<float>>>;  // layer -> its blobs
+
+Weights WeightsOf(Net<float>& net) {
+  Weights w;
+  for (int i = 0; i < net.num_layers(); ++i) {
+    for (const auto& b : net.layers()[static_cast<size_t>(i)]->blobs()) {
+      w[net.layer_names()[static_cast<size_t>(i)]].emplace_back(b->cpu_data(), b->cpu_data() + b->count());
+    }
+  }
+  return w;
+}
+
+uint64_t Digest(const Weights& w) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& layer : w) {
+    for (const auto& blob : layer.second) {
+      for (float v : blob) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        h = (h ^ bits) * 1099511628211ull;
+      }
+    }
+  }
+  return h;
+}
+
+struct Config {
+  int replicas = 1;
+  int micro_batches = 3;
+  std::vector<std::string> cuts;  // empty: the planner's
+  PipelineParameter::Activations activations = PipelineParameter::STORE;
+  bool reversible = true;
+  PipelineParameter::Schedule schedule = PipelineParameter::SYNC;
+  std::string describe() const {
+    std::ostringstream s;
+    s << world_size() / replicas << " stages x " << replicas << " replicas, " << micro_batches << " micro-batches, cuts";
+    if (cuts.empty()) s << " planned";
+    for (const auto& c : cuts) s << " " << c;
+    s << ", " << PipelineParameter::Activations_Name(activations) << (reversible ? ", reversible stages" : "") << ", "
+      << PipelineParameter::Schedule_Name(schedule);
+    return s.str();
+  }
+};
+
+class PipelineEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    saved_minloglevel_ = FLAGS_minloglevel;
+    FLAGS_minloglevel = 1;
+    // Rank 0 writes the LMDB and tells the others where; they only read it.
+    db_ = mpi_test::SharedRecordDb(&dir_, kRecords, Record);
+    comm_ = std::make_unique<Communicator>(0);
+  }
+  static void TearDownTestSuite() {
+    comm_.reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+    dir_.reset();
+    FLAGS_minloglevel = saved_minloglevel_;
+  }
+
+  static SolverParameter MakeSolverParam(int iter_size) {
+    SolverParameter p;
+    ReadProtoFromTextString(NetText(db_), p.mutable_net_param());
+    p.set_type("SGD");
+    p.set_base_lr(0.05f);
+    p.set_momentum(0.9f);
+    p.set_weight_decay(0.01f);
+    p.set_lr_policy("inv");
+    p.set_gamma(0.05f);
+    p.set_power(0.75f);
+    p.set_max_iter(kIterations);
+    p.set_iter_size(iter_size);
+    p.set_random_seed(1701);
+    p.set_display(0);
+    p.set_snapshot_after_train(false);
+    return p;
+  }
+
+  // Trains under `c`; returns this rank's weights and leaves the engine's stats in stats_.
+  Weights Train(const Config& c, std::unique_ptr<Solver<float>>* keep = nullptr) {
+    SolverParameter p = MakeSolverParam(c.micro_batches);
+    PipelineParameter* pp = p.mutable_pipeline_param();
+    pp->set_replicas(static_cast<uint32_t>(c.replicas));
+    for (const auto& cut : c.cuts) pp->add_cut(cut);
+    pp->set_activations(c.activations);
+    pp->set_reversible(c.reversible);
+    pp->set_schedule(c.schedule);
+    pp->set_plan_passes(1);
+    auto solver = MakePipelineSolver<float>(p, *comm_, AllreducePolicy::from_name("hybrid"));
+    solver->Solve();
+    auto* engine = static_cast<PipelineEngine<float>*>(solver->engine());
+    stats_ = engine->stats();
+    layout_ = engine->layout();
+    reversible_ = engine->reversible();
+    rebuilds_input_ = engine->rebuilds_input();
+    copies_ = engine->net_copies();
+    Weights w = WeightsOf(*solver->net());
+    Strata::set_solver_rank(0);
+    Strata::set_solver_count(1);
+    if (keep) *keep = std::move(solver);
+    return w;
+  }
+
+  // One rank accumulating the same micro-batches.
+  static Weights Reference(int iter_size, Weights* initial) {
+    Strata::set_solver_rank(0);
+    Strata::set_solver_count(1);
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(iter_size));
+    *initial = WeightsOf(*solver->net());
+    solver->Solve();
+    return WeightsOf(*solver->net());
+  }
+
+  void Check(const Config& c) {
+    SCOPED_TRACE(c.describe());
+    Weights initial;
+    const Weights reference = Reference(c.micro_batches * c.replicas, &initial);
+    const Weights w = Train(c);
+    bool close = true;
+    int compared = 0;
+    for (const auto& layer : w) {
+      auto ref = reference.find(layer.first);
+      if (ref == reference.end()) continue;  // the stage's Input and Split layers
+      ASSERT_EQ(layer.second.size(), ref->second.size()) << layer.first;
+      for (size_t b = 0; b < layer.second.size(); ++b) {
+        const auto& got = layer.second[b];
+        const auto& want = ref->second[b];
+        const auto& start = initial.at(layer.first)[b];
+        ASSERT_EQ(got.size(), want.size());
+        float scale = 0, diff = 0, moved = 0;
+        for (size_t k = 0; k < got.size(); ++k) {
+          scale = std::max(scale, std::fabs(want[k]));
+          diff = std::max(diff, std::fabs(got[k] - want[k]));
+          moved = std::max(moved, std::fabs(want[k] - start[k]));
+        }
+        EXPECT_GT(moved, 1e-4f * scale) << layer.first << " blob " << b << " hardly moved: the test proves nothing";
+        EXPECT_LE(diff, 1e-5f * scale) << layer.first << " blob " << b << ": the pipeline differs from one rank by "
+                                       << diff << " (largest value " << scale << ")";
+        close = close && diff <= 1e-5f * scale;
+        ++compared;
+      }
+    }
+    int all_compared = 0;  // a stage may have no weights (pooling alone); the pipeline as a whole has
+    MPI_Allreduce(&compared, &all_compared, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_GT(all_compared, 0) << "no stage has weights to compare";
+    EXPECT_TRUE(all_ranks(close)) << "some stage's weights differ from the single-rank reference";
+    // Replicas of a stage: bit-identical.
+    MPI_Comm stage;
+    MPI_Comm_split(MPI_COMM_WORLD, layout_.stage, layout_.replica, &stage);
+    uint64_t d = Digest(w), lo = 0, hi = 0;
+    MPI_Allreduce(&d, &lo, 1, MPI_UINT64_T, MPI_MIN, stage);
+    MPI_Allreduce(&d, &hi, 1, MPI_UINT64_T, MPI_MAX, stage);
+    MPI_Comm_free(&stage);
+    EXPECT_TRUE(all_ranks(lo == hi)) << "the replicas of a stage hold different weights";
+  }
+
+  PipelineStats stats_;
+  PipelineLayout layout_;
+  bool reversible_ = false;
+  bool rebuilds_input_ = false;
+  int copies_ = 0;
+  static std::unique_ptr<testing_data::TempDir> dir_;
+  static std::string db_;
+  static std::unique_ptr<Communicator> comm_;
+  static int saved_minloglevel_;
+};
+std::unique_ptr<testing_data::TempDir> PipelineEngineTest::dir_;
+std::string PipelineEngineTest::db_;
+std::unique_ptr<Communicator> PipelineEngineTest::comm_;
+int PipelineEngineTest::saved_minloglevel_ = 0;
+
+TEST_F(PipelineEngineTest, SyncStagesEqualOneRankAccumulatingTheMicroBatches) {
+  const int n = world_size();
+  if (n > 6) GTEST_SKIP() << "the test net is cut into at most 6 stages by hand";
+  Config c;
+  c.cuts = ReversibleCuts(n);
+  for (auto activations : {PipelineParameter::STORE, PipelineParameter::RECOMPUTE}) {
+    for (bool reversible : {true, false}) {
+      for (int k : {1, 3}) {
+        c.activations = activations;
+        c.reversible = reversible;
+        c.micro_batches = k;
+        Check(c);
+        // What each stage kept: nothing but one net for Reversible stages and recomputation; a net per micro-batch
+        // in flight otherwise.
+        if (reversible_ || activations == PipelineParameter::RECOMPUTE) {
+          EXPECT_EQ(copies_, 1);
+        } else {
+          EXPECT_EQ(copies_, std::min(n - layout_.stage, k));
+        }
+      }
+    }
+  }
+  // Stage 0 is Reversible at every rank count here (b0, b1 or b0 alone); no other stage before the last is
+  // made of other layers only at 2 stages.
+  if (n >= 2) {
+    c.reversible = true;
+    c.activations = PipelineParameter::STORE;
+    c.micro_batches = 2;
+    Check(c);
+    if (layout_.stage == 0) {
+      EXPECT_TRUE(reversible_) << "stage 0 holds only Reversible blocks";
+    }
+    if (layout_.stage == n - 1) {
+      EXPECT_FALSE(reversible_) << "the last stage computes the loss";
+    }
+  }
+}
+
+TEST_F(PipelineEngineTest, PlannedCutsEqualOneRank) {
+  if (world_size() > 8) GTEST_SKIP();
+  Config c;  // the planner cuts wherever the measured times say: the result must not depend on where
+  Check(c);
+}
+
+TEST_F(PipelineEngineTest, StagesTimesReplicasEqualOneRank) {
+  const int n = world_size();
+  if (n % 2 != 0 || n < 4) GTEST_SKIP() << "needs an even rank count of at least 4 (stages x 2 replicas)";
+  Config c;
+  c.replicas = 2;
+  c.cuts = ReversibleCuts(n / 2);
+  Check(c);
+  c.activations = PipelineParameter::RECOMPUTE;
+  c.micro_batches = 2;
+  Check(c);
+}
+
+TEST_F(PipelineEngineTest, AsyncTrainsAndMeasuresTheReconstruction) {
+  const int n = world_size();
+  if (n < 2 || n > 6) GTEST_SKIP() << "needs 2 to 6 ranks";
+  Config c;
+  c.cuts = ReversibleCuts(n);
+  c.schedule = PipelineParameter::ASYNC;
+  c.micro_batches = 2;
+  std::unique_ptr<Solver<float>> solver;
+  const Weights w = Train(c, &solver);
+  bool finite = true;
+  for (const auto& layer : w) {
+    for (const auto& blob : layer.second) {
+      for (float v : blob) finite = finite && std::isfinite(v);
+    }
+  }
+  EXPECT_TRUE(all_ranks(finite));
+  // Every micro-batch a stage forwarded was also taken back (Drain at the end of Solve).
+  EXPECT_EQ(stats_.iterations, kIterations);
+  if (rebuilds_input_) {
+    // Updates between a micro-batch's forward and its backward: the rebuilt input is off, measurably and a little.
+    EXPECT_GT(stats_.max_reconstruction_error, 0.0);
+    EXPECT_LT(stats_.max_reconstruction_error, 0.5);
+  }
+}
+
+}  // namespace
+}  // namespace strata
