@@ -266,6 +266,36 @@ TEST_F(StrataTool, AllreduceFlags) {
   ExpectError("train --solver=" + solver + " --allreduce_table=" + dir_ / "missing.table", {"missing.table"});
 }
 
+// pipeline_param (docs/pipeline.md) on one rank: the plan's errors before any iteration, one message each; a
+// one-stage pipeline trains and reports its stage.
+TEST_F(StrataTool, PipelineBadInputAndOneStage) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string base = "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 2\nsnapshot_after_train: false\n";
+  ExpectError("train --solver=" + Write("s1.prototxt", base + "pipeline_param { stages: 2 }\n"),
+              {"2 stages x 1 replicas, but the job has 1 ranks"});
+  ExpectError("train --solver=" + Write("s2.prototxt", base + "pipeline_param { cut: \"ip\" }\n"),
+              {"names 1 cut(s) for 1 stages"});
+  ExpectError("train --solver=" + Write("s3.prototxt", base + "type: \"KFAC\"\npipeline_param { }\n"),
+              {"K-FAC"});
+  ExpectError("train --snapshot=x.solverstate --solver=" + Write("s4.prototxt", base + "pipeline_param { }\n"),
+              {"resuming a pipeline run"});
+  const std::string gamma0 = Write("gamma0.prototxt", Replace(kNet,
+      R"(layer { name: "ip")",
+      R"(layer { name: "rev" type: "Reversible" bottom: "x" top: "x1" reversible_param { gamma: 0 streams: 3
+            step { layer { name: "s" type: "InnerProduct" bottom: "in" top: "t" inner_product_param { num_output: 1 } } } } }
+layer { name: "ip")"));
+  ExpectError("train --solver=" + Write("s5.prototxt", "net: \"" + gamma0 + "\"\nbase_lr: 0.01\nmax_iter: 2\n" +
+                                        "pipeline_param { }\n"),
+              {"gamma"});
+  const std::string log = dir_ / "ok.log";
+  const int status = Shell("cd " + dir_.path() + " && " + kStrata + " train --solver=" +
+                           Write("ok.prototxt", base + "iter_size: 2\npipeline_param { }\n") + " 2> " + log);
+  const std::string err = ReadAll(log);
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_NE(err.find("Pipeline: 1 stage(s) x 1 replica(s)"), std::string::npos) << err;
+  EXPECT_NE(err.find("Pipeline stages:"), std::string::npos) << err;
+}
+
 // The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run
 // DataParallelEngine, where the path is chosen).
 TEST_F(StrataTool, NcclGradientPathInCpuTraining) {

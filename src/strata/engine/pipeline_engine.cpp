@@ -46,6 +46,10 @@ std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filte
   net.add_after_forward_hook(stop, owner);
   net.add_before_backward_hook(start, owner);
   net.add_after_backward_hook(stop, owner);
+  // A first pass allocates and warms the caches; it is not timed.
+  net.Forward();
+  net.Backward();
+  std::fill(per_net_layer.begin(), per_net_layer.end(), 0.0);
   for (int p = 0; p < passes; ++p) {
     net.Forward();
     net.Backward();
@@ -124,6 +128,11 @@ std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, 
       const std::vector<double> cost =
           MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
       cuts = PlanCuts(filtered, cost, layout.stages);
+      if (comm.rank() == 0) {
+        std::ostringstream s;
+        for (int i = 0; i < filtered.layer_size(); ++i) s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)];
+        LOG(INFO) << "Pipeline planner: forward + backward ms per layer over " << pp.plan_passes() << " pass(es):" << s.str();
+      }
     }
   }
   const StageCut cut = CutNet(filtered, cuts);

@@ -269,8 +269,10 @@ void Solver<Dtype>::Step(int iters) {
         if (done > 0) {
           LOG(INFO) << "Iteration " << iter_ << " (" << done / secs << " iter/s, " << secs << "s/" << done
                     << " iters), loss = " << smoothed_loss_;
+          // Every replica's iter_size batches (a pipeline's stages share theirs).
           LOG(INFO) << "Iteration " << iter_ << ", " << static_cast<long long>(done / secs * batch *
-                                                                                Strata::solver_count())
+                                                                                param_.iter_size() *
+                                                                                engine_->replicas())
                     << " images/s";
         } else {
           LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
