@@ -27,14 +27,19 @@
 //
 // Boundary tensors travel as MPI point-to-point messages on a communicator of the engine's own: sends are
 // non-blocking, so a stage computes while its outputs leave. Ranks of one stage (its replicas) sum their
-// gradients with the allreduce policy on a communicator of their own.
+// gradients with the allreduce policy on a communicator of their own, on a thread of the engine's, layer by layer
+// as the iteration's last backward finishes each (the first layers' sums overlap the backward of the rest).
 #pragma once
 
 #include <mpi.h>
 
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
@@ -131,7 +136,11 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   // The schedules: one iteration's micro-batches. Return the summed loss of the forwards (last stage).
   Dtype RunSync();
   Dtype RunAsync();
-  void ReduceGradients();
+  // Replicas: the gradients of each layer as the iteration's last backward finishes it, on the reducer thread
+  // (with MPI_THREAD_MULTIPLE; otherwise all of them after that backward, on this thread).
+  void BeginLastBackward();
+  void FinishReduction();
+  void ReducerLoop();
   Kept* KeptFor(long mb);
   static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs);
   // A send's buffer was given back: its bytes leave the activation count.
@@ -164,6 +173,16 @@ class PipelineEngine : public TrainingEngine<Dtype> {
 
   MPI_Comm p2p_ = MPI_COMM_NULL, stage_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Allreduce> stage_allreduce_, world_allreduce_;
+  // The reducer thread: its own communicator among the stage's replicas, and the learnable params to sum.
+  MPI_Comm reducer_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<Allreduce> reducer_allreduce_;
+  std::thread reducer_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<int> to_reduce_;
+  int reducing_ = 0;             // params taken but not yet summed
+  bool last_backward_ = false;   // the running backward is the iteration's last: its layers' gradients are final
+  bool stop_ = false;
   std::unique_ptr<MpiCollectives> world_collectives_;
   std::vector<MPI_Request> requests_;
   std::vector<std::vector<Dtype>> send_buffers_;

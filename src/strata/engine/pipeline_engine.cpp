@@ -276,13 +276,40 @@ PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator&
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
   world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
+  if (layout_.replicas > 1 && comm.thread_level() >= MPI_THREAD_MULTIPLE) {
+    STRATA_MPI_CHECK(MPI_Comm_dup(stage_comm_, &reducer_comm_));
+    reducer_allreduce_ = policy.create(reducer_comm_);
+    for (Net<Dtype>* net : nets_) {
+      net->add_after_backward_hook([this, net](int layer) {
+        if (!last_backward_) return;
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (int p : net->learnable_params_final_after(layer)) {
+          if (!net->learnable_param_is_statistic(p)) to_reduce_.push_back(p);
+        }
+        cv_.notify_all();
+      }, this);
+    }
+    reducer_ = std::thread([this] { ReducerLoop(); });
+  }
   timeline_.NameRow(0, "stage " + std::to_string(s));
+  timeline_.NameRow(1, "replicas' allreduce");
   // The whole net built for planning is gone: from here on the peaks are the stage's own.
   MemoryTracker::reset_all_peaks();
 }
 
 template <typename Dtype>
 PipelineEngine<Dtype>::~PipelineEngine() {
+  if (reducer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    reducer_.join();
+  }
+  for (Net<Dtype>* net : nets_) net->RemoveHooks(this);
+  reducer_allreduce_.reset();
+  if (reducer_comm_ != MPI_COMM_NULL) MPI_Comm_free(&reducer_comm_);
   if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
   if (p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
@@ -497,9 +524,13 @@ Dtype PipelineEngine<Dtype>::RunSync() {
   while (f < fill) Forward(f++, l);
   while (f < k_) {
     Forward(f++, l);
+    if (b == k_ - 1) BeginLastBackward();
     Backward(b++);
   }
-  while (b < k_) Backward(b++);
+  while (b < k_) {
+    if (b == k_ - 1) BeginLastBackward();
+    Backward(b++);
+  }
   WaitSends();
   return loss;
 }
@@ -515,23 +546,61 @@ Dtype PipelineEngine<Dtype>::RunAsync() {
   const long target = backwards_ + k_;
   while (backwards_ < target) {
     Forward(forwards_++, l);
+    if (backwards_ == target - 1) BeginLastBackward();
     Backward(backwards_++);
   }
   return loss;
 }
 
 template <typename Dtype>
-void PipelineEngine<Dtype>::ReduceGradients() {
+void PipelineEngine<Dtype>::ReducerLoop() {
+  const auto& params = nets_[0]->learnable_params();
+  for (;;) {
+    int p = -1;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stop_ || !to_reduce_.empty(); });
+      if (to_reduce_.empty()) return;  // stop_
+      p = to_reduce_.front();
+      to_reduce_.pop_front();
+      ++reducing_;
+    }
+    const double ts = timeline_.now_us();
+    reducer_allreduce_->run(params[static_cast<size_t>(p)]->mutable_cpu_diff(),
+                            static_cast<size_t>(params[static_cast<size_t>(p)]->count()));
+    timeline_.Record("allreduce " + std::to_string(p), "reduce", 1, ts);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --reducing_;
+    }
+    cv_.notify_all();
+  }
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::BeginLastBackward() {
+  if (reducer_.joinable()) last_backward_ = true;
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::FinishReduction() {
   if (layout_.replicas == 1) return;
   const double t0 = now_ms(), ts = timeline_.now_us();
-  Net<Dtype>& net = *nets_[0];
-  const auto& params = net.learnable_params();
-  for (size_t p = 0; p < params.size(); ++p) {
-    if (net.learnable_param_is_statistic(static_cast<int>(p))) continue;
-    stage_allreduce_->run(params[p]->mutable_cpu_diff(), static_cast<size_t>(params[p]->count()));
+  if (reducer_.joinable()) {
+    // Every layer's gradient was queued by its backward; wait for the last sums.
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [this] { return to_reduce_.empty() && reducing_ == 0; });
+    last_backward_ = false;
+  } else {
+    Net<Dtype>& net = *nets_[0];
+    const auto& params = net.learnable_params();
+    for (size_t p = 0; p < params.size(); ++p) {
+      if (net.learnable_param_is_statistic(static_cast<int>(p))) continue;
+      stage_allreduce_->run(params[p]->mutable_cpu_diff(), static_cast<size_t>(params[p]->count()));
+    }
   }
   stats_.reduce_ms += now_ms() - t0;
-  timeline_.Record("allreduce", "reduce", 0, ts);
+  timeline_.Record("allreduce wait", "reduce", 0, ts);
 }
 
 template <typename Dtype>
@@ -544,7 +613,7 @@ Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
   if (sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
   const Dtype loss = (sync ? RunSync() : RunAsync()) / static_cast<Dtype>(k_);
   if (layout_.last()) solver_->CheckLoss(loss);
-  ReduceGradients();
+  FinishReduction();
   solver_->ApplyUpdate();
   // ASYNC: the backwards a Drain runs before the next update add to a gradient that starts at zero.
   if (!sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
