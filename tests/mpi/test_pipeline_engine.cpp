@@ -164,7 +164,7 @@ class PipelineEngineTest : public ::testing::Test {
     FLAGS_minloglevel = saved_minloglevel_;
   }
 
-  static SolverParameter MakeSolverParam(int iter_size) {
+  static SolverParameter MakeSolverParam(int iter_size, int test_iter = 2) {
     SolverParameter p;
     ReadProtoFromTextString(NetText(db_), p.mutable_net_param());
     p.set_type("SGD");
@@ -177,6 +177,11 @@ class PipelineEngineTest : public ::testing::Test {
     p.set_max_iter(kIterations);
     p.set_iter_size(iter_size);
     p.set_random_seed(1701);
+    // A test net (the same net) that runs only when asked (TestAll below): its scores travel through the stages.
+    ReadProtoFromTextString(NetText(db_), p.add_test_net_param());
+    p.add_test_iter(test_iter);
+    p.set_test_interval(1000);
+    p.set_test_initialization(false);
     p.set_display(0);
     p.set_snapshot_after_train(false);
     return p;
@@ -194,6 +199,7 @@ class PipelineEngineTest : public ::testing::Test {
     pp->set_plan_passes(1);
     auto solver = MakePipelineSolver<float>(p, *comm_, AllreducePolicy::from_name("hybrid"));
     solver->Solve();
+    test_scores_ = solver->TestAll();
     auto* engine = static_cast<PipelineEngine<float>*>(solver->engine());
     stats_ = engine->stats();
     layout_ = engine->layout();
@@ -208,20 +214,32 @@ class PipelineEngineTest : public ::testing::Test {
   }
 
   // One rank accumulating the same micro-batches.
-  static Weights Reference(int iter_size, Weights* initial) {
+  // With R replicas, each tests its own shard of 2 batches: the reference tests the R x 2 batches.
+  static Weights Reference(int iter_size, int replicas, Weights* initial, std::vector<std::vector<float>>* scores) {
     Strata::set_solver_rank(0);
     Strata::set_solver_count(1);
-    auto solver = SolverRegistry<float>::Create(MakeSolverParam(iter_size));
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(iter_size, 2 * replicas));
     *initial = WeightsOf(*solver->net());
     solver->Solve();
+    *scores = solver->TestAll();
     return WeightsOf(*solver->net());
   }
 
   void Check(const Config& c) {
     SCOPED_TRACE(c.describe());
     Weights initial;
-    const Weights reference = Reference(c.micro_batches * c.replicas, &initial);
+    std::vector<std::vector<float>> reference_scores;
+    const Weights reference = Reference(c.micro_batches * c.replicas, c.replicas, &initial, &reference_scores);
     const Weights w = Train(c);
+    // The test scores (the loss over 2 test batches) come out of the last stage, which rank 0 holds.
+    if (world_rank() == 0) {
+      ASSERT_EQ(test_scores_.size(), 1u);
+      ASSERT_EQ(test_scores_[0].size(), reference_scores[0].size());
+      for (size_t k = 0; k < test_scores_[0].size(); ++k) {
+        EXPECT_NEAR(test_scores_[0][k], reference_scores[0][k], 1e-4f * std::fabs(reference_scores[0][k]))
+            << "test score " << k;
+      }
+    }
     bool close = true;
     int compared = 0;
     for (const auto& layer : w) {
@@ -261,6 +279,7 @@ class PipelineEngineTest : public ::testing::Test {
   }
 
   PipelineStats stats_;
+  std::vector<std::vector<float>> test_scores_;
   PipelineLayout layout_;
   bool reversible_ = false;
   bool rebuilds_input_ = false;

@@ -97,6 +97,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   SignalAction AgreeOnAction(SignalAction local, int iter) override;
   void ReduceScores(std::vector<Dtype>* scores) override;
   const std::vector<Blob<Dtype>*>& TestForward(Net<Dtype>& net, Dtype* loss) override;
+  void TrainForward(Net<Dtype>& net, Dtype* loss) override;
   bool GatherWeights(NetParameter* weights, bool write_diff) override;
   void AfterIteration(int iterations_done) override;
   void Finish(int iterations_done) override;

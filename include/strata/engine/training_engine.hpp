@@ -60,6 +60,9 @@ class TrainingEngine {
   // One forward of test net `net` (one batch): the blobs whose values are its scores, and the loss in *loss. A
   // pipeline runs it stage by stage; there, ranks without the last stage return no blobs.
   virtual const std::vector<Blob<Dtype>*>& TestForward(Net<Dtype>& net, Dtype* loss);
+  // One forward of the train net `net` outside an iteration (the loss Solve prints at the end, as Caffe does); a
+  // pipeline runs one micro-batch through its stages, and only the last stage's loss is not 0.
+  virtual void TrainForward(Net<Dtype>& net, Dtype* loss);
   // The weights a snapshot writes, whole on the rank that writes (rank 0). Collective. false: the solver's own
   // net holds them all (every engine but the pipeline's).
   virtual bool GatherWeights(NetParameter* weights, bool write_diff) { return false; }

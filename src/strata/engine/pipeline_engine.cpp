@@ -666,6 +666,16 @@ void PipelineEngine<Dtype>::ReduceScores(std::vector<Dtype>* scores) {
 }
 
 template <typename Dtype>
+void PipelineEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
+  (void)net;
+  Drain();
+  if (loss) *loss = 0;
+  Forward(0, layout_.last() ? loss : nullptr);
+  WaitSends();
+  last_forward_mb_ = -1;  // its activations belong to no micro-batch of an iteration
+}
+
+template <typename Dtype>
 const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& net, Dtype* loss) {
   const auto& test_nets = solver_->test_nets();
   size_t t = 0;

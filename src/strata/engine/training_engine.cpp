@@ -19,6 +19,11 @@ const std::vector<Blob<Dtype>*>& TrainingEngine<Dtype>::TestForward(Net<Dtype>& 
   return net.Forward(loss);
 }
 
+template <typename Dtype>
+void TrainingEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
+  net.Forward(loss);
+}
+
 // The solver has set `rate` and `iter` as its current ones; ApplyUpdate reads them there.
 template <typename Dtype>
 Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {

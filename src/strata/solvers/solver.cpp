@@ -225,8 +225,8 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   }
   // The final loss and test, as Caffe prints them: one more forward, whose loss enters the smoothed loss.
   if (param_.display() && iter_ % param_.display() == 0) {
-    Dtype loss;
-    net_->Forward(&loss);
+    Dtype loss = 0;
+    engine_->TrainForward(*net_, &loss);
     UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
   }
