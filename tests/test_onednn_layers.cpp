@@ -22,6 +22,7 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/layers/pooling_layer.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/onednn.hpp"
 #include "strata/parallel.hpp"
@@ -46,6 +47,12 @@ void Fill(Blob<float>* b, std::mt19937* rng, bool diff = false) {
   float* p = diff ? b->mutable_cpu_diff() : b->mutable_cpu_data();
   for (int i = 0; i < b->count(); ++i) p[i] = u(*rng);
 }
+
+// Uniform integers in [lo, hi] from a seeded stream (the random shapes).
+struct Picker {
+  std::mt19937 rng;
+  int operator()(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+};
 
 struct ConvCase {
   int num, channels, height, width, num_output, group, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
@@ -86,8 +93,7 @@ LayerParameter ConvParam(const ConvCase& c, ConvolutionParameter::Engine engine)
 
 // Random shapes that still fit the window: groups, strides, padding, dilation, rectangular windows, 1x1.
 std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
-  std::mt19937 rng(seed);
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Picker pick{std::mt19937(seed)};
   std::vector<ConvCase> cases;
   while (static_cast<int>(cases.size()) < count) {
     ConvCase c{};
@@ -311,6 +317,175 @@ TEST_F(OneDnnTest, EngineChoice) {
   bool listed = false;
   for (const CpuEngineChoice& choice : cpu_engine_choices()) listed |= std::string(choice.layer_type) == "Convolution";
   EXPECT_TRUE(listed);
+}
+
+// ---- Pooling ----
+
+struct PoolCase {
+  int num, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  PoolingParameter::PoolMethod pool;
+  bool global, floor;
+};
+
+std::ostream& operator<<(std::ostream& os, const PoolCase& c) {
+  return os << (c.pool == PoolingParameter::MAX ? "MAX" : "AVE") << " N" << c.num << " C" << c.channels << " "
+            << c.height << "x" << c.width << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x"
+            << c.stride_w << " p" << c.pad_h << "x" << c.pad_w << (c.global ? " global" : "")
+            << (c.floor ? " floor" : " ceil");
+}
+
+LayerParameter PoolParam(const PoolCase& c, PoolingParameter::Engine engine) {
+  LayerParameter p;
+  p.set_name("pool");
+  p.set_type("Pooling");
+  PoolingParameter* pp = p.mutable_pooling_param();
+  pp->set_pool(c.pool);
+  if (c.global) {
+    pp->set_global_pooling(true);
+  } else {
+    pp->set_kernel_h(c.kernel_h);
+    pp->set_kernel_w(c.kernel_w);
+    pp->set_stride_h(c.stride_h);
+    pp->set_stride_w(c.stride_w);
+    pp->set_pad_h(c.pad_h);
+    pp->set_pad_w(c.pad_w);
+  }
+  if (c.floor) pp->set_round_mode(PoolingParameter::FLOOR);
+  pp->set_engine(engine);
+  return p;
+}
+
+std::vector<PoolCase> RandomPoolCases(int count, unsigned seed) {
+  Picker pick{std::mt19937(seed)};
+  std::vector<PoolCase> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    PoolCase c{};
+    c.pool = pick(0, 1) ? PoolingParameter::MAX : PoolingParameter::AVE;
+    c.num = pick(1, 4);
+    c.channels = pick(1, 20);
+    c.kernel_h = pick(1, 4);
+    c.kernel_w = pick(1, 4);
+    c.stride_h = pick(1, 3);
+    c.stride_w = pick(1, 3);
+    c.pad_h = pick(0, c.kernel_h - 1);
+    c.pad_w = pick(0, c.kernel_w - 1);
+    c.height = pick(c.kernel_h, 19);
+    c.width = pick(c.kernel_w, 19);
+    c.global = pick(0, 7) == 0;
+    c.floor = pick(0, 3) == 0;
+    if (c.global) c.pad_h = c.pad_w = 0, c.stride_h = c.stride_w = 1;
+    cases.push_back(c);
+  }
+  // The models' own: AlexNet's and GoogLeNet's 3x3 stride 2 MAX, GoogLeNet's 3x3 stride 1 pad 1 MAX and its 7x7 AVE,
+  // CIFAR-10 quick's 3x3 stride 2 AVE.
+  cases.push_back({2, 64, 27, 27, 3, 3, 2, 2, 0, 0, PoolingParameter::MAX, false, false});
+  cases.push_back({2, 32, 14, 14, 3, 3, 1, 1, 1, 1, PoolingParameter::MAX, false, false});
+  cases.push_back({2, 32, 7, 7, 7, 7, 1, 1, 0, 0, PoolingParameter::AVE, false, false});
+  cases.push_back({2, 32, 16, 16, 3, 3, 2, 2, 0, 0, PoolingParameter::AVE, false, false});
+  return cases;
+}
+
+struct PoolRun {
+  std::vector<float> top, bottom_diff;
+};
+
+PoolRun RunPool(const PoolCase& c, PoolingLayer<float>* layer, unsigned seed) {
+  std::mt19937 rng(seed);
+  Blob<float> x({c.num, c.channels, c.height, c.width}), y;
+  Fill(&x, &rng);
+  layer->SetUp({&x}, {&y});
+  layer->Forward({&x}, {&y});
+  Fill(&y, &rng, true);
+  cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
+  layer->Backward({&y}, {true}, {&x});
+  return {std::vector<float>(y.cpu_data(), y.cpu_data() + y.count()),
+          std::vector<float>(x.cpu_diff(), x.cpu_diff() + x.count())};
+}
+
+TEST_F(OneDnnTest, PoolingMatchesCaffeEngineWhereItAcceptsTheWindow) {
+  int accepted = 0, refused = 0;
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const PoolCase& c : RandomPoolCases(40, 40 + threads)) {
+      PoolingLayer<float> caffe(PoolParam(c, PoolingParameter::CAFFE));
+      const PoolRun ref = RunPool(c, &caffe, 3);
+      PoolingLayer<float> onednn(PoolParam(c, PoolingParameter::ONEDNN));
+      try {
+        const PoolRun got = RunPool(c, &onednn, 3);
+        ASSERT_TRUE(onednn.uses_onednn()) << c;
+        ++accepted;
+        // Max and mean of the same values: equal up to the mean's rounding.
+        ASSERT_EQ(got.top.size(), ref.top.size()) << c;
+        EXPECT_LE(RelativeError(got.top.data(), ref.top.data(), static_cast<int>(ref.top.size())), kRelTol) << c;
+        EXPECT_LE(RelativeError(got.bottom_diff.data(), ref.bottom_diff.data(),
+                                static_cast<int>(ref.bottom_diff.size())),
+                  kRelTol)
+            << c;
+      } catch (const Error& e) {
+        // Refused only for windows where oneDNN's result would not be Caffe's; DEFAULT then runs the CAFFE loops.
+        EXPECT_NE(std::string(e.what()).find("engine ONEDNN"), std::string::npos) << c << ": " << e.what();
+        ++refused;
+        PoolingLayer<float> fallback(PoolParam(c, PoolingParameter::DEFAULT));
+        const PoolRun got = RunPool(c, &fallback, 3);
+        EXPECT_FALSE(fallback.uses_onednn()) << c;
+        EXPECT_TRUE(got.top == ref.top) << c;
+      }
+    }
+  }
+  // Most windows are oneDNN's: only an AVE window past the padding or a window wholly in it is refused.
+  EXPECT_GT(accepted, 3 * refused) << accepted << " accepted, " << refused << " refused";
+}
+
+TEST_F(OneDnnTest, PoolingGradientCheckAndRepeatsItsBits) {
+  // AVE is linear, so finite differences in float are exact but for rounding; MAX is covered against CAFFE above.
+  const PoolCase ave{2, 3, 7, 6, 3, 2, 2, 1, 1, 1, PoolingParameter::AVE, false, false};
+  std::mt19937 rng(5);
+  Blob<float> x({2, 3, 7, 6}), y;
+  Fill(&x, &rng);
+  PoolingLayer<float> layer(PoolParam(ave, PoolingParameter::ONEDNN));
+  GradientChecker<float> checker(1e-2f, 1e-2f);
+  checker.CheckGradient(&layer, {&x}, {&y});
+  EXPECT_TRUE(layer.uses_onednn());
+
+  for (PoolingParameter::PoolMethod method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
+    // MAX with padding; AVE without (with padding, the ceil-rounded last window of 28 would reach past it).
+    const int pad = method == PoolingParameter::MAX ? 1 : 0;
+    const PoolCase c{4, 16, 28, 28, 3, 3, 2, 2, pad, pad, method, false, false};
+    for (int threads : {1, 2}) {
+      set_compute_threads(threads);
+      PoolingLayer<float> a(PoolParam(c, PoolingParameter::ONEDNN)), b(PoolParam(c, PoolingParameter::ONEDNN));
+      const PoolRun first = RunPool(c, &a, 8), again = RunPool(c, &b, 8);
+      EXPECT_TRUE(SameBits(first.top, again.top)) << c;
+      EXPECT_TRUE(SameBits(first.bottom_diff, again.bottom_diff)) << c;
+    }
+  }
+}
+
+TEST_F(OneDnnTest, PoolingRefusesWhatOneDnnCannotDo) {
+  const PoolCase c{1, 2, 6, 6, 2, 2, 2, 2, 0, 0, PoolingParameter::MAX, false, false};
+  Blob<float> x({1, 2, 6, 6}), y, mask;
+  // The argmax as a second top, STOCHASTIC, double: errors with ONEDNN, the CAFFE loops with DEFAULT.
+  PoolingLayer<float> with_mask(PoolParam(c, PoolingParameter::ONEDNN));
+  EXPECT_THROW(with_mask.SetUp({&x}, {&y, &mask}), Error);
+  PoolingLayer<float> default_mask(PoolParam(c, PoolingParameter::DEFAULT));
+  default_mask.SetUp({&x}, {&y, &mask});
+  EXPECT_FALSE(default_mask.uses_onednn());
+  PoolCase s = c;
+  s.pool = PoolingParameter::STOCHASTIC;
+  PoolingLayer<float> stochastic(PoolParam(s, PoolingParameter::ONEDNN));
+  EXPECT_THROW(stochastic.SetUp({&x}, {&y}), Error);
+  Blob<double> xd({1, 2, 6, 6}), yd;
+  PoolingLayer<double> in_double(PoolParam(c, PoolingParameter::ONEDNN));
+  EXPECT_THROW(in_double.SetUp({&xd}, {&yd}), Error);
+  // An AVE window reaching past the padding: Caffe's divisor is oneDNN's neither way.
+  const PoolCase past{1, 2, 6, 6, 3, 3, 2, 2, 1, 1, PoolingParameter::AVE, false, false};
+  PoolingLayer<float> refused(PoolParam(past, PoolingParameter::ONEDNN));
+  try {
+    refused.SetUp({&x}, {&y});
+    ADD_FAILURE() << "accepted " << past;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("divisor"), std::string::npos) << e.what();
+  }
 }
 
 TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {

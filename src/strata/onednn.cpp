@@ -22,6 +22,40 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input) {
+  user_ = dnnl::memory(plain, cpu_engine(), DNNL_MEMORY_NONE);
+  reordered_ = chosen != plain;
+  if (!reordered_) {
+    inner_ = user_;
+    return;
+  }
+  inner_ = dnnl::memory(chosen, cpu_engine());
+  copy_ = input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
+}
+
+const dnnl::memory& Operand::In(const float* data) {
+  user_.set_data_handle(const_cast<float*>(data));  // oneDNN only reads an input
+  if (reordered_) copy_.execute(cpu_stream(), user_, inner_);
+  return inner_;
+}
+
+const dnnl::memory& Operand::Target(float* data) {
+  user_.set_data_handle(data);
+  return inner_;
+}
+
+void Operand::Out() {
+  if (reordered_) copy_.execute(cpu_stream(), inner_, user_);
+}
+
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
 void Fail(const dnnl::error& e, const std::string& what) {
   STRATA_FAIL() << what << ": oneDNN refused (" << e.what() << ", status " << static_cast<int>(e.status) << ")";
   throw;  // not reached: STRATA_FAIL throws at the end of its statement
@@ -57,7 +91,7 @@ const std::vector<CpuEngineChoice>& cpu_engine_choices() {
   // The DEFAULT column is the measurement in docs/benchmarks.md ("oneDNN CPU engine"); change it only with a
   // new measurement there.
   static const std::vector<CpuEngineChoice> choices{
-      {"Convolution", true, true},  {"LRN", false, false},     {"Pooling", false, false},
+      {"Convolution", true, true},  {"LRN", false, false},     {"Pooling", true, true},
       {"ReLU", false, false},       {"Sigmoid", false, false}, {"Softmax", false, false},
       {"SPP", false, false},        {"TanH", false, false},
   };

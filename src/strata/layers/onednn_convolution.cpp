@@ -1,13 +1,11 @@
 #include "onednn_convolution.hpp"
 
-#include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 #include <vector>
 
-#include "strata/onednn_context.hpp"
 #include "strata/common.hpp"
 #include "strata/math_functions.hpp"
+#include "strata/onednn_context.hpp"
 
 namespace strata {
 namespace onednn_conv {
@@ -17,54 +15,9 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-// Whether oneDNN may compute in layouts of its own choice (blocked channels) behind reorders, or must work on the
-// plain layouts directly. docs/benchmarks.md ("oneDNN CPU engine") has the measurement that chose it.
-bool LetOneDnnChooseLayouts() {
-  static const bool choose = [] {
-    const char* v = std::getenv("STRATA_ONEDNN_LAYOUT");
-    return !(v && std::strcmp(v, "plain") == 0);
-  }();
-  return choose;
-}
-
-// One tensor of a primitive: `user` is the layer's plain memory (its pointer set on every call), `inner` the
-// memory in the layout the primitive computes in. When oneDNN chose the plain layout they are the same memory
-// and nothing is copied; otherwise `inner` is a buffer of its own, filled from `user` (an input) or copied back
-// to it (an output) by a reorder made once.
-struct Operand {
-  memory user, inner;
-  dnnl::reorder copy;
-  bool reordered = false;
-
-  void Init(const memory::desc& plain, const memory::desc& chosen, bool input) {
-    dnnl::engine& e = onednn::cpu_engine();
-    user = memory(plain, e, DNNL_MEMORY_NONE);
-    reordered = chosen != plain;
-    if (!reordered) {
-      inner = user;
-      return;
-    }
-    inner = memory(chosen, e);
-    copy = input ? dnnl::reorder(user, inner) : dnnl::reorder(inner, user);
-  }
-  // The input at `data`, in the primitive's layout.
-  const memory& In(const float* data) {
-    user.set_data_handle(const_cast<float*>(data));
-    if (reordered) copy.execute(onednn::cpu_stream(), user, inner);
-    return inner;
-  }
-  // Where the primitive writes an output bound for `data`; Out() then brings it there.
-  const memory& Target(float* data) {
-    user.set_data_handle(data);
-    return inner;
-  }
-  void Out() {
-    if (reordered) copy.execute(onednn::cpu_stream(), inner, user);
-  }
-};
-
-memory::desc Plain(const memory::dims& dims, Tag tag) { return memory::desc(dims, memory::data_type::f32, tag); }
-memory::desc Any(const memory::dims& dims) { return memory::desc(dims, memory::data_type::f32, Tag::any); }
+using onednn::AnyDesc;
+using onednn::Operand;
+using onednn::PlainDesc;
 
 }  // namespace
 
@@ -93,6 +46,8 @@ struct Convolution::Primitives {
   Operand bwd_data_dy, bwd_data_w, bwd_data_dx;
   dnnl::convolution_backward_weights bwd_weights;
   Operand bwd_weights_x, bwd_weights_dy, bwd_weights_dw;
+  // Both backward primitives read dy in the same layout: reorder it once per call.
+  bool same_dy_layout = false;
   memory bwd_weights_db;
   // The weight and bias gradients of one call, plain, before they are added to the layer's.
   std::vector<float> dw, db;
@@ -110,25 +65,25 @@ void Convolution::Configure(const Shape& shape) {
   const ConvGeometry& g = shape.geom;
   auto p = std::make_unique<Primitives>();
   const memory::dim N = shape.num, C = g.channels, O = shape.num_output, G = shape.group;
-  p->x = Plain({N, C, g.height, g.width}, Tag::nchw);
-  p->y = Plain({N, O, g.out_h(), g.out_w()}, Tag::nchw);
+  p->x = PlainDesc({N, C, g.height, g.width}, Tag::nchw);
+  p->y = PlainDesc({N, O, g.out_h(), g.out_w()}, Tag::nchw);
   // Strata's weights, O x C/G x KH x KW, are oneDNN's goihw read as G x O/G x C/G x KH x KW.
-  p->w = G == 1 ? Plain({O, C, g.kernel_h, g.kernel_w}, Tag::oihw)
-                : Plain({G, O / G, C / G, g.kernel_h, g.kernel_w}, Tag::goihw);
+  p->w = G == 1 ? PlainDesc({O, C, g.kernel_h, g.kernel_w}, Tag::oihw)
+                : PlainDesc({G, O / G, C / G, g.kernel_h, g.kernel_w}, Tag::goihw);
   p->bias = shape.bias;
-  p->b = shape.bias ? Plain({O}, Tag::x) : memory::desc();
+  p->b = shape.bias ? PlainDesc({O}, Tag::x) : memory::desc();
   p->strides = {g.stride_h, g.stride_w};
   p->dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps: 0 is a dense window
   // Caffe pads both sides alike; with the right padding equal to the left, oneDNN's output size (rounded down)
   // is Caffe's.
   p->pad_l = {g.pad_h, g.pad_w};
   p->pad_r = {g.pad_h, g.pad_w};
-  const bool any = LetOneDnnChooseLayouts();
+  // The layouts are oneDNN's choice ("any"): on plain NCHW it falls back to a reference kernel, 35 times slower
+  // on CIFAR-10 quick's convolutions than its blocked kernels with the reorders (docs/onednn.md).
   try {
-    const dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any ? Any(p->x.dims()) : p->x,
-        any ? Any(p->w.dims()) : p->w, p->b, any ? Any(p->y.dims()) : p->y, p->strides, p->dilates, p->pad_l,
-        p->pad_r);
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                            AnyDesc(p->x.dims()), AnyDesc(p->w.dims()), p->b,
+                                            AnyDesc(p->y.dims()), p->strides, p->dilates, p->pad_l, p->pad_r);
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
     p->fwd_x.Init(p->x, p->fwd_pd.src_desc(), true);
@@ -142,9 +97,7 @@ void Convolution::Configure(const Shape& shape) {
 }
 
 void Convolution::Primitives::MakeBackward() {
-  const bool any = LetOneDnnChooseLayouts();
-  const memory::desc x_any = any ? Any(x.dims()) : x, w_any = any ? Any(w.dims()) : w,
-                     y_any = any ? Any(y.dims()) : y;
+  const memory::desc x_any = AnyDesc(x.dims()), w_any = AnyDesc(w.dims()), y_any = AnyDesc(y.dims());
   try {
     const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
                                                    strides, dilates, pad_l, pad_r);
@@ -160,6 +113,7 @@ void Convolution::Primitives::MakeBackward() {
     bwd_weights = dnnl::convolution_backward_weights(weights_pd);
     bwd_weights_x.Init(x, weights_pd.src_desc(), true);
     bwd_weights_dy.Init(y, weights_pd.diff_dst_desc(), true);
+    same_dy_layout = weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
     bwd_weights_dw.Init(w, weights_pd.diff_weights_desc(), false);
     if (bias) bwd_weights_db = memory(b, onednn::cpu_engine(), DNNL_MEMORY_NONE);
   } catch (const dnnl::error& e) {
@@ -191,9 +145,11 @@ void Convolution::Backward(const float* dy, const float* x, const float* w, floa
   Primitives& p = *p_;
   if (!p.have_backward) p.MakeBackward();
   dnnl::stream& s = onednn::cpu_stream();
+  const memory* dy_weights = nullptr;  // dy as the weight gradient read it
   if (dw || db) {
+    dy_weights = &p.bwd_weights_dy.In(dy);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.bwd_weights_x.In(x)},
-                                         {DNNL_ARG_DIFF_DST, p.bwd_weights_dy.In(dy)},
+                                         {DNNL_ARG_DIFF_DST, *dy_weights},
                                          {DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights_dw.Target(p.dw.data())}};
     if (p.bias) {
       p.bwd_weights_db.set_data_handle(p.db.data());
@@ -207,15 +163,14 @@ void Convolution::Backward(const float* dy, const float* x, const float* w, floa
     if (db) cpu_axpy<float>(static_cast<int>(p.db.size()), 1.f, p.db.data(), db);
   }
   if (dx) {
-    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, p.bwd_data_dy.In(dy)},
+    const memory& dy_data = dy_weights && p.same_dy_layout ? *dy_weights : p.bwd_data_dy.In(dy);
+    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dy_data},
                            {DNNL_ARG_WEIGHTS, p.bwd_data_w.In(w)},
                            {DNNL_ARG_DIFF_SRC, p.bwd_data_dx.Target(dx)}});
     p.bwd_data_dx.Out();
     s.wait();
   }
 }
-
-const char* Convolution::forward_kernel() const { return p_ ? p_->fwd_pd.impl_info_str() : "none"; }
 
 }  // namespace onednn_conv
 }  // namespace strata

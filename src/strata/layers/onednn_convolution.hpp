@@ -35,8 +35,6 @@ class Convolution {
   // dx = conv_backward_data(dy, w) (skipped when dx is null); dw += the weight gradient and db += the bias
   // gradient (each skipped when null). Gradients accumulate as every Strata layer's do.
   void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
-  // oneDNN's name for the forward kernel it chose ("jit:avx2", "gemm:jit", ...), for logs and device_query.
-  const char* forward_kernel() const;
 
  private:
   struct Primitives;
