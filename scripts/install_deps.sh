@@ -10,6 +10,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   libopenblas-dev liblapacke-dev
+  libdnnl-dev   # oneDNN: the CPU engine of Convolution (docs/onednn.md)
   liblmdb-dev libleveldb-dev libhdf5-dev zlib1g-dev
   openmpi-bin libopenmpi-dev
   libgtest-dev

@@ -43,6 +43,7 @@
 #include "strata/engine/timeline.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/onednn.hpp"
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
@@ -722,7 +723,16 @@ int draw_command() {
 }
 
 int device_query() {
+  // The CPU first (oneDNN's ISA, the engine each layer type runs), then the GPUs of a GPU build.
+  std::printf("%s", cpu_engine_report().c_str());
+  // Without GPUs the CPU is the whole answer; asking for one (--gpu=N) that is not there is an error.
   const int count = gpu_device_count();
+  if (FLAGS_gpu < 0 && (!gpu_build() || count == 0)) {
+    std::printf("no GPUs: %s\n",
+                gpu_build() ? "the CUDA runtime finds none on this machine"
+                            : "this build of Strata has no GPU support (no CUDA toolkit at build time)");
+    return 0;
+  }
   STRATA_REQUIRE(gpu_build()) << "this build of Strata has no GPU support (no CUDA toolkit at build time)";
   STRATA_REQUIRE(count > 0) << "the CUDA runtime finds no GPU on this machine";
   STRATA_REQUIRE(FLAGS_gpu < count) << "GPU " << FLAGS_gpu << " was requested, but this machine has " << count;

@@ -13,6 +13,10 @@ namespace cudnn_conv {
 struct Convolution;
 }  // namespace cudnn_conv
 #endif
+namespace onednn_conv {
+// oneDNN's primitives for the current shape (src/strata/layers/onednn_convolution.hpp).
+class Convolution;
+}  // namespace onednn_conv
 
 // 2-D convolution (Caffe's "Convolution"): weights num_output x (C/group) x kernel_h x kernel_w, optional bias
 // of num_output; pad, stride, dilation and groups per Caffe's convolution_param. Each bottom gets its own top,
@@ -25,6 +29,10 @@ struct Convolution;
 // convolution over large enough images multiplies the input directly, with no unfolding. With several compute
 // threads the batch is split into one contiguous range of images per thread (each unfolding and multiplying its
 // own images), which scales far better than splitting the small GEMMs of small images.
+//
+// On the CPU, convolution_param.engine picks who computes: CAFFE the path above (the reference), ONEDNN oneDNN
+// (float only), DEFAULT oneDNN in float (measured faster: docs/onednn.md) and the path above in double. CUDNN
+// means the path above on the CPU; on the GPU, cuDNN serves every engine when Strata is built with it.
 template <typename Dtype>
 class ConvolutionLayer : public Layer<Dtype> {
  public:
@@ -46,6 +54,8 @@ class ConvolutionLayer : public Layer<Dtype> {
   int num_output() const { return num_output_; }
   int group() const { return group_; }
   bool bias_term() const { return bias_term_; }
+  // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
+  bool uses_onednn() const { return onednn_ != nullptr; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -86,6 +96,8 @@ class ConvolutionLayer : public Layer<Dtype> {
 #ifdef STRATA_USE_CUDNN
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
 #endif
+  // Set when the CPU passes run through oneDNN; its primitives follow the shape (configured in Reshape).
+  std::shared_ptr<onednn_conv::Convolution> onednn_;
 };
 
 }  // namespace strata

@@ -1,11 +1,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "strata/layer.hpp"
 
 namespace strata {
+
+namespace onednn_pool {
+// oneDNN's primitives for the current shape (src/strata/layers/onednn_pooling.hpp).
+class Pooling;
+}  // namespace onednn_pool
 
 // Max or average pooling over 2-D windows of N x C x H x W (Caffe's "Pooling"), with Caffe's output size rule
 // (ceil rounding by default, and a last window that must start inside the image), its average divisor (the
@@ -19,6 +25,10 @@ namespace strata {
 // The loops run over kernel offsets outermost and output columns innermost, so the inner loop is a contiguous
 // (or strided) sweep the compiler vectorises, rather than a small window per output; MAX is separable (down
 // the window's columns, then across them).
+//
+// On the CPU, pooling_param.engine picks who computes: CAFFE the loops above (the reference); ONEDNN oneDNN (float,
+// MAX and AVE without the mask top, where oneDNN's result is Caffe's: anything else is an error); DEFAULT oneDNN
+// where that holds and oneDNN was measured faster (docs/onednn.md), the loops above otherwise.
 template <typename Dtype>
 class PoolingLayer : public Layer<Dtype> {
  public:
@@ -39,6 +49,9 @@ class PoolingLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return stochastic() && this->phase_ == TEST; }
   bool BackwardNeedsTopData() const override { return false; }
   bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
+
+  // Whether the CPU passes for the current shape run through oneDNN (pooling_param.engine, above).
+  bool uses_onednn() const { return onednn_active_; }
 
   // One plane's window geometry (public for the loops in the .cpp).
   struct Window {
@@ -73,6 +86,9 @@ class PoolingLayer : public Layer<Dtype> {
   // MAX: per OpenMP thread, one input row of column maxima and their indices.
   Blob<Dtype> row_buffers_;
   int thread_slots_ = 1;
+  // Set when the engine allows oneDNN for this layer; onednn_active_ when the current shape runs through it.
+  std::shared_ptr<onednn_pool::Pooling> onednn_;
+  bool onednn_active_ = false;
 };
 
 }  // namespace strata

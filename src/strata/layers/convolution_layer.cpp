@@ -1,8 +1,11 @@
 #include "strata/layers/convolution_layer.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "conv_window_param.hpp"
+#include "cpu_engine.hpp"
+#include "onednn_convolution.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 #include "weight_and_bias.hpp"
@@ -69,6 +72,12 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   const std::vector<int> weight_shape{num_output_, geom_.channels / group_, geom_.kernel_h, geom_.kernel_w};
   SetUpWeightAndBias(&this->blobs_, weight_shape, bias_term_, num_output_, p.weight_filler(), p.bias_filler());
   this->param_propagate_down_.assign(this->blobs_.size(), true);
+
+  onednn_.reset();
+  if (UseOneDnn<Dtype>(p.engine() == ConvolutionParameter::ONEDNN, p.engine() == ConvolutionParameter::DEFAULT,
+                       "Convolution", this->layer_param_.name())) {
+    onednn_ = std::make_shared<onednn_conv::Convolution>();
+  }
 }
 
 template <typename Dtype>
@@ -102,6 +111,8 @@ void ConvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top)
   const long wanted = (kMinColumns + out_count_ - 1) / out_count_;
   chunk_ = static_cast<int>(std::max(1L, std::min({wanted, kColumnBytes / per_image, static_cast<long>(num_)})));
   direct_ = geom_.is_pointwise() && wanted == 1;
+  // oneDNN's primitives for this shape (kept when it is the last one's); an empty batch has nothing to compute.
+  if (onednn_ && num_ > 0) onednn_->Configure({num_, num_output_, group_, bias_term_, geom_});
   const int ones = std::max(1, chunk_ * out_count_);
   if (bias_multiplier_.count() != ones) {
     bias_multiplier_.set_memory_category(MemoryCategory::kWorkspace);
@@ -176,6 +187,16 @@ void ConvolutionLayer<Dtype>::ForwardImages(const Dtype* x, Dtype* y, int n_begi
 
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (num_ == 0) return;
+      const float* b = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
+      for (size_t i = 0; i < bottom.size(); ++i) {
+        onednn_->Forward(bottom[i]->cpu_data(), this->blobs_[0]->cpu_data(), b, top[i]->mutable_cpu_data());
+      }
+      return;
+    }
+  }
   const int teams = Teams();
   SyncParams();
   for (size_t i = 0; i < bottom.size(); ++i) {
@@ -230,6 +251,16 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
   const bool bias_grad = bias_term_ && this->param_propagate_down(1);
   Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      for (size_t i = 0; i < top.size() && num_ > 0; ++i) {
+        if (!weight_grad && !bias_grad && !propagate_down[i]) continue;
+        onednn_->Backward(top[i]->cpu_diff(), bottom[i]->cpu_data(), this->blobs_[0]->cpu_data(),
+                          propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr, dw, db);
+      }
+      return;
+    }
+  }
   SyncParams();
   const int teams = Teams();
   // Threads other than the first accumulate their images' parameter gradients privately; the sums are added

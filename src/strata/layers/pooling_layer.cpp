@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 
 #include "counter_rng.hpp"
+#include "cpu_engine.hpp"
+#include "onednn_pooling.hpp"
 #include "stochastic_pool.hpp"
 #include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
@@ -178,6 +181,17 @@ void PoolingLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) 
   }
   mask_.set_memory_category(MemoryCategory::kActivation);
   row_buffers_.set_memory_category(MemoryCategory::kWorkspace);
+
+  onednn_.reset();
+  const bool asked = p.engine() == PoolingParameter::ONEDNN;
+  if (UseOneDnn<Dtype>(asked, p.engine() == PoolingParameter::DEFAULT, "Pooling", this->layer_param_.name())) {
+    const char* why = stochastic()     ? "STOCHASTIC pooling has no oneDNN kernel"
+                      : top.size() > 1 ? "oneDNN keeps no argmax mask to output as the second top"
+                                       : nullptr;
+    STRATA_REQUIRE(!asked || !why) << "Pooling layer '" << this->layer_param_.name() << "', engine ONEDNN: " << why
+                                   << "; use DEFAULT or CAFFE";
+    if (!why) onednn_ = std::make_shared<onednn_pool::Pooling>();
+  }
 }
 
 template <typename Dtype>
@@ -201,7 +215,31 @@ void PoolingLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   const std::vector<int> top_shape{bottom[0]->num(), bottom[0]->channels(), w.pooled_h, w.pooled_w};
   top[0]->Reshape(top_shape);
   if (top.size() > 1) top[1]->Reshape(top_shape);
+  // oneDNN where the engine allows it and its result is Caffe's for this shape (an error where ONEDNN was asked
+  // for and it is not); an empty batch has nothing to compute.
+  onednn_active_ = false;
+  if (onednn_) {
+    const onednn_pool::Shape s{bottom[0]->num(), bottom[0]->channels(), w.height,   w.width,
+                               w.pooled_h,       w.pooled_w,            w.kernel_h, w.kernel_w,
+                               w.stride_h,       w.stride_w,            w.pad_h,    w.pad_w,
+                               max_};
+    const char* why = onednn_pool::Mismatch(s);
+    STRATA_REQUIRE(!why || this->layer_param_.pooling_param().engine() != PoolingParameter::ONEDNN)
+        << "Pooling layer '" << this->layer_param_.name() << "', engine ONEDNN: for input "
+        << bottom[0]->shape_string() << " " << why << "; use DEFAULT or CAFFE";
+    if (!why && bottom[0]->count() > 0) {
+      onednn_->Configure(s);
+      onednn_active_ = true;
+    }
+  }
   if (keeps_index_) mask_.Reshape(top_shape);  // holds ints (no wider than Dtype)
+  // Through oneDNN, MAX keeps oneDNN's record of the maxima in mask_'s memory instead (one byte or int per output).
+  if (onednn_active_ && keeps_index_) {
+    const size_t bytes = onednn_->workspace_bytes();
+    if (bytes > mask_.count() * sizeof(Dtype)) {
+      mask_.Reshape({static_cast<int>((bytes + sizeof(Dtype) - 1) / sizeof(Dtype))});
+    }
+  }
   if (max_) {
     thread_slots_ = std::max(1, omp_get_max_threads());
     row_buffers_.Reshape({2 * thread_slots_ * w.width});
@@ -279,6 +317,13 @@ void PoolingLayer<Dtype>::WeightedMeanBackward_cpu(const Dtype* x, const Dtype* 
 
 template <typename Dtype>
 void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_active_) {
+      onednn_->Forward(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+                       keeps_index_ ? mask_.mutable_cpu_data() : nullptr);
+      return;
+    }
+  }
   if (stochastic()) {
     // The seed is drawn in TRAIN only, as Dropout draws it: TEST consumes no random numbers.
     const uint64_t seed = this->phase_ == TRAIN ? Strata::draw_seed() : 0;
@@ -332,6 +377,13 @@ template <typename Dtype>
 void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                        const BlobVec& bottom) {
   if (!propagate_down[0]) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_active_) {
+      onednn_->Backward(top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                        keeps_index_ ? mask_.mutable_cpu_data() : nullptr);
+      return;
+    }
+  }
   if (stochastic() && !keeps_index_) {
     WeightedMeanBackward_cpu(bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
                              bottom[0]->num() * bottom[0]->channels());

@@ -1,0 +1,130 @@
+#include "onednn_pooling.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "strata/common.hpp"
+#include "strata/onednn_context.hpp"
+
+namespace strata {
+namespace onednn_pool {
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// Right/bottom padding that gives oneDNN Caffe's output size: the last window ends there (never negative: a
+// floor-rounded output whose windows stop short of the image needs none).
+memory::dim PadAfter(int size, int pooled, int kernel, int stride, int pad) {
+  return std::max(0, (pooled - 1) * stride + kernel - size - pad);
+}
+
+}  // namespace
+
+bool Shape::operator==(const Shape& o) const {
+  return num == o.num && channels == o.channels && height == o.height && width == o.width &&
+         pooled_h == o.pooled_h && pooled_w == o.pooled_w && kernel_h == o.kernel_h && kernel_w == o.kernel_w &&
+         stride_h == o.stride_h && stride_w == o.stride_w && pad_h == o.pad_h && pad_w == o.pad_w && max == o.max;
+}
+
+const char* Mismatch(const Shape& s) {
+  // A last window that starts past the image holds nothing: Caffe outputs -FLT_MAX (MAX) or 0 (AVE) there.
+  if ((s.pooled_h - 1) * s.stride_h - s.pad_h >= s.height || (s.pooled_w - 1) * s.stride_w - s.pad_w >= s.width) {
+    return "its last window lies wholly in the padding";
+  }
+  if (s.max || (s.pad_h == 0 && s.pad_w == 0)) return nullptr;
+  const bool inside = (s.pooled_h - 1) * s.stride_h + s.kernel_h <= s.height + 2 * s.pad_h &&
+                      (s.pooled_w - 1) * s.stride_w + s.kernel_w <= s.width + 2 * s.pad_w;
+  return inside ? nullptr : "AVE's last window reaches past the padding, where Caffe's divisor is neither of oneDNN's";
+}
+
+struct Pooling::Primitives {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward bwd;
+  bool have_backward = false;
+  onednn::Operand x, y, dy, dx;
+  memory workspace;  // MAX: where each output's maximum came from (oneDNN's format, in the caller's memory)
+  memory::desc x_desc, y_desc;
+  memory::dims strides, kernel, pad_l, pad_r;
+  dnnl::algorithm algorithm;
+};
+
+Pooling::Pooling() = default;
+Pooling::~Pooling() = default;
+
+void Pooling::Configure(const Shape& s) {
+  if (p_ && s == shape_) return;
+  p_.reset();
+  shape_ = s;
+  auto p = std::make_unique<Primitives>();
+  p->x_desc = onednn::PlainDesc({s.num, s.channels, s.height, s.width}, Tag::nchw);
+  p->y_desc = onednn::PlainDesc({s.num, s.channels, s.pooled_h, s.pooled_w}, Tag::nchw);
+  p->strides = {s.stride_h, s.stride_w};
+  p->kernel = {s.kernel_h, s.kernel_w};
+  p->pad_l = {s.pad_h, s.pad_w};
+  p->pad_r = {PadAfter(s.height, s.pooled_h, s.kernel_h, s.stride_h, s.pad_h),
+              PadAfter(s.width, s.pooled_w, s.kernel_w, s.stride_w, s.pad_w)};
+  p->algorithm = s.max ? dnnl::algorithm::pooling_max
+                 : (s.pad_h == 0 && s.pad_w == 0) ? dnnl::algorithm::pooling_avg_exclude_padding
+                                                  : dnnl::algorithm::pooling_avg_include_padding;
+  try {
+    const dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, p->algorithm, p->x_desc, p->y_desc,
+                                        p->strides, p->kernel, p->pad_l, p->pad_r);
+    p->fwd_pd = dnnl::pooling_forward::primitive_desc(d, onednn::cpu_engine());
+    p->fwd = dnnl::pooling_forward(p->fwd_pd);
+    p->x.Init(p->x_desc, p->fwd_pd.src_desc(), true);
+    p->y.Init(p->y_desc, p->fwd_pd.dst_desc(), false);
+    if (s.max) p->workspace = memory(p->fwd_pd.workspace_desc(), onednn::cpu_engine(), DNNL_MEMORY_NONE);
+  } catch (const dnnl::error& e) {
+    onednn::Fail(e, "Pooling (engine ONEDNN): creating the forward primitive");
+  }
+  p_ = std::move(p);
+}
+
+size_t Pooling::workspace_bytes() const {
+  CHECK(p_) << "Configure first";
+  return shape_.max ? p_->fwd_pd.workspace_desc().get_size() : 0;
+}
+
+void Pooling::Forward(const float* x, float* y, void* workspace) {
+  CHECK(p_) << "Configure before Forward";
+  Primitives& p = *p_;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.x.In(x)}, {DNNL_ARG_DST, p.y.Target(y)}};
+  if (shape_.max) {
+    p.workspace.set_data_handle(workspace);
+    args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
+  }
+  p.fwd.execute(onednn::cpu_stream(), args);
+  p.y.Out();
+  onednn::cpu_stream().wait();
+}
+
+void Pooling::Backward(const float* dy, float* dx, void* workspace) {
+  CHECK(p_) << "Configure before Backward";
+  Primitives& p = *p_;
+  if (!p.have_backward) {
+    try {
+      const dnnl::pooling_backward::desc d(p.algorithm, p.x_desc, p.y_desc, p.strides, p.kernel, p.pad_l, p.pad_r);
+      const dnnl::pooling_backward::primitive_desc pd(d, onednn::cpu_engine(), p.fwd_pd);
+      p.bwd = dnnl::pooling_backward(pd);
+      p.dy.Init(p.y_desc, pd.diff_dst_desc(), true);
+      p.dx.Init(p.x_desc, pd.diff_src_desc(), false);
+    } catch (const dnnl::error& e) {
+      onednn::Fail(e, "Pooling (engine ONEDNN): creating the backward primitive");
+    }
+    p.have_backward = true;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, p.dy.In(dy)}, {DNNL_ARG_DIFF_SRC, p.dx.Target(dx)}};
+  if (shape_.max) {
+    p.workspace.set_data_handle(workspace);
+    args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
+  }
+  p.bwd.execute(onednn::cpu_stream(), args);
+  p.dx.Out();
+  onednn::cpu_stream().wait();
+}
+
+}  // namespace onednn_pool
+}  // namespace strata

@@ -1,0 +1,150 @@
+#include "strata/onednn.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "strata/onednn_context.hpp"
+#include "strata/common.hpp"
+#include "strata/parallel.hpp"
+
+namespace strata {
+
+namespace onednn {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input) {
+  user_ = dnnl::memory(plain, cpu_engine(), DNNL_MEMORY_NONE);
+  reordered_ = chosen != plain;
+  if (!reordered_) {
+    inner_ = user_;
+    return;
+  }
+  inner_ = dnnl::memory(chosen, cpu_engine());
+  copy_ = input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
+}
+
+const dnnl::memory& Operand::In(const float* data) {
+  user_.set_data_handle(const_cast<float*>(data));  // oneDNN only reads an input
+  if (reordered_) copy_.execute(cpu_stream(), user_, inner_);
+  return inner_;
+}
+
+const dnnl::memory& Operand::Target(float* data) {
+  user_.set_data_handle(data);
+  return inner_;
+}
+
+void Operand::Out() {
+  if (reordered_) copy_.execute(cpu_stream(), inner_, user_);
+}
+
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+void Fail(const dnnl::error& e, const std::string& what) {
+  STRATA_FAIL() << what << ": oneDNN refused (" << e.what() << ", status " << static_cast<int>(e.status) << ")";
+  throw;  // not reached: STRATA_FAIL throws at the end of its statement
+}
+
+}  // namespace onednn
+
+std::string onednn_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "SSE4.1";
+    case dnnl::cpu_isa::avx: return "AVX";
+    case dnnl::cpu_isa::avx2: return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni: return "AVX2 + VNNI";
+    case dnnl::cpu_isa::avx512_mic: return "AVX-512 (Xeon Phi)";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "AVX-512 (Xeon Phi, 4FMAPS)";
+    case dnnl::cpu_isa::avx512_core: return "AVX-512 core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "AVX-512 core + VNNI";
+    case dnnl::cpu_isa::avx512_core_bf16: return "AVX-512 core + VNNI + BF16";
+    case dnnl::cpu_isa::avx512_core_amx: return "AVX-512 core + AMX";
+    case dnnl::cpu_isa::all: return "all (no limit reported)";
+  }
+  return "unknown (" + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + ")";
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  std::ostringstream s;
+  s << v->major << "." << v->minor << "." << v->patch;
+  return s.str();
+}
+
+const std::vector<CpuEngineChoice>& cpu_engine_choices() {
+  // The DEFAULT column is the measurement in docs/benchmarks.md ("oneDNN CPU engine"); change it only with a
+  // new measurement there.
+  static const std::vector<CpuEngineChoice> choices{
+      {"Convolution", true, true},  {"LRN", false, false},     {"Pooling", true, true},
+      {"ReLU", false, false},       {"Sigmoid", false, false}, {"Softmax", false, false},
+      {"SPP", false, false},        {"TanH", false, false},
+  };
+  return choices;
+}
+
+namespace {
+
+// STRATA_DEFAULT_CPU_ENGINE=CAFFE or ONEDNN overrides the table for every layer type (ONEDNN: those that have a
+// oneDNN engine), so that one binary measures both (benchmarks/cpu_vs_pytorch.py, docs/onednn.md). Anything else
+// is an error when a layer asks.
+enum class Override { kNone, kCaffe, kOneDnn };
+
+Override DefaultOverride() {
+  static const Override o = [] {
+    const char* v = std::getenv("STRATA_DEFAULT_CPU_ENGINE");
+    if (!v || !*v) return Override::kNone;
+    const std::string s(v);
+    if (s == "CAFFE") return Override::kCaffe;
+    if (s == "ONEDNN") return Override::kOneDnn;
+    STRATA_FAIL() << "STRATA_DEFAULT_CPU_ENGINE must be CAFFE or ONEDNN, got '" << s << "'";
+    return Override::kNone;
+  }();
+  return o;
+}
+
+}  // namespace
+
+bool onednn_by_default(const std::string& layer_type) {
+  for (const CpuEngineChoice& c : cpu_engine_choices()) {
+    if (layer_type != c.layer_type) continue;
+    switch (DefaultOverride()) {
+      case Override::kCaffe: return false;
+      case Override::kOneDnn: return c.onednn_available;
+      case Override::kNone: return c.onednn_by_default;
+    }
+  }
+  return false;
+}
+
+std::string cpu_engine_report() {
+  std::ostringstream s;
+  s << "CPU: oneDNN " << onednn_version() << ", kernels for " << onednn_cpu_isa() << ", " << compute_threads()
+    << " compute thread" << (compute_threads() == 1 ? "" : "s") << "\n";
+  s << "CPU engine per layer type with engine: DEFAULT, in float (double: CAFFE):\n";
+  for (const CpuEngineChoice& c : cpu_engine_choices()) {
+    char line[128];
+    const char* engine = onednn_by_default(c.layer_type) ? "oneDNN" : "CAFFE";
+    std::snprintf(line, sizeof line, "  %-12s %s%s\n", c.layer_type, engine,
+                  c.onednn_available ? "  (engine: ONEDNN or CAFFE to choose)" : "");
+    s << line;
+  }
+  return s.str();
+}
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// The oneDNN engine and stream every oneDNN layer runs on, and the translation of oneDNN's exceptions into
+// Strata's. Private to libstrata (src/): public headers never include oneDNN.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+
+namespace strata {
+namespace onednn {
+
+// The process's one CPU engine (created on first use).
+dnnl::engine& cpu_engine();
+// This thread's stream on it. oneDNN's CPU streams execute synchronously: a primitive's results are in place when
+// execute() returns (the stream is still waited on, which costs nothing, so that a later asynchronous runtime
+// cannot change that).
+dnnl::stream& cpu_stream();
+// One tensor of a primitive: `user` is the layer's plain memory (its pointer set on every call), `inner` the
+// memory in the layout the primitive computes in. When oneDNN chose the plain layout they are the same memory
+// and nothing is copied; otherwise `inner` is a buffer of its own, filled from `user` (an input) or copied back
+// to it (an output) by a reorder made once.
+class Operand {
+ public:
+  void Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input);
+  // The input at `data`, in the primitive's layout.
+  const dnnl::memory& In(const float* data);
+  // Where the primitive writes an output bound for `data`; Out() then brings it there.
+  const dnnl::memory& Target(float* data);
+  void Out();
+
+ private:
+  dnnl::memory user_, inner_;
+  dnnl::reorder copy_;
+  bool reordered_ = false;
+};
+
+// A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses.
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
+dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims);
+
+// Rethrows a dnnl::error from `what` (e.g. "Convolution: creating the forward primitive") as a strata::Error.
+[[noreturn]] void Fail(const dnnl::error& e, const std::string& what);
+
+}  // namespace onednn
+}  // namespace strata

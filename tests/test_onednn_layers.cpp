@@ -1,0 +1,512 @@
+// Every oneDNN engine against the CAFFE engine, its reference (docs/onednn.md): forward, the bottom gradient and
+// the parameter gradients on random shapes, a finite-difference gradient check, same bits run to run, and the
+// engine choice and its errors.
+//
+// Tolerance: an output matches when |onednn - caffe| <= 1e-5 * max|caffe| over the blob, i.e. 1e-5 relative to
+// the blob's largest magnitude. Element-wise relative error is no measure for sums whose terms cancel (an output
+// near 0 carries the rounding of its large terms), and both engines round such sums in different orders.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "gradient_checker.hpp"
+#include "strata/layer_factory.hpp"
+#include "strata/layers/convolution_layer.hpp"
+#include "strata/layers/pooling_layer.hpp"
+#include "strata/math_functions.hpp"
+#include "strata/onednn.hpp"
+#include "strata/parallel.hpp"
+
+namespace strata {
+namespace {
+
+constexpr double kRelTol = 1e-5;
+
+// max |got - want| / max |want| over two blobs' values.
+double RelativeError(const float* got, const float* want, int n) {
+  double diff = 0, scale = 0;
+  for (int i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+void Fill(Blob<float>* b, std::mt19937* rng, bool diff = false) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  float* p = diff ? b->mutable_cpu_diff() : b->mutable_cpu_data();
+  for (int i = 0; i < b->count(); ++i) p[i] = u(*rng);
+}
+
+// Uniform integers in [lo, hi] from a seeded stream (the random shapes).
+struct Picker {
+  std::mt19937 rng;
+  int operator()(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+};
+
+struct ConvCase {
+  int num, channels, height, width, num_output, group, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
+      dilation_h, dilation_w;
+  bool bias;
+};
+
+std::ostream& operator<<(std::ostream& os, const ConvCase& c) {
+  return os << "N" << c.num << " C" << c.channels << " " << c.height << "x" << c.width << " O" << c.num_output
+            << " G" << c.group << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x"
+            << c.stride_w << " p" << c.pad_h << "x" << c.pad_w << " d" << c.dilation_h << "x" << c.dilation_w
+            << (c.bias ? " bias" : " no bias");
+}
+
+LayerParameter ConvParam(const ConvCase& c, ConvolutionParameter::Engine engine) {
+  LayerParameter p;
+  p.set_name("conv");
+  p.set_type("Convolution");
+  ConvolutionParameter* cp = p.mutable_convolution_param();
+  cp->set_num_output(c.num_output);
+  cp->set_group(c.group);
+  cp->set_kernel_h(c.kernel_h);
+  cp->set_kernel_w(c.kernel_w);
+  cp->set_stride_h(c.stride_h);
+  cp->set_stride_w(c.stride_w);
+  cp->set_pad_h(c.pad_h);
+  cp->set_pad_w(c.pad_w);
+  if (c.dilation_h != 1 || c.dilation_w != 1) {
+    cp->add_dilation(c.dilation_h);
+    cp->add_dilation(c.dilation_w);
+  }
+  cp->set_bias_term(c.bias);
+  cp->mutable_weight_filler()->set_type("gaussian");
+  cp->mutable_bias_filler()->set_type("uniform");
+  cp->set_engine(engine);
+  return p;
+}
+
+// Random shapes that still fit the window: groups, strides, padding, dilation, rectangular windows, 1x1.
+std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
+  Picker pick{std::mt19937(seed)};
+  std::vector<ConvCase> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    ConvCase c{};
+    c.group = pick(1, 3);
+    c.channels = c.group * pick(1, 6);
+    c.num_output = c.group * pick(1, 6);
+    c.num = pick(1, 5);
+    c.kernel_h = pick(1, 5);
+    c.kernel_w = pick(1, 5);
+    c.stride_h = pick(1, 3);
+    c.stride_w = pick(1, 3);
+    c.dilation_h = pick(1, 2);
+    c.dilation_w = pick(1, 2);
+    c.pad_h = pick(0, c.kernel_h / 2 + 1);
+    c.pad_w = pick(0, c.kernel_w / 2 + 1);
+    c.height = pick(1, 17);
+    c.width = pick(1, 17);
+    c.bias = pick(0, 3) != 0;
+    if (c.height + 2 * c.pad_h < c.dilation_h * (c.kernel_h - 1) + 1) continue;
+    if (c.width + 2 * c.pad_w < c.dilation_w * (c.kernel_w - 1) + 1) continue;
+    cases.push_back(c);
+  }
+  // Shapes of the models' own layers, where the kernels oneDNN picks differ from the small ones above.
+  cases.push_back({2, 3, 32, 32, 32, 1, 5, 5, 1, 1, 2, 2, 1, 1, true});     // cifar10_quick conv1
+  cases.push_back({2, 48, 13, 13, 128, 2, 3, 3, 1, 1, 1, 1, 1, 1, true});   // AlexNet conv4-like, 2 groups
+  cases.push_back({2, 64, 14, 14, 256, 1, 1, 1, 1, 1, 0, 0, 1, 1, false});  // ResNet 1x1
+  cases.push_back({1, 3, 35, 35, 16, 1, 7, 7, 2, 2, 3, 3, 1, 1, true});     // ResNet conv1-like, stride 2
+  return cases;
+}
+
+// One forward and backward of a layer with the given engine, its weights copied from `weights` (when given).
+struct ConvRun {
+  std::vector<float> top, bottom_diff, weight_diff, bias_diff;
+};
+
+ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned seed,
+                ConvolutionLayer<float>* reuse = nullptr) {
+  std::mt19937 rng(seed);
+  Blob<float> x({c.num, c.channels, c.height, c.width}), y;
+  Fill(&x, &rng);
+  std::unique_ptr<ConvolutionLayer<float>> own;
+  ConvolutionLayer<float>* layer = reuse;
+  if (!layer) {
+    own = std::make_unique<ConvolutionLayer<float>>(ConvParam(c, engine));
+    layer = own.get();
+  }
+  // A reused layer, once set up, only reshapes, as a net's layer does when its input changes shape.
+  if (reuse && !layer->blobs().empty()) {
+    layer->Reshape({&x}, {&y});
+  } else {
+    layer->SetUp({&x}, {&y});
+  }
+  for (auto& b : layer->blobs()) {
+    Fill(b.get(), &rng);
+    // The parameter gradients start away from 0: they must be added to, not overwritten.
+    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
+  }
+  layer->Forward({&x}, {&y});
+  Fill(&y, &rng, true);
+  cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
+  layer->Backward({&y}, {true}, {&x});
+  auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
+  ConvRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()),
+            values(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()), {}};
+  if (c.bias) r.bias_diff = values(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count());
+  return r;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                 const ConvCase& c) {
+  ASSERT_EQ(got.size(), want.size()) << what << ", " << c;
+  EXPECT_LE(RelativeError(got.data(), want.data(), static_cast<int>(got.size())), kRelTol) << what << ", " << c;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class OneDnnTest : public ::testing::Test {
+ protected:
+  void TearDown() override { set_compute_threads(saved_); }
+  int saved_ = compute_threads();
+};
+
+TEST_F(OneDnnTest, ConvolutionMatchesCaffeEngineOnRandomShapes) {
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const ConvCase& c : RandomConvCases(24, 20 + threads)) {
+      const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5);
+      const ConvRun got = RunConv(c, ConvolutionParameter::ONEDNN, 5);
+      ExpectClose(got.top, ref.top, "top", c);
+      ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
+      ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
+      ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
+    }
+  }
+}
+
+TEST_F(OneDnnTest, ConvolutionFollowsShapeChangesAndSeveralBottoms) {
+  // One layer reshaped to a new batch and image size and back: the primitives follow the shape.
+  const ConvCase a{2, 4, 9, 11, 6, 2, 3, 3, 2, 1, 1, 1, 1, 1, true};
+  ConvCase b = a;
+  b.num = 3;
+  b.height = 13;
+  ConvolutionLayer<float> layer(ConvParam(a, ConvolutionParameter::ONEDNN));
+  for (const ConvCase& c : {a, b, a}) {
+    const ConvRun got = RunConv(c, ConvolutionParameter::ONEDNN, 9, &layer);
+    const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 9);
+    ExpectClose(got.top, ref.top, "top", c);
+    ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
+    ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
+  }
+
+  // Two bottoms through the same weights: each top matches, and the parameter gradients are the sums.
+  std::mt19937 rng(3);
+  Blob<float> x0({2, 4, 9, 11}), x1({2, 4, 9, 11}), y0, y1, r0, r1;
+  Fill(&x0, &rng);
+  Fill(&x1, &rng);
+  LayerParameter two = ConvParam(a, ConvolutionParameter::ONEDNN);
+  ConvolutionLayer<float> onednn(two);
+  two.mutable_convolution_param()->set_engine(ConvolutionParameter::CAFFE);
+  ConvolutionLayer<float> caffe(two);
+  onednn.SetUp({&x0, &x1}, {&y0, &y1});
+  caffe.SetUp({&x0, &x1}, {&r0, &r1});
+  for (size_t i = 0; i < onednn.blobs().size(); ++i) {
+    caffe.blobs()[i]->CopyFrom(*onednn.blobs()[i]);
+    cpu_set(onednn.blobs()[i]->count(), 0.f, onednn.blobs()[i]->mutable_cpu_diff());
+    cpu_set(caffe.blobs()[i]->count(), 0.f, caffe.blobs()[i]->mutable_cpu_diff());
+  }
+  onednn.Forward({&x0, &x1}, {&y0, &y1});
+  caffe.Forward({&x0, &x1}, {&r0, &r1});
+  EXPECT_LE(RelativeError(y0.cpu_data(), r0.cpu_data(), y0.count()), kRelTol);
+  EXPECT_LE(RelativeError(y1.cpu_data(), r1.cpu_data(), y1.count()), kRelTol);
+  Fill(&y0, &rng, true);
+  Fill(&y1, &rng, true);
+  r0.CopyFrom(y0, true);
+  r1.CopyFrom(y1, true);
+  onednn.Backward({&y0, &y1}, {true, false}, {&x0, &x1});
+  std::vector<float> dx0(x0.cpu_diff(), x0.cpu_diff() + x0.count());
+  caffe.Backward({&r0, &r1}, {true, false}, {&x0, &x1});
+  EXPECT_LE(RelativeError(dx0.data(), x0.cpu_diff(), x0.count()), kRelTol);
+  for (size_t i = 0; i < onednn.blobs().size(); ++i) {
+    EXPECT_LE(RelativeError(onednn.blobs()[i]->cpu_diff(), caffe.blobs()[i]->cpu_diff(), caffe.blobs()[i]->count()),
+              kRelTol)
+        << "parameter " << i;
+  }
+}
+
+TEST_F(OneDnnTest, ConvolutionGradientCheck) {
+  // Finite differences of oneDNN's own forward, in float (oneDNN has no double): a step of 1e-2 and a tolerance
+  // of 1e-2 relative to max(|analytic|, |numeric|, 1), as Caffe's float checks use.
+  for (const ConvCase& c : {ConvCase{2, 4, 6, 5, 4, 2, 3, 2, 2, 1, 1, 0, 1, 2, true},
+                            ConvCase{1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, false}}) {
+    std::mt19937 rng(11);
+    Blob<float> x({c.num, c.channels, c.height, c.width}), y;
+    Fill(&x, &rng);
+    ConvolutionLayer<float> layer(ConvParam(c, ConvolutionParameter::ONEDNN));
+    GradientChecker<float> checker(1e-2f, 1e-2f);
+    checker.CheckGradient(&layer, {&x}, {&y});
+    EXPECT_TRUE(layer.uses_onednn());
+  }
+}
+
+TEST_F(OneDnnTest, ConvolutionRepeatsItsBitsForAGivenThreadCount) {
+  // oneDNN splits work by the thread count and reduces in a fixed order: the same count gives the same bits.
+  const ConvCase c{4, 16, 20, 20, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, true};
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    const ConvRun first = RunConv(c, ConvolutionParameter::ONEDNN, 17);
+    for (int run = 0; run < 2; ++run) {
+      const ConvRun again = RunConv(c, ConvolutionParameter::ONEDNN, 17);
+      EXPECT_TRUE(SameBits(again.top, first.top)) << threads << " threads";
+      EXPECT_TRUE(SameBits(again.bottom_diff, first.bottom_diff)) << threads << " threads";
+      EXPECT_TRUE(SameBits(again.weight_diff, first.weight_diff)) << threads << " threads";
+      EXPECT_TRUE(SameBits(again.bias_diff, first.bias_diff)) << threads << " threads";
+    }
+  }
+}
+
+TEST_F(OneDnnTest, EngineChoice) {
+  const ConvCase c{1, 2, 5, 5, 2, 1, 3, 3, 1, 1, 0, 0, 1, 1, true};
+  Blob<float> x({1, 2, 5, 5}), y;
+  Blob<double> xd({1, 2, 5, 5}), yd;
+  ConvolutionLayer<float> caffe(ConvParam(c, ConvolutionParameter::CAFFE));
+  caffe.SetUp({&x}, {&y});
+  EXPECT_FALSE(caffe.uses_onednn());
+  ConvolutionLayer<float> cudnn(ConvParam(c, ConvolutionParameter::CUDNN));  // a GPU engine: CAFFE on the CPU
+  cudnn.SetUp({&x}, {&y});
+  EXPECT_FALSE(cudnn.uses_onednn());
+  ConvolutionLayer<float> onednn(ConvParam(c, ConvolutionParameter::ONEDNN));
+  onednn.SetUp({&x}, {&y});
+  EXPECT_TRUE(onednn.uses_onednn());
+  ConvolutionLayer<float> fallback(ConvParam(c, ConvolutionParameter::DEFAULT));
+  fallback.SetUp({&x}, {&y});
+  EXPECT_EQ(fallback.uses_onednn(), onednn_by_default("Convolution"));
+  ConvolutionLayer<double> in_double(ConvParam(c, ConvolutionParameter::DEFAULT));
+  in_double.SetUp({&xd}, {&yd});
+  EXPECT_FALSE(in_double.uses_onednn());
+
+  // Asking for what cannot be: oneDNN in double, oneDNN for a layer that has no oneDNN engine.
+  ConvolutionLayer<double> onednn_double(ConvParam(c, ConvolutionParameter::ONEDNN));
+  try {
+    onednn_double.SetUp({&xd}, {&yd});
+    ADD_FAILURE() << "engine ONEDNN in double was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("float only"), std::string::npos) << e.what();
+  }
+  LayerParameter deconv = ConvParam(c, ConvolutionParameter::ONEDNN);
+  deconv.set_type("Deconvolution");
+  auto layer = LayerRegistry<float>::CreateLayer(deconv);
+  try {
+    layer->SetUp({&x}, {&y});
+    ADD_FAILURE() << "Deconvolution accepted engine ONEDNN";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Convolution's only"), std::string::npos) << e.what();
+  }
+
+  // What device_query reports.
+  EXPECT_FALSE(onednn_cpu_isa().empty());
+  EXPECT_FALSE(onednn_version().empty());
+  bool listed = false;
+  for (const CpuEngineChoice& choice : cpu_engine_choices()) listed |= std::string(choice.layer_type) == "Convolution";
+  EXPECT_TRUE(listed);
+}
+
+// ---- Pooling ----
+
+struct PoolCase {
+  int num, channels, height, width, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  PoolingParameter::PoolMethod pool;
+  bool global, floor;
+};
+
+std::ostream& operator<<(std::ostream& os, const PoolCase& c) {
+  return os << (c.pool == PoolingParameter::MAX ? "MAX" : "AVE") << " N" << c.num << " C" << c.channels << " "
+            << c.height << "x" << c.width << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x"
+            << c.stride_w << " p" << c.pad_h << "x" << c.pad_w << (c.global ? " global" : "")
+            << (c.floor ? " floor" : " ceil");
+}
+
+LayerParameter PoolParam(const PoolCase& c, PoolingParameter::Engine engine) {
+  LayerParameter p;
+  p.set_name("pool");
+  p.set_type("Pooling");
+  PoolingParameter* pp = p.mutable_pooling_param();
+  pp->set_pool(c.pool);
+  if (c.global) {
+    pp->set_global_pooling(true);
+  } else {
+    pp->set_kernel_h(c.kernel_h);
+    pp->set_kernel_w(c.kernel_w);
+    pp->set_stride_h(c.stride_h);
+    pp->set_stride_w(c.stride_w);
+    pp->set_pad_h(c.pad_h);
+    pp->set_pad_w(c.pad_w);
+  }
+  if (c.floor) pp->set_round_mode(PoolingParameter::FLOOR);
+  pp->set_engine(engine);
+  return p;
+}
+
+std::vector<PoolCase> RandomPoolCases(int count, unsigned seed) {
+  Picker pick{std::mt19937(seed)};
+  std::vector<PoolCase> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    PoolCase c{};
+    c.pool = pick(0, 1) ? PoolingParameter::MAX : PoolingParameter::AVE;
+    c.num = pick(1, 4);
+    c.channels = pick(1, 20);
+    c.kernel_h = pick(1, 4);
+    c.kernel_w = pick(1, 4);
+    c.stride_h = pick(1, 3);
+    c.stride_w = pick(1, 3);
+    c.pad_h = pick(0, c.kernel_h - 1);
+    c.pad_w = pick(0, c.kernel_w - 1);
+    c.height = pick(c.kernel_h, 19);
+    c.width = pick(c.kernel_w, 19);
+    c.global = pick(0, 7) == 0;
+    c.floor = pick(0, 3) == 0;
+    if (c.global) c.pad_h = c.pad_w = 0, c.stride_h = c.stride_w = 1;
+    cases.push_back(c);
+  }
+  // The models' own: AlexNet's and GoogLeNet's 3x3 stride 2 MAX, GoogLeNet's 3x3 stride 1 pad 1 MAX and its 7x7 AVE,
+  // CIFAR-10 quick's 3x3 stride 2 AVE.
+  cases.push_back({2, 64, 27, 27, 3, 3, 2, 2, 0, 0, PoolingParameter::MAX, false, false});
+  cases.push_back({2, 32, 14, 14, 3, 3, 1, 1, 1, 1, PoolingParameter::MAX, false, false});
+  cases.push_back({2, 32, 7, 7, 7, 7, 1, 1, 0, 0, PoolingParameter::AVE, false, false});
+  cases.push_back({2, 32, 16, 16, 3, 3, 2, 2, 0, 0, PoolingParameter::AVE, false, false});
+  return cases;
+}
+
+struct PoolRun {
+  std::vector<float> top, bottom_diff;
+};
+
+PoolRun RunPool(const PoolCase& c, PoolingLayer<float>* layer, unsigned seed) {
+  std::mt19937 rng(seed);
+  Blob<float> x({c.num, c.channels, c.height, c.width}), y;
+  Fill(&x, &rng);
+  layer->SetUp({&x}, {&y});
+  layer->Forward({&x}, {&y});
+  Fill(&y, &rng, true);
+  cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
+  layer->Backward({&y}, {true}, {&x});
+  return {std::vector<float>(y.cpu_data(), y.cpu_data() + y.count()),
+          std::vector<float>(x.cpu_diff(), x.cpu_diff() + x.count())};
+}
+
+TEST_F(OneDnnTest, PoolingMatchesCaffeEngineWhereItAcceptsTheWindow) {
+  int accepted = 0, refused = 0;
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const PoolCase& c : RandomPoolCases(40, 40 + threads)) {
+      PoolingLayer<float> caffe(PoolParam(c, PoolingParameter::CAFFE));
+      const PoolRun ref = RunPool(c, &caffe, 3);
+      PoolingLayer<float> onednn(PoolParam(c, PoolingParameter::ONEDNN));
+      try {
+        const PoolRun got = RunPool(c, &onednn, 3);
+        ASSERT_TRUE(onednn.uses_onednn()) << c;
+        ++accepted;
+        // Max and mean of the same values: equal up to the mean's rounding.
+        ASSERT_EQ(got.top.size(), ref.top.size()) << c;
+        EXPECT_LE(RelativeError(got.top.data(), ref.top.data(), static_cast<int>(ref.top.size())), kRelTol) << c;
+        EXPECT_LE(RelativeError(got.bottom_diff.data(), ref.bottom_diff.data(),
+                                static_cast<int>(ref.bottom_diff.size())),
+                  kRelTol)
+            << c;
+      } catch (const Error& e) {
+        // Refused only for windows where oneDNN's result would not be Caffe's; DEFAULT then runs the CAFFE loops.
+        EXPECT_NE(std::string(e.what()).find("engine ONEDNN"), std::string::npos) << c << ": " << e.what();
+        ++refused;
+        PoolingLayer<float> fallback(PoolParam(c, PoolingParameter::DEFAULT));
+        const PoolRun got = RunPool(c, &fallback, 3);
+        EXPECT_FALSE(fallback.uses_onednn()) << c;
+        EXPECT_TRUE(got.top == ref.top) << c;
+      }
+    }
+  }
+  // Most windows are oneDNN's: only an AVE window past the padding or a window wholly in it is refused.
+  EXPECT_GT(accepted, 3 * refused) << accepted << " accepted, " << refused << " refused";
+}
+
+TEST_F(OneDnnTest, PoolingGradientCheckAndRepeatsItsBits) {
+  // AVE is linear, so finite differences in float are exact but for rounding; MAX is covered against CAFFE above.
+  const PoolCase ave{2, 3, 7, 6, 3, 2, 2, 1, 1, 1, PoolingParameter::AVE, false, false};
+  std::mt19937 rng(5);
+  Blob<float> x({2, 3, 7, 6}), y;
+  Fill(&x, &rng);
+  PoolingLayer<float> layer(PoolParam(ave, PoolingParameter::ONEDNN));
+  GradientChecker<float> checker(1e-2f, 1e-2f);
+  checker.CheckGradient(&layer, {&x}, {&y});
+  EXPECT_TRUE(layer.uses_onednn());
+
+  for (PoolingParameter::PoolMethod method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
+    // MAX with padding; AVE without (with padding, the ceil-rounded last window of 28 would reach past it).
+    const int pad = method == PoolingParameter::MAX ? 1 : 0;
+    const PoolCase c{4, 16, 28, 28, 3, 3, 2, 2, pad, pad, method, false, false};
+    for (int threads : {1, 2}) {
+      set_compute_threads(threads);
+      PoolingLayer<float> a(PoolParam(c, PoolingParameter::ONEDNN)), b(PoolParam(c, PoolingParameter::ONEDNN));
+      const PoolRun first = RunPool(c, &a, 8), again = RunPool(c, &b, 8);
+      EXPECT_TRUE(SameBits(first.top, again.top)) << c;
+      EXPECT_TRUE(SameBits(first.bottom_diff, again.bottom_diff)) << c;
+    }
+  }
+}
+
+TEST_F(OneDnnTest, PoolingRefusesWhatOneDnnCannotDo) {
+  const PoolCase c{1, 2, 6, 6, 2, 2, 2, 2, 0, 0, PoolingParameter::MAX, false, false};
+  Blob<float> x({1, 2, 6, 6}), y, mask;
+  // The argmax as a second top, STOCHASTIC, double: errors with ONEDNN, the CAFFE loops with DEFAULT.
+  PoolingLayer<float> with_mask(PoolParam(c, PoolingParameter::ONEDNN));
+  EXPECT_THROW(with_mask.SetUp({&x}, {&y, &mask}), Error);
+  PoolingLayer<float> default_mask(PoolParam(c, PoolingParameter::DEFAULT));
+  default_mask.SetUp({&x}, {&y, &mask});
+  EXPECT_FALSE(default_mask.uses_onednn());
+  PoolCase s = c;
+  s.pool = PoolingParameter::STOCHASTIC;
+  PoolingLayer<float> stochastic(PoolParam(s, PoolingParameter::ONEDNN));
+  EXPECT_THROW(stochastic.SetUp({&x}, {&y}), Error);
+  Blob<double> xd({1, 2, 6, 6}), yd;
+  PoolingLayer<double> in_double(PoolParam(c, PoolingParameter::ONEDNN));
+  EXPECT_THROW(in_double.SetUp({&xd}, {&yd}), Error);
+  // An AVE window reaching past the padding: Caffe's divisor is oneDNN's neither way.
+  const PoolCase past{1, 2, 6, 6, 3, 3, 2, 2, 1, 1, PoolingParameter::AVE, false, false};
+  PoolingLayer<float> refused(PoolParam(past, PoolingParameter::ONEDNN));
+  try {
+    refused.SetUp({&x}, {&y});
+    ADD_FAILURE() << "accepted " << past;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("divisor"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {
+  const std::string bin = std::string(STRATA_BINARY_DIR) + "/bin/strata";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "the strata tool is not built";
+  const std::string log = (std::filesystem::temp_directory_path() / "strata_device_query_test.log").string();
+  // With a GPU the query goes on to describe it; without one it succeeds all the same.
+  const int status = std::system((bin + " device_query > " + log + " 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string out = text.str();
+  EXPECT_NE(out.find("CPU: oneDNN " + onednn_version() + ", kernels for " + onednn_cpu_isa()), std::string::npos)
+      << out;
+  for (const CpuEngineChoice& c : cpu_engine_choices()) {
+    EXPECT_NE(out.find(std::string("  ") + c.layer_type + " "), std::string::npos) << c.layer_type << ": " << out;
+  }
+  std::filesystem::remove(log);
+}
+
+}  // namespace
+}  // namespace strata
