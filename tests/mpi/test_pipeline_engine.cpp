@@ -368,7 +368,7 @@ TEST_F(PipelineEngineTest, AsyncTrainsAndMeasuresTheReconstruction) {
   EXPECT_TRUE(all_ranks(finite));
   // Every micro-batch a stage forwarded was also taken back (Drain at the end of Solve).
   EXPECT_EQ(stats_.iterations, kIterations);
-  if (rebuilds_input_) {
+  if (reversible_) {
     // Updates between a micro-batch's forward and its backward: the rebuilt input is off, measurably and a little.
     EXPECT_GT(stats_.max_reconstruction_error, 0.0);
     EXPECT_LT(stats_.max_reconstruction_error, 0.5);

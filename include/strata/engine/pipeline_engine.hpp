@@ -107,7 +107,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   const PipelineLayout& layout() const { return layout_; }
   // This stage keeps nothing of a micro-batch in flight (a Reversible stage).
   bool reversible() const { return reversible_; }
-  // ... and without a stem: it keeps nothing at all, and (ASYNC) measures how far its rebuilt input is off.
+  // ... and without a stem: it keeps nothing at all. (ASYNC: every Reversible stage measures how far the first
+  // block's rebuilt input is off, once per iteration.)
   bool rebuilds_input() const { return rebuilds_input_; }
   // Copies of the stage net (STORE: one per micro-batch in flight; otherwise 1).
   int net_copies() const { return static_cast<int>(nets_.size()); }
@@ -168,6 +169,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   std::vector<Kept> kept_;
   bool primed_ = false;        // ASYNC: the stage runs its fill ahead of the backwards
   Kept probe_;                // ASYNC, Reversible: one input per iteration, to measure its reconstruction
+  long probing_ = -1;         // the micro-batch whose forward is to fill probe_ (a stem stage's hook)
+  Blob<Dtype>* blocks_input_ = nullptr;  // Reversible: the first block's bottom
   long last_forward_mb_ = -1;  // the micro-batch whose activations the net (RECOMPUTE) holds
   long forwards_ = 0, backwards_ = 0;  // micro-batches since the start (ASYNC keeps counting across iterations)
   std::vector<Blob<Dtype>*> no_outputs_;

@@ -269,6 +269,13 @@ PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator&
     while (stem_end_ + 1 < static_cast<int>(layers.size()) && std::string(layers[static_cast<size_t>(stem_end_) + 1]->type()) != "Reversible") {
       ++stem_end_;
     }
+    blocks_input_ = nets_[0]->bottom_vecs()[static_cast<size_t>(stem_end_) + 1][0];
+    if (!rebuilds_input_ && param_.schedule() == PipelineParameter::ASYNC) {
+      // ASYNC measures the reconstruction of the first block's input: kept as the forward makes it.
+      nets_[0]->add_after_forward_hook([this](int layer) {
+        if (layer == stem_end_ && probing_ >= 0) Keep(&probe_, probing_, {blocks_input_});
+      }, this);
+    }
   }
 
   STRATA_MPI_CHECK(MPI_Comm_dup(comm.world(), &p2p_));
@@ -418,10 +425,13 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   // Kept: what a replay starts from, and what a Reversible stage before this one gets back with the gradient.
   const bool keep_inputs = recompute_ || (reversible_ && !rebuilds_input_) || (prev_reversible_ && !rebuilds_input_);
   if (keep_inputs) Keep(KeptFor(mb), mb, in);
-  if (rebuilds_input_ && param_.schedule() == PipelineParameter::ASYNC && probe_.mb < 0) Keep(&probe_, mb, in);
+  const bool probe = reversible_ && param_.schedule() == PipelineParameter::ASYNC && probe_.mb < 0;
+  if (probe && rebuilds_input_) Keep(&probe_, mb, in);
+  probing_ = probe ? mb : -1;  // a stem stage keeps the first block's input when its forward has it (hook below)
   const double t0 = now_ms(), ts = timeline_.now_us();
   Dtype l = 0;
   net.Forward(&l);
+  probing_ = -1;
   if (loss) *loss += l;
   last_forward_mb_ = mb;
   stats_.compute_ms += now_ms() - t0;
@@ -480,18 +490,23 @@ void PipelineEngine<Dtype>::Backward(long mb) {
       for (Blob<Dtype>* b : send_blobs_[c]) Receive(b, false, from, kBackwardDataTag);
     }
   }
+  // The probed micro-batch of a stem stage: its first block rebuilds its input too (rather than read the stem's
+  // replay), so that it can be compared with the forward's.
+  const bool probed = probe_.mb == mb;
+  if (probed && !rebuilds_input_) blocks_input_->release_memory();
   const double t0 = now_ms(), ts = timeline_.now_us();
   net.Backward();
   stats_.compute_ms += now_ms() - t0;
   timeline_.Record("B" + std::to_string(mb), "backward", 0, ts);
   const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
-  if (rebuilds_input_ && probe_.mb == mb) {
+  if (probed) {
     // How far the rebuilt input is from the one the forward had (the weights changed in between: ASYNC).
+    const std::vector<Blob<Dtype>*> rebuilt = rebuilds_input_ ? in : std::vector<Blob<Dtype>*>{blocks_input_};
     double err = 0, scale = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const Dtype* x = in[i]->cpu_data();
+    for (size_t i = 0; i < rebuilt.size(); ++i) {
+      const Dtype* x = rebuilt[i]->cpu_data();
       const Dtype* was = probe_.inputs[i]->cpu_data();
-      for (int j = 0; j < in[i]->count(); ++j) {
+      for (int j = 0; j < rebuilt[i]->count(); ++j) {
         err = std::max(err, std::fabs(static_cast<double>(x[j] - was[j])));
         scale = std::max(scale, std::fabs(static_cast<double>(was[j])));
       }
