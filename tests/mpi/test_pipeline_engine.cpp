@@ -137,6 +137,7 @@ struct Config {
   PipelineParameter::Activations activations = PipelineParameter::STORE;
   bool reversible = true;
   PipelineParameter::Schedule schedule = PipelineParameter::SYNC;
+  float base_lr = 0.05f;
   std::string describe() const {
     std::ostringstream s;
     s << world_size() / replicas << " stages x " << replicas << " replicas, " << micro_batches << " micro-batches, cuts";
@@ -190,6 +191,7 @@ class PipelineEngineTest : public ::testing::Test {
   // Trains under `c`; returns this rank's weights and leaves the engine's stats in stats_.
   Weights Train(const Config& c, std::unique_ptr<Solver<float>>* keep = nullptr) {
     SolverParameter p = MakeSolverParam(c.micro_batches);
+    p.set_base_lr(c.base_lr);
     PipelineParameter* pp = p.mutable_pipeline_param();
     pp->set_replicas(static_cast<uint32_t>(c.replicas));
     for (const auto& cut : c.cuts) pp->add_cut(cut);
@@ -357,6 +359,14 @@ TEST_F(PipelineEngineTest, AsyncTrainsAndMeasuresTheReconstruction) {
   c.cuts = ReversibleCuts(n);
   c.schedule = PipelineParameter::ASYNC;
   c.micro_batches = 2;
+  // With a learning rate of 0 the weights never change, so a Reversible stage rebuilds exactly (float rounding):
+  // what proves the measurement compares the right things.
+  c.base_lr = 0;
+  Train(c);
+  if (reversible_) {
+    EXPECT_LT(stats_.max_reconstruction_error, 1e-5) << "the weights did not change, yet the rebuilt input is off";
+  }
+  c.base_lr = 0.05f;
   std::unique_ptr<Solver<float>> solver;
   const Weights w = Train(c, &solver);
   bool finite = true;
@@ -369,9 +379,11 @@ TEST_F(PipelineEngineTest, AsyncTrainsAndMeasuresTheReconstruction) {
   // Every micro-batch a stage forwarded was also taken back (Drain at the end of Solve).
   EXPECT_EQ(stats_.iterations, kIterations);
   if (reversible_) {
-    // Updates between a micro-batch's forward and its backward: the rebuilt input is off, measurably and a little.
-    EXPECT_GT(stats_.max_reconstruction_error, 0.0);
-    EXPECT_LT(stats_.max_reconstruction_error, 0.5);
+    // Updates between a micro-batch's forward and its backward: the rebuilt input is off, measurably. (This net
+    // and rate move the weights a lot per update: 10-30% here; the RevNet on Fashion-MNIST, docs/benchmarks.md,
+    // far less.)
+    EXPECT_GT(stats_.max_reconstruction_error, 1e-5);
+    EXPECT_TRUE(std::isfinite(stats_.max_reconstruction_error));
   }
 }
 

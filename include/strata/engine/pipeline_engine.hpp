@@ -147,6 +147,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs);
   // A send's buffer was given back: its bytes leave the activation count.
   void ReleaseSendBuffer(size_t i);
+  // ASYNC: the first block's rebuilt input against the forward's (after that block's backward).
+  void MeasureReconstruction();
   double now_ms() const;
 
   Solver<Dtype>* solver_;
@@ -170,6 +172,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool primed_ = false;        // ASYNC: the stage runs its fill ahead of the backwards
   Kept probe_;                // ASYNC, Reversible: one input per iteration, to measure its reconstruction
   long probing_ = -1;         // the micro-batch whose forward is to fill probe_ (a stem stage's hook)
+  long backward_mb_ = -1;     // the micro-batch whose backward is running
   Blob<Dtype>* blocks_input_ = nullptr;  // Reversible: the first block's bottom
   long last_forward_mb_ = -1;  // the micro-batch whose activations the net (RECOMPUTE) holds
   long forwards_ = 0, backwards_ = 0;  // micro-batches since the start (ASYNC keeps counting across iterations)

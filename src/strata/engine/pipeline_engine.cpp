@@ -270,10 +270,14 @@ PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator&
       ++stem_end_;
     }
     blocks_input_ = nets_[0]->bottom_vecs()[static_cast<size_t>(stem_end_) + 1][0];
-    if (!rebuilds_input_ && param_.schedule() == PipelineParameter::ASYNC) {
-      // ASYNC measures the reconstruction of the first block's input: kept as the forward makes it.
+    if (param_.schedule() == PipelineParameter::ASYNC) {
+      // ASYNC measures the reconstruction of the first block's input once per iteration: kept as the forward
+      // makes it (a stem stage's after the stem's forward), compared with what the block rebuilds.
       nets_[0]->add_after_forward_hook([this](int layer) {
-        if (layer == stem_end_ && probing_ >= 0) Keep(&probe_, probing_, {blocks_input_});
+        if (layer == stem_end_ && probing_ >= 0 && !rebuilds_input_) Keep(&probe_, probing_, {blocks_input_});
+      }, this);
+      nets_[0]->add_after_backward_hook([this](int layer) {
+        if (layer == stem_end_ + 1 && probe_.mb == backward_mb_) MeasureReconstruction();
       }, this);
     }
   }
@@ -426,7 +430,7 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   const bool keep_inputs = recompute_ || (reversible_ && !rebuilds_input_) || (prev_reversible_ && !rebuilds_input_);
   if (keep_inputs) Keep(KeptFor(mb), mb, in);
   const bool probe = reversible_ && param_.schedule() == PipelineParameter::ASYNC && probe_.mb < 0;
-  if (probe && rebuilds_input_) Keep(&probe_, mb, in);
+  if (probe && rebuilds_input_) Keep(&probe_, mb, {blocks_input_});
   probing_ = probe ? mb : -1;  // a stem stage keeps the first block's input when its forward has it (hook below)
   const double t0 = now_ms(), ts = timeline_.now_us();
   Dtype l = 0;
@@ -491,29 +495,14 @@ void PipelineEngine<Dtype>::Backward(long mb) {
     }
   }
   // The probed micro-batch of a stem stage: its first block rebuilds its input too (rather than read the stem's
-  // replay), so that it can be compared with the forward's.
-  const bool probed = probe_.mb == mb;
-  if (probed && !rebuilds_input_) blocks_input_->release_memory();
+  // replay), so that the hook after that block's backward can compare it with the forward's.
+  backward_mb_ = mb;
+  if (probe_.mb == mb && !rebuilds_input_) blocks_input_->release_memory();
   const double t0 = now_ms(), ts = timeline_.now_us();
   net.Backward();
   stats_.compute_ms += now_ms() - t0;
   timeline_.Record("B" + std::to_string(mb), "backward", 0, ts);
   const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
-  if (probed) {
-    // How far the rebuilt input is from the one the forward had (the weights changed in between: ASYNC).
-    const std::vector<Blob<Dtype>*> rebuilt = rebuilds_input_ ? in : std::vector<Blob<Dtype>*>{blocks_input_};
-    double err = 0, scale = 0;
-    for (size_t i = 0; i < rebuilt.size(); ++i) {
-      const Dtype* x = rebuilt[i]->cpu_data();
-      const Dtype* was = probe_.inputs[i]->cpu_data();
-      for (int j = 0; j < rebuilt[i]->count(); ++j) {
-        err = std::max(err, std::fabs(static_cast<double>(x[j] - was[j])));
-        scale = std::max(scale, std::fabs(static_cast<double>(was[j])));
-      }
-    }
-    stats_.max_reconstruction_error = std::max(stats_.max_reconstruction_error, scale > 0 ? err / scale : err);
-    probe_.mb = -1;
-  }
   if (!layout_.first()) {
     const int to = layout_.RankOf(layout_.stage - 1, layout_.replica);
     for (Blob<Dtype>* b : in) Send(b, true, to, kBackwardTag);
@@ -528,6 +517,20 @@ void PipelineEngine<Dtype>::Backward(long mb) {
   }
   // The rebuilt input is sent: gone again, so that the next backward rebuilds its own.
   for (Blob<Dtype>* b : dropped_inputs_) b->release_memory();
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::MeasureReconstruction() {
+  // How far the rebuilt input is from the one the forward had (the weights changed in between: ASYNC).
+  const Dtype* x = blocks_input_->cpu_data();
+  const Dtype* was = probe_.inputs[0]->cpu_data();
+  double err = 0, scale = 0;
+  for (int j = 0; j < blocks_input_->count(); ++j) {
+    err = std::max(err, std::fabs(static_cast<double>(x[j] - was[j])));
+    scale = std::max(scale, std::fabs(static_cast<double>(was[j])));
+  }
+  stats_.max_reconstruction_error = std::max(stats_.max_reconstruction_error, scale > 0 ? err / scale : err);
+  probe_.mb = -1;
 }
 
 template <typename Dtype>
