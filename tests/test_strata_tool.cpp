@@ -294,6 +294,18 @@ layer { name: "ip")"));
   EXPECT_EQ(status, 0) << err;
   EXPECT_NE(err.find("Pipeline: 1 stage(s) x 1 replica(s)"), std::string::npos) << err;
   EXPECT_NE(err.find("Pipeline stages:"), std::string::npos) << err;
+  // strata time per stage: the table on standard output; its errors as train's.
+  const std::string out = dir_ / "time.out";
+  EXPECT_EQ(Shell("cd " + dir_.path() + " && " + kStrata + " time --model=" + net +
+                  " --pipeline_stages=1 --micro_batches=2 --iterations=2 --warmup=1 > " + out + " 2> " + log), 0)
+      << ReadAll(log);
+  const std::string table = ReadAll(out);
+  EXPECT_NE(table.find("1 stage(s), 2 micro-batches of 2 per iteration, SYNC, 2 iteration(s)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("compute ms/it"), std::string::npos) << table;
+  ExpectError("time --model=" + net + " --pipeline_stages=2", {"2 stages x 1 replicas, but the job has 1 ranks"});
+  ExpectError("time --model=" + net + " --pipeline_stages=1 --schedule=LATER", {"--schedule must be SYNC or ASYNC"});
+  ExpectError("time --model=" + net + " --pipeline_stages=1 --pipeline_cut=nope", {"names 1 cut(s) for 1 stages"});
 }
 
 // The GPU gradient path's NCCL asked for in CPU training: one clear error (--timeline makes one rank run

@@ -113,6 +113,12 @@ DEFINE_string(dispatch, "round_robin", "scale: how chunks reach the communicatio
               "engine), shared (one queue, oldest first) or lowest_layer_first (what the next forward needs first).");
 DEFINE_bool(copies_block_compute, false, "scale, GPU: the copies to and from the host stop the computation while "
             "they run (a cudaMemcpy on the default stream) instead of running beside it on copy streams.");
+DEFINE_int32(pipeline_stages, 0, "time: cut the train net into this many pipeline stages, one per rank (run under "
+             "mpirun -np STAGES; docs/pipeline.md) and report each stage's compute, wait, bytes and peak memory.");
+DEFINE_string(pipeline_cut, "", "time --pipeline_stages: the first layer of each stage after the first, comma-separated "
+              "(default: the planner's cuts).");
+DEFINE_int32(micro_batches, 4, "time --pipeline_stages: micro-batches per iteration.");
+DEFINE_string(schedule, "SYNC", "time --pipeline_stages: SYNC or ASYNC.");
 DEFINE_int32(timeline_nodes, 0, "scale: the node count --timeline draws (default: the largest of --nodes).");
 
 namespace strata {
@@ -354,10 +360,64 @@ void time_sgd_steps(bool gpu, const std::vector<std::string>& stages, const Reco
   std::printf(".\n");
 }
 
-int time_command() {
+// `strata time --pipeline_stages=S` under mpirun: the train net cut into S stages, --warmup untimed then
+// --iterations timed iterations of --micro_batches micro-batches (learning rate 0: the weights stay), and the
+// per-stage table of docs/pipeline.md on rank 0's standard output.
+int time_pipeline(int* argc, char*** argv) {
+  STRATA_REQUIRE(FLAGS_micro_batches > 0) << "--micro_batches must be positive";
+  PipelineParameter::Schedule schedule = PipelineParameter::SYNC;
+  STRATA_REQUIRE(PipelineParameter::Schedule_Parse(FLAGS_schedule, &schedule))
+      << "--schedule must be SYNC or ASYNC, got '" << FLAGS_schedule << "'";
+  SolverParameter param;
+  ReadNetParamsFromTextFile(FLAGS_model, param.mutable_net_param());
+  param.mutable_net_param()->set_force_backward(true);  // a deploy net has no loss: time its backward anyway
+  for (const std::string& st : parse_stages()) param.mutable_train_state()->add_stage(st);
+  param.mutable_train_state()->set_level(FLAGS_level);
+  param.set_base_lr(0);
+  param.set_max_iter(FLAGS_warmup + FLAGS_iterations);
+  param.set_iter_size(FLAGS_micro_batches);
+  param.set_display(0);
+  param.set_snapshot_after_train(false);
+  param.set_random_seed(FLAGS_seed);
+  PipelineParameter* pp = param.mutable_pipeline_param();
+  pp->set_stages(static_cast<uint32_t>(FLAGS_pipeline_stages));
+  pp->set_schedule(schedule);
+  if (!FLAGS_pipeline_cut.empty()) {
+    for (const std::string& c : SplitCommas(FLAGS_pipeline_cut)) pp->add_cut(c);
+  }
+  Communicator::set_default_mpi_tuning();
+  Communicator comm(argc, argv, 0);
+  if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);
+  std::unique_ptr<Solver<float>> solver;
+  try {
+    if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
+    solver = MakePipelineSolver<float>(param, comm, AllreducePolicy::from_name("hybrid"), FLAGS_timeline);
+    auto* engine = static_cast<PipelineEngine<float>*>(solver->engine());
+    solver->Step(FLAGS_warmup);
+    engine->Drain();
+    engine->ResetStats();
+    solver->Step(FLAGS_iterations);
+    engine->Drain();
+    const std::vector<PipelineStats> stats = engine->GatherStats();
+    if (comm.rank() == 0) {
+      std::printf("%d stage(s), %d micro-batches of %d per iteration, %s, %d iteration(s) after %d warm-up:\n%s\n",
+                  engine->layout().stages, FLAGS_micro_batches, solver->net()->batch_size(), FLAGS_schedule.c_str(),
+                  FLAGS_iterations, FLAGS_warmup, engine->StatsTable(stats, engine->peak_mb()).c_str());
+    }
+    if (!FLAGS_timeline.empty()) engine->Finish(solver->iter());
+  } catch (const std::exception& e) {
+    if (comm.size() > 1) mpi_abort(e.what());
+    throw;
+  }
+  return 0;
+}
+
+int time_command(int* argc, char*** argv) {
   STRATA_REQUIRE(!FLAGS_model.empty()) << "strata time needs --model=NET.prototxt";
   STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
   STRATA_REQUIRE(FLAGS_warmup >= 0) << "--warmup must not be negative";
+  STRATA_REQUIRE(FLAGS_pipeline_stages >= 0) << "--pipeline_stages must not be negative";
+  if (FLAGS_pipeline_stages > 0) return time_pipeline(argc, argv);
   const Phase phase = parse_phase(FLAGS_phase);
   const std::vector<std::string> stages = parse_stages();
   if (!FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
@@ -845,8 +905,9 @@ const std::vector<Command>& commands() {
       {"test", "score a trained net: --model=NET --weights=W [--iterations=N]",
        [](int*, char***) { return test_command(); }},
       {"time", "time a net's forward and backward, layer by layer, then whole SGD steps: --model=NET "
-               "[--budget=B --planner=P: under a recomputation plan]",
-       [](int*, char***) { return time_command(); }},
+               "[--budget=B --planner=P: under a recomputation plan] [--pipeline_stages=S [--pipeline_cut=L1,L2] "
+               "[--micro_batches=K] [--schedule=SYNC|ASYNC]: per stage, under mpirun -np S]",
+       time_command},
       {"plan", "recomputation plans within a memory budget, each planner side by side: --model=NET "
                "--budget=BYTES|FRACTION [--planner=store_all|sqrt|dp|dp_memory|all]",
        [](int*, char***) { return plan_command(); }},

@@ -113,6 +113,10 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   // Copies of the stage net (STORE: one per micro-batch in flight; otherwise 1).
   int net_copies() const { return static_cast<int>(nets_.size()); }
   const PipelineStats& stats() const { return stats_; }
+  // Starts the figures again (after a warm-up), the peak memory too.
+  void ResetStats();
+  // Each stage's peak activation MiB, as the last GatherStats found them (rank 0).
+  const std::vector<double>& peak_mb() const { return peak_mb_; }
   // Every stage's figures on rank 0 (stage s of replica 0 at index s; empty elsewhere). Collective.
   std::vector<PipelineStats> GatherStats() const;
   // The per-stage table Finish logs (rank 0).

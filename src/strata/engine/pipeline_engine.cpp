@@ -740,6 +740,12 @@ bool PipelineEngine<Dtype>::GatherWeights(NetParameter* weights, bool write_diff
 }
 
 template <typename Dtype>
+void PipelineEngine<Dtype>::ResetStats() {
+  stats_ = PipelineStats();
+  MemoryTracker::reset_all_peaks();
+}
+
+template <typename Dtype>
 std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
   std::ostringstream s;
   s.precision(17);
