@@ -146,19 +146,26 @@ TEST(PipelinePlan, BadCutsAreOneClearErrorEach) {
   const std::vector<std::string> nine(8, "conv1");
   EXPECT_NE(ErrorOf([&] { CutNet(net, nine); }).find("fewer than the 9 pipeline stages"), std::string::npos);
   std::vector<double> cost(static_cast<size_t>(net.layer_size()), 1.0);
-  EXPECT_NE(ErrorOf([&] { PlanCuts(net, cost, 8); }).find("7 layers to compute, fewer than the 8"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { PlanCuts(net, cost, std::vector<double>(cost.size(), 0), 8); }).find("7 layers to compute, fewer than the 8"), std::string::npos);
 }
 
 TEST(PipelinePlan, PlannerBalancesTheSlowestStage) {
   const NetParameter net = TestNet();
   //                       data conv1 relu1 b0  b1  skip ip1 loss
   const std::vector<double> cost{5, 4, 0.5, 4, 3, 1, 1, 1};
+  const std::vector<double> no_memory(cost.size(), 0);
   // Two stages: before b0 gives 9.5 | 10, the best (before relu1: 9 | 10.5; before b1: 13.5 | 6).
-  EXPECT_EQ(PlanCuts(net, cost, 2), (std::vector<std::string>{"b0"}));
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 2), (std::vector<std::string>{"b0"}));
   // Three: 9 | 4.5 | 6 (data and conv1 alone, then relu1 and b0): the data layer stays in stage 0.
-  EXPECT_EQ(PlanCuts(net, cost, 3), (std::vector<std::string>{"relu1", "b1"}));
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 3), (std::vector<std::string>{"relu1", "b1"}));
   // Seven stages for seven compute layers: one each.
-  EXPECT_EQ(PlanCuts(net, cost, 7).size(), 6u);
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 7).size(), 6u);
+  // Memory counts too: with b0 holding most of it, a cut before b0 would leave b0, b1 (80% of the memory) together;
+  // cutting before b1 instead gives shares (time 13.5/19.5 = 69%, memory 70%) | (31%, 30%) against (49%, 0%) |
+  // (51%, 100%).
+  //                           data conv1 relu1 b0  b1  skip ip1 loss
+  const std::vector<double> bytes{0, 0, 0, 70, 10, 10, 5, 5};
+  EXPECT_EQ(PlanCuts(net, cost, bytes, 2), (std::vector<std::string>{"b1"}));
 }
 
 TEST(PipelinePlan, TestNetsAreCutLikeTheTrainNet) {

@@ -55,7 +55,8 @@ namespace strata {
 
 // Builds this rank's solver for a pipeline job and installs its PipelineEngine: the whole train net is built once
 // (with the solver's random_seed, so the weights start as one rank's would) to learn its shapes, weights and, when
-// pipeline_param names no cuts, its layer times (pipeline_param.plan_passes, averaged over the ranks); then the
+// pipeline_param names no cuts, its layer times (pipeline_param.plan_passes, averaged over the ranks) and sizes
+// for the planner (PlanCuts); then the
 // stage's nets. Collective over `comm`. Errors (one clear message each): stages x replicas not the rank count,
 // a bad cut, more stages than layers, a solver the pipeline cannot run (K-FAC, clip_gradients, recompute_param).
 template <typename Dtype>

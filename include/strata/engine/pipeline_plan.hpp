@@ -62,9 +62,12 @@ StageCut CutNet(const NetParameter& net, const std::vector<std::string>& cuts);
 // never to an earlier stage than the layer before it.
 StageCut CutLike(const NetParameter& net, const StageCut& train);
 
-// Where to cut `net` into `stages` stages so that the slowest stage is as fast as it can be: `cost[i]` is layer
-// i's measured forward + backward time. Cuts fall only between layers (never before stage 0's data layers).
-std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& cost, int stages);
+// Where to cut `net` into `stages` stages so that the most loaded stage is as light as it can be: a stage's load is
+// the larger of its share of the time (`time[i]`: layer i's measured forward + backward) and its share of the
+// memory (`memory[i]`: layer i's parameters and outputs, in bytes; all 0: time alone). Cuts fall only between
+// layers (never before stage 0's data layers).
+std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& time,
+                                  const std::vector<double>& memory, int stages);
 
 // Stage s's nets. `shapes`: every blob's shape in the whole net (Net::blob_by_name after construction), for the
 // Input layer. `compute` always exists; `source` only for stage 0 (its data layers).

@@ -68,6 +68,23 @@ std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filte
   return cost;
 }
 
+// Each layer of `filtered`'s parameter bytes and output bytes (one micro-batch) in the whole net: what a stage
+// holding it holds at least.
+template <typename Dtype>
+std::vector<double> LayerBytes(const Net<Dtype>& net, const NetParameter& filtered) {
+  std::vector<double> bytes(static_cast<size_t>(filtered.layer_size()), 0);
+  for (int i = 0; i < filtered.layer_size(); ++i) {
+    const std::string& name = filtered.layer(i).name();
+    if (!net.has_layer(name)) continue;
+    const int l = net.layer_index(name);
+    double b = 0;
+    for (const auto& p : net.layers()[static_cast<size_t>(l)]->blobs()) b += static_cast<double>(p->count());
+    for (const Blob<Dtype>* top : net.top_vecs()[static_cast<size_t>(l)]) b += static_cast<double>(top->count());
+    bytes[static_cast<size_t>(i)] = b * sizeof(Dtype);
+  }
+  return bytes;
+}
+
 std::map<std::string, std::vector<int>> ShapesOf(const std::vector<std::string>& names,
                                                  const std::vector<std::vector<int>>& shapes) {
   std::map<std::string, std::vector<int>> out;
@@ -127,11 +144,16 @@ std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, 
     if (cuts.empty() && layout.stages > 1) {
       const std::vector<double> cost =
           MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
-      cuts = PlanCuts(filtered, cost, layout.stages);
+      const std::vector<double> bytes = LayerBytes(whole, filtered);
+      cuts = PlanCuts(filtered, cost, bytes, layout.stages);
       if (comm.rank() == 0) {
         std::ostringstream s;
-        for (int i = 0; i < filtered.layer_size(); ++i) s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)];
-        LOG(INFO) << "Pipeline planner: forward + backward ms per layer over " << pp.plan_passes() << " pass(es):" << s.str();
+        for (int i = 0; i < filtered.layer_size(); ++i) {
+          s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)] << " ms "
+            << bytes[static_cast<size_t>(i)] / 1048576.0 << " MiB;";
+        }
+        LOG(INFO) << "Pipeline planner: forward + backward time over " << pp.plan_passes()
+                  << " pass(es), parameters and outputs per layer:" << s.str();
       }
     }
   }

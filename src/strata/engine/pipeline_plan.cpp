@@ -179,17 +179,28 @@ StageCut CutLike(const NetParameter& net, const StageCut& train) {
   return cut;
 }
 
-std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& cost, int stages) {
+std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& time,
+                                  const std::vector<double>& memory, int stages) {
   const int n = net.layer_size();
-  STRATA_REQUIRE(static_cast<int>(cost.size()) == n) << "PlanCuts: " << cost.size() << " costs for " << n << " layers";
+  STRATA_REQUIRE(static_cast<int>(time.size()) == n && static_cast<int>(memory.size()) == n)
+      << "PlanCuts: " << time.size() << " times and " << memory.size() << " sizes for " << n << " layers";
   int lead = 0;  // the leading data layers stay in stage 0
   while (lead < n && net.layer(lead).bottom_size() == 0) ++lead;
   STRATA_REQUIRE(n - lead >= stages) << "net '" << net.name() << "' has " << n - lead << " layers to compute, fewer "
                                      << "than the " << stages << " pipeline stages asked for";
-  std::vector<double> prefix(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + std::max(0.0, cost[static_cast<size_t>(i)]);
-  auto span = [&](int a, int b) { return prefix[static_cast<size_t>(b)] - prefix[static_cast<size_t>(a)]; };
-  // best[s][e]: the smallest possible slowest stage when layers [0, e) form stages 0..s; from[s][e] its last cut.
+  // A stage's load: the larger of its share of the time and its share of the memory.
+  auto prefix_of = [n](const std::vector<double>& v) {
+    std::vector<double> prefix(static_cast<size_t>(n) + 1, 0);
+    for (int i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + std::max(0.0, v[static_cast<size_t>(i)]);
+    return prefix;
+  };
+  const std::vector<double> t = prefix_of(time), m = prefix_of(memory);
+  const double total_t = t.back() > 0 ? t.back() : 1, total_m = m.back() > 0 ? m.back() : 1;
+  auto span = [&](int a, int b) {
+    return std::max((t[static_cast<size_t>(b)] - t[static_cast<size_t>(a)]) / total_t,
+                    (m[static_cast<size_t>(b)] - m[static_cast<size_t>(a)]) / total_m);
+  };
+  // best[s][e]: the smallest possible largest load when layers [0, e) form stages 0..s; from[s][e] its last cut.
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(n) + 1, inf));
   std::vector<std::vector<int>> from(static_cast<size_t>(stages), std::vector<int>(static_cast<size_t>(n) + 1, -1));
