@@ -146,7 +146,9 @@ TEST(PipelinePlan, BadCutsAreOneClearErrorEach) {
   const std::vector<std::string> nine(8, "conv1");
   EXPECT_NE(ErrorOf([&] { CutNet(net, nine); }).find("fewer than the 9 pipeline stages"), std::string::npos);
   std::vector<double> cost(static_cast<size_t>(net.layer_size()), 1.0);
-  EXPECT_NE(ErrorOf([&] { PlanCuts(net, cost, std::vector<double>(cost.size(), 0), 8); }).find("7 layers to compute, fewer than the 8"), std::string::npos);
+  const std::vector<double> no_memory(cost.size(), 0);
+  EXPECT_NE(ErrorOf([&] { PlanCuts(net, cost, no_memory, 8); }).find("7 layers to compute, fewer than the 8"),
+            std::string::npos);
 }
 
 TEST(PipelinePlan, PlannerBalancesTheSlowestStage) {

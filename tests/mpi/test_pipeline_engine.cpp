@@ -80,7 +80,8 @@ std::string NetText(const std::string& source) {
       << "           layer { name: 'b4_s" << t << "_tanh' type: 'TanH' bottom: 't' top: 't' } }\n";
   }
   s << "  } }\n"
-    << "layer { name: 'pool' type: 'Pooling' bottom: 'r4' top: 'pool' pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
+    << "layer { name: 'pool' type: 'Pooling' bottom: 'r4' top: 'pool'\n"
+    << "        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n"
     << "layer { name: 'ip1' type: 'InnerProduct' bottom: 'pool' top: 'ip1'\n"
     << "        inner_product_param { num_output: 8\n"
     << "          weight_filler { type: 'gaussian' std: 0.2 } bias_filler { type: 'constant' value: 0.05 } } }\n"
@@ -140,7 +141,8 @@ struct Config {
   float base_lr = 0.05f;
   std::string describe() const {
     std::ostringstream s;
-    s << world_size() / replicas << " stages x " << replicas << " replicas, " << micro_batches << " micro-batches, cuts";
+    s << world_size() / replicas << " stages x " << replicas << " replicas, " << micro_batches
+      << " micro-batches, cuts";
     if (cuts.empty()) s << " planned";
     for (const auto& c : cuts) s << " " << c;
     s << ", " << PipelineParameter::Activations_Name(activations) << (reversible ? ", reversible stages" : "") << ", "

@@ -165,7 +165,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool rebuilds_input_ = false;   // Reversible without a stem: keeps nothing of a micro-batch in flight
   int stem_end_ = -1;             // Reversible with a stem: the stem's last layer in the stage net
   std::vector<Blob<Dtype>*> dropped_inputs_;  // Reversible without a stem: inputs freed after forward, rebuilt
-  bool prev_reversible_ = false;  // the stage before this one rebuilds its input: send it our inputs with their gradient
+  bool prev_reversible_ = false;  // the stage before rebuilds its input: send it our inputs with their gradient
   bool recompute_ = false;
   int k_ = 1;
   std::unique_ptr<Net<Dtype>> source_;                 // stage 0: the data layers

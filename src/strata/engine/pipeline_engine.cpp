@@ -288,9 +288,8 @@ PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator&
     // The stem: the layers before the first block, which run again from the kept input before backward.
     const auto& layers = nets_[0]->layers();
     stem_end_ = 0;
-    while (stem_end_ + 1 < static_cast<int>(layers.size()) && std::string(layers[static_cast<size_t>(stem_end_) + 1]->type()) != "Reversible") {
-      ++stem_end_;
-    }
+    auto is_block = [&](int l) { return std::string(layers[static_cast<size_t>(l)]->type()) == "Reversible"; };
+    while (stem_end_ + 1 < static_cast<int>(layers.size()) && !is_block(stem_end_ + 1)) ++stem_end_;
     blocks_input_ = nets_[0]->bottom_vecs()[static_cast<size_t>(stem_end_) + 1][0];
     if (param_.schedule() == PipelineParameter::ASYNC) {
       // ASYNC measures the reconstruction of the first block's input once per iteration: kept as the forward
@@ -724,7 +723,9 @@ const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& 
   const TestStage& test = tests_[t];
   if (!layout_.first()) {
     const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
-    for (const std::string& b : test.cut.inputs(layout_.stage)) Receive(net.blob_by_name(b).get(), false, from, kTestTag);
+    for (const std::string& b : test.cut.inputs(layout_.stage)) {
+      Receive(net.blob_by_name(b).get(), false, from, kTestTag);
+    }
   }
   const auto& outputs = net.Forward(loss);
   if (layout_.last()) return outputs;
@@ -771,7 +772,8 @@ template <typename Dtype>
 std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
   std::ostringstream s;
   s.precision(17);
-  s << stats_.iteration_ms << " " << stats_.compute_ms << " " << stats_.wait_ms << " " << stats_.reduce_ms << " " << stats_.bytes_sent << " "
+  s << stats_.iteration_ms << " " << stats_.compute_ms << " " << stats_.wait_ms << " " << stats_.reduce_ms << " "
+    << stats_.bytes_sent << " "
     << stats_.iterations << " " << stats_.max_reconstruction_error << " "
     << MemoryTracker::peak(MemoryCategory::kActivation) / 1048576.0 << " " << layout_.stage << " " << layout_.replica;
   const std::vector<std::string> all = world_collectives_->GatherToRoot(s.str());
@@ -784,8 +786,8 @@ std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
     PipelineStats st;
     double peak = 0;
     int stage = 0, replica = 0;
-    in >> st.iteration_ms >> st.compute_ms >> st.wait_ms >> st.reduce_ms >> st.bytes_sent >> st.iterations >> st.max_reconstruction_error >>
-        peak >> stage >> replica;
+    in >> st.iteration_ms >> st.compute_ms >> st.wait_ms >> st.reduce_ms >> st.bytes_sent >> st.iterations >>
+        st.max_reconstruction_error >> peak >> stage >> replica;
     if (replica == 0) {
       out[static_cast<size_t>(stage)] = st;
       peak_mb_[static_cast<size_t>(stage)] = peak;
@@ -795,7 +797,8 @@ std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
 }
 
 template <typename Dtype>
-std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages, const std::vector<double>& peak_mb) {
+std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages,
+                                              const std::vector<double>& peak_mb) {
   std::ostringstream s;
   char line[256];
   std::snprintf(line, sizeof(line), "%5s %10s %14s %11s %8s %13s %11s %15s %11s", "stage", "ms/iter", "compute ms/it",
@@ -806,7 +809,8 @@ std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& 
     const double n = std::max(1, st.iterations);
     const double busy = st.compute_ms + st.wait_ms;
     std::snprintf(line, sizeof(line), "\n%5zu %10.2f %14.2f %11.2f %7.1f%% %13.2f %11.3f %15.2f %11.2e", i,
-                  st.iteration_ms / n, st.compute_ms / n, st.wait_ms / n, busy > 0 ? 100 * st.wait_ms / busy : 0.0, st.reduce_ms / n, st.bytes_sent / n / 1e6,
+                  st.iteration_ms / n, st.compute_ms / n, st.wait_ms / n, busy > 0 ? 100 * st.wait_ms / busy : 0.0,
+                  st.reduce_ms / n, st.bytes_sent / n / 1e6,
                   i < peak_mb.size() ? peak_mb[i] : 0.0, st.max_reconstruction_error);
     s << line;
   }

@@ -191,7 +191,7 @@ std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<dou
   // A stage's load: the larger of its share of the time and its share of the memory.
   auto prefix_of = [n](const std::vector<double>& v) {
     std::vector<double> prefix(static_cast<size_t>(n) + 1, 0);
-    for (int i = 0; i < n; ++i) prefix[static_cast<size_t>(i) + 1] = prefix[static_cast<size_t>(i)] + std::max(0.0, v[static_cast<size_t>(i)]);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) prefix[i + 1] = prefix[i] + std::max(0.0, v[i]);
     return prefix;
   };
   const std::vector<double> t = prefix_of(time), m = prefix_of(memory);
@@ -202,7 +202,8 @@ std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<dou
   };
   // best[s][e]: the smallest possible largest load when layers [0, e) form stages 0..s; from[s][e] its last cut.
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(n) + 1, inf));
+  std::vector<std::vector<double>> best(static_cast<size_t>(stages),
+                                        std::vector<double>(static_cast<size_t>(n) + 1, inf));
   std::vector<std::vector<int>> from(static_cast<size_t>(stages), std::vector<int>(static_cast<size_t>(n) + 1, -1));
   for (int e = lead + 1; e <= n; ++e) best[0][static_cast<size_t>(e)] = span(0, e);
   for (int s = 1; s < stages; ++s) {
