@@ -71,7 +71,8 @@ struct PipelineStats {
   double bytes_sent = 0;
   double iteration_ms = 0;  // whole iterations, as the solver sees them
   int iterations = 0;
-  double max_reconstruction_error = 0;  // ASYNC, Reversible stages: the largest relative error of a rebuilt input
+  double max_reconstruction_error = 0;
+  double peak_activation_mb = 0;  // filled in by GatherStats (MemoryTracker's peak of the stage's process)  // ASYNC, Reversible stages: the largest relative error of a rebuilt input
 };
 
 // A test net's cut, and the blobs this rank's stage of it sends on.
@@ -116,12 +117,10 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   const PipelineStats& stats() const { return stats_; }
   // Starts the figures again (after a warm-up), the peak memory too.
   void ResetStats();
-  // Each stage's peak activation MiB, as the last GatherStats found them (rank 0).
-  const std::vector<double>& peak_mb() const { return peak_mb_; }
   // Every stage's figures on rank 0 (stage s of replica 0 at index s; empty elsewhere). Collective.
   std::vector<PipelineStats> GatherStats() const;
   // The per-stage table Finish logs (rank 0).
-  static std::string StatsTable(const std::vector<PipelineStats>& stages, const std::vector<double>& peak_mb);
+  static std::string StatsTable(const std::vector<PipelineStats>& stages);
 
  private:
   // What the stage kept of a micro-batch in flight: its inputs (RECOMPUTE, or to send back to a Reversible
@@ -199,7 +198,6 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   std::vector<MPI_Request> requests_;
   std::vector<std::vector<Dtype>> send_buffers_;
   PipelineStats stats_;
-  mutable std::vector<double> peak_mb_;  // GatherStats: each stage's peak activation memory (rank 0)
   Timeline timeline_;
   std::string timeline_file_;
 };

@@ -780,25 +780,21 @@ std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
   std::vector<PipelineStats> out;
   if (world_collectives_->rank() != 0) return out;
   out.resize(static_cast<size_t>(layout_.stages));
-  peak_mb_.assign(static_cast<size_t>(layout_.stages), 0);
   for (const std::string& line : all) {
     std::istringstream in(line);
     PipelineStats st;
-    double peak = 0;
     int stage = 0, replica = 0;
     in >> st.iteration_ms >> st.compute_ms >> st.wait_ms >> st.reduce_ms >> st.bytes_sent >> st.iterations >>
-        st.max_reconstruction_error >> peak >> stage >> replica;
+        st.max_reconstruction_error >> st.peak_activation_mb >> stage >> replica;
     if (replica == 0) {
       out[static_cast<size_t>(stage)] = st;
-      peak_mb_[static_cast<size_t>(stage)] = peak;
     }
   }
   return out;
 }
 
 template <typename Dtype>
-std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages,
-                                              const std::vector<double>& peak_mb) {
+std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages) {
   std::ostringstream s;
   char line[256];
   std::snprintf(line, sizeof(line), "%5s %10s %14s %11s %8s %13s %11s %15s %11s", "stage", "ms/iter", "compute ms/it",
@@ -810,8 +806,7 @@ std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& 
     const double busy = st.compute_ms + st.wait_ms;
     std::snprintf(line, sizeof(line), "\n%5zu %10.2f %14.2f %11.2f %7.1f%% %13.2f %11.3f %15.2f %11.2e", i,
                   st.iteration_ms / n, st.compute_ms / n, st.wait_ms / n, busy > 0 ? 100 * st.wait_ms / busy : 0.0,
-                  st.reduce_ms / n, st.bytes_sent / n / 1e6,
-                  i < peak_mb.size() ? peak_mb[i] : 0.0, st.max_reconstruction_error);
+                  st.reduce_ms / n, st.bytes_sent / n / 1e6, st.peak_activation_mb, st.max_reconstruction_error);
     s << line;
   }
   return s.str();
@@ -822,7 +817,7 @@ void PipelineEngine<Dtype>::AfterIteration(int iterations_done) {
   const int display = solver_->param().display();
   if (display <= 0 || iterations_done % display != 0) return;
   const std::vector<PipelineStats> all = GatherStats();
-  if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << StatsTable(all, peak_mb_);
+  if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << StatsTable(all);
 }
 
 template <typename Dtype>
@@ -830,7 +825,7 @@ void PipelineEngine<Dtype>::Finish(int iterations_done) {
   (void)iterations_done;
   Drain();
   const std::vector<PipelineStats> all = GatherStats();
-  if (!all.empty()) LOG(INFO) << "Pipeline stages:\n" << StatsTable(all, peak_mb_);
+  if (!all.empty()) LOG(INFO) << "Pipeline stages:\n" << StatsTable(all);
   if (timeline_.enabled()) timeline_.Write(timeline_file_, world_collectives_.get());
 }
 
