@@ -26,6 +26,24 @@ step "the installed strata tool runs"
   > "$tmp/time.log" 2>&1 || { cat "$tmp/time.log"; fail "installed strata time"; }
 grep -q "Average Forward pass" "$tmp/time.log" || { cat "$tmp/time.log"; fail "no timing from the installed strata"; }
 
+# Image decoding is a module loaded at run time (src/strata/data/image_codecs.hpp): the installed tools must find
+# it beside the installed library.
+if [ -e "$build/libstrata_image_codecs.so" ]; then
+  step "the installed convert_imageset decodes an image through the installed codec module"
+  [ -e "$prefix/lib/libstrata_image_codecs.so" ] || fail "the prefix has no lib/libstrata_image_codecs.so"
+  mkdir -p "$tmp/images"
+  printf 'P5\n3 2\n255\n\001\002\003\004\005\006' > "$tmp/images/a.pgm"  # a 3 x 2 gray image
+  echo "a.pgm 3" > "$tmp/images/list.txt"
+  # LD_DEBUG=files names every library loaded: it must be the prefix's module, not the build tree's.
+  LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/ld" "$prefix/bin/convert_imageset" --gray "$tmp/images/" \
+    "$tmp/images/list.txt" "$tmp/images/db" > "$tmp/convert.log" 2>&1 ||
+    { cat "$tmp/convert.log"; fail "the installed convert_imageset"; }
+  cat "$tmp"/ld.* > "$tmp/ld.log"
+  grep -qE "init: $prefix/(bin/\.\./)?lib/libstrata_image_codecs.so" "$tmp/ld.log" ||
+    { grep -F image_codecs "$tmp/ld.log"; fail "convert_imageset did not load $prefix/lib/libstrata_image_codecs.so"; }
+  grep -q "Wrote 1 images" "$tmp/convert.log" || { cat "$tmp/convert.log"; fail "no image written"; }
+fi
+
 step "configure and build examples/custom_layer against the prefix"
 cmake -S "$src/examples/custom_layer" -B "$tmp/example" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
   > "$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "configure the example"; }
