@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 
 #include "strata/onednn_context.hpp"
@@ -22,30 +23,72 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+namespace {
+
+// This thread's call buffer: grown, never shrunk, and freed with the thread.
+struct ThreadBuffer {
+  std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
+  size_t size = 0;
+  bool open = false;
+};
+thread_local ThreadBuffer t_buffer;
+
+size_t Aligned(size_t bytes) { return (bytes + CallBuffer::kAlign - 1) / CallBuffer::kAlign * CallBuffer::kAlign; }
+
+}  // namespace
+
+CallBuffer::CallBuffer(size_t bytes) {
+  ThreadBuffer& t = t_buffer;
+  CHECK(!t.open) << "one oneDNN CallBuffer at a time per thread";
+  if (bytes > t.size) {
+    t.data.reset();  // free first: the peak is then the new size, not old + new
+    t.data.reset(static_cast<char*>(std::aligned_alloc(kAlign, Aligned(bytes))));
+    CHECK(t.data) << "cannot allocate " << bytes << " bytes for oneDNN's reordered operands";
+    t.size = Aligned(bytes);
+  }
+  t.open = true;
+  next_ = t.data.get();
+  end_ = next_ + t.size;
+}
+
+CallBuffer::~CallBuffer() { t_buffer.open = false; }
+
+void* CallBuffer::Take(size_t bytes) {
+  CHECK_LE(bytes, static_cast<size_t>(end_ - next_)) << "a oneDNN call took more than it asked its CallBuffer for";
+  void* p = next_;
+  next_ += bytes;
+  return p;
+}
+
 void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input) {
   user_ = dnnl::memory(plain, cpu_engine(), DNNL_MEMORY_NONE);
-  reordered_ = chosen != plain;
-  if (!reordered_) {
+  if (chosen == plain) {
     inner_ = user_;
+    bytes_ = 0;
     return;
   }
-  inner_ = dnnl::memory(chosen, cpu_engine());
+  inner_ = dnnl::memory(chosen, cpu_engine(), DNNL_MEMORY_NONE);
+  bytes_ = Aligned(chosen.get_size());
   copy_ = input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
 }
 
-const dnnl::memory& Operand::In(const float* data) {
+const dnnl::memory& Operand::In(const float* data, CallBuffer& buffer) {
   user_.set_data_handle(const_cast<float*>(data));  // oneDNN only reads an input
-  if (reordered_) copy_.execute(cpu_stream(), user_, inner_);
+  if (bytes_ > 0) {
+    inner_.set_data_handle(buffer.Take(bytes_));
+    copy_.execute(cpu_stream(), user_, inner_);
+  }
   return inner_;
 }
 
-const dnnl::memory& Operand::Target(float* data) {
+const dnnl::memory& Operand::Target(float* data, CallBuffer& buffer) {
   user_.set_data_handle(data);
+  if (bytes_ > 0) inner_.set_data_handle(buffer.Take(bytes_));
   return inner_;
 }
 
 void Operand::Out() {
-  if (reordered_) copy_.execute(cpu_stream(), inner_, user_);
+  if (bytes_ > 0) copy_.execute(cpu_stream(), inner_, user_);
 }
 
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {

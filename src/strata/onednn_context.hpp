@@ -4,6 +4,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstddef>
 #include <string>
 
 namespace strata {
@@ -15,23 +16,45 @@ dnnl::engine& cpu_engine();
 // execute() returns (the stream is still waited on, which costs nothing, so that a later asynchronous runtime
 // cannot change that).
 dnnl::stream& cpu_stream();
+// The reordered copies one primitive call works on (Operand below) live only during that call, so they are cut
+// from one buffer per thread, grown to the largest call so far, rather than each operand of each layer keeping a
+// buffer of its own for the layer's life (which took 37 MB of LeNet's 78 MB peak heap in training;
+// docs/onednn.md). Open one per call, sized with the sum of its operands' bytes(); one at a time per thread.
+class CallBuffer {
+ public:
+  explicit CallBuffer(size_t bytes);
+  ~CallBuffer();
+  CallBuffer(const CallBuffer&) = delete;
+  CallBuffer& operator=(const CallBuffer&) = delete;
+  // `bytes` of the buffer (a multiple of kAlign, as bytes() gives), not handed out before in this call.
+  void* Take(size_t bytes);
+
+  static constexpr size_t kAlign = 64;
+
+ private:
+  char* next_;
+  char* end_;
+};
+
 // One tensor of a primitive: `user` is the layer's plain memory (its pointer set on every call), `inner` the
 // memory in the layout the primitive computes in. When oneDNN chose the plain layout they are the same memory
-// and nothing is copied; otherwise `inner` is a buffer of its own, filled from `user` (an input) or copied back
-// to it (an output) by a reorder made once.
+// and nothing is copied; otherwise `inner` is taken from the call's CallBuffer, filled from `user` (an input) or
+// copied back to it (an output) by a reorder made once.
 class Operand {
  public:
   void Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input);
+  // What the reordered copy takes of a CallBuffer: 0 when the primitive reads the plain memory itself.
+  size_t bytes() const { return bytes_; }
   // The input at `data`, in the primitive's layout.
-  const dnnl::memory& In(const float* data);
-  // Where the primitive writes an output bound for `data`; Out() then brings it there.
-  const dnnl::memory& Target(float* data);
+  const dnnl::memory& In(const float* data, CallBuffer& buffer);
+  // Where the primitive writes an output bound for `data`; Out() then brings it there (within the same call).
+  const dnnl::memory& Target(float* data, CallBuffer& buffer);
   void Out();
 
  private:
   dnnl::memory user_, inner_;
   dnnl::reorder copy_;
-  bool reordered_ = false;
+  size_t bytes_ = 0;
 };
 
 // A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses.

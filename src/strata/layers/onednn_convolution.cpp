@@ -40,6 +40,7 @@ struct Convolution::Primitives {
   dnnl::convolution_forward fwd;
   Operand fwd_x, fwd_w, fwd_y;
   memory fwd_b;
+  size_t forward_bytes = 0;  // of the call buffer (onednn::CallBuffer)
 
   bool have_backward = false;
   dnnl::convolution_backward_data bwd_data;
@@ -49,6 +50,7 @@ struct Convolution::Primitives {
   // Both backward primitives read dy in the same layout: reorder it once per call.
   bool same_dy_layout = false;
   memory bwd_weights_db;
+  size_t backward_bytes = 0;
   // The weight and bias gradients of one call, plain, before they are added to the layer's.
   std::vector<float> dw, db;
 
@@ -90,6 +92,7 @@ void Convolution::Configure(const Shape& shape) {
     p->fwd_w.Init(p->w, p->fwd_pd.weights_desc(), true);
     p->fwd_y.Init(p->y, p->fwd_pd.dst_desc(), false);
     if (p->bias) p->fwd_b = memory(p->b, onednn::cpu_engine(), DNNL_MEMORY_NONE);
+    p->forward_bytes = p->fwd_x.bytes() + p->fwd_w.bytes() + p->fwd_y.bytes();
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the forward primitive");
   }
@@ -116,6 +119,8 @@ void Convolution::Primitives::MakeBackward() {
     same_dy_layout = weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
     bwd_weights_dw.Init(w, weights_pd.diff_weights_desc(), false);
     if (bias) bwd_weights_db = memory(b, onednn::cpu_engine(), DNNL_MEMORY_NONE);
+    backward_bytes = bwd_weights_x.bytes() + bwd_weights_dy.bytes() + bwd_weights_dw.bytes() +
+                     (same_dy_layout ? 0 : bwd_data_dy.bytes()) + bwd_data_w.bytes() + bwd_data_dx.bytes();
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the backward primitives");
   }
@@ -128,9 +133,10 @@ void Convolution::Forward(const float* x, const float* w, const float* b, float*
   CHECK(p_) << "Configure before Forward";
   Primitives& p = *p_;
   dnnl::stream& s = onednn::cpu_stream();
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.fwd_x.In(x)},
-                                       {DNNL_ARG_WEIGHTS, p.fwd_w.In(w)},
-                                       {DNNL_ARG_DST, p.fwd_y.Target(y)}};
+  onednn::CallBuffer buffer(p.forward_bytes);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.fwd_x.In(x, buffer)},
+                                       {DNNL_ARG_WEIGHTS, p.fwd_w.In(w, buffer)},
+                                       {DNNL_ARG_DST, p.fwd_y.Target(y, buffer)}};
   if (p.bias) {
     p.fwd_b.set_data_handle(const_cast<float*>(b));
     args.emplace(DNNL_ARG_BIAS, p.fwd_b);
@@ -145,12 +151,13 @@ void Convolution::Backward(const float* dy, const float* x, const float* w, floa
   Primitives& p = *p_;
   if (!p.have_backward) p.MakeBackward();
   dnnl::stream& s = onednn::cpu_stream();
+  onednn::CallBuffer buffer(p.backward_bytes);
   const memory* dy_weights = nullptr;  // dy as the weight gradient read it
   if (dw || db) {
-    dy_weights = &p.bwd_weights_dy.In(dy);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.bwd_weights_x.In(x)},
+    dy_weights = &p.bwd_weights_dy.In(dy, buffer);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.bwd_weights_x.In(x, buffer)},
                                          {DNNL_ARG_DIFF_DST, *dy_weights},
-                                         {DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights_dw.Target(p.dw.data())}};
+                                         {DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights_dw.Target(p.dw.data(), buffer)}};
     if (p.bias) {
       p.bwd_weights_db.set_data_handle(p.db.data());
       args.emplace(DNNL_ARG_DIFF_BIAS, p.bwd_weights_db);
@@ -163,10 +170,10 @@ void Convolution::Backward(const float* dy, const float* x, const float* w, floa
     if (db) cpu_axpy<float>(static_cast<int>(p.db.size()), 1.f, p.db.data(), db);
   }
   if (dx) {
-    const memory& dy_data = dy_weights && p.same_dy_layout ? *dy_weights : p.bwd_data_dy.In(dy);
+    const memory& dy_data = dy_weights && p.same_dy_layout ? *dy_weights : p.bwd_data_dy.In(dy, buffer);
     p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dy_data},
-                           {DNNL_ARG_WEIGHTS, p.bwd_data_w.In(w)},
-                           {DNNL_ARG_DIFF_SRC, p.bwd_data_dx.Target(dx)}});
+                           {DNNL_ARG_WEIGHTS, p.bwd_data_w.In(w, buffer)},
+                           {DNNL_ARG_DIFF_SRC, p.bwd_data_dx.Target(dx, buffer)}});
     p.bwd_data_dx.Out();
     s.wait();
   }

@@ -3,8 +3,8 @@
 //
 // The layer's blobs stay plain N x C x H x W (and O x C/G x KH x KW weights): oneDNN picks the layouts its
 // kernels compute in (blocked ones such as nChw8c where they are faster), and the data is reordered into them
-// and back within each call, so no other layer ever sees a oneDNN layout. The primitives and the buffers of the
-// reordered data are made once per shape and kept until the shape changes.
+// and back within each call, so no other layer ever sees a oneDNN layout. The primitives are made once per shape and
+// kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
 #pragma once
 
 #include <array>

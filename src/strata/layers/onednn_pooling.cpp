@@ -91,7 +91,8 @@ size_t Pooling::workspace_bytes() const {
 void Pooling::Forward(const float* x, float* y, void* workspace) {
   CHECK(p_) << "Configure before Forward";
   Primitives& p = *p_;
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.x.In(x)}, {DNNL_ARG_DST, p.y.Target(y)}};
+  onednn::CallBuffer buffer(p.x.bytes() + p.y.bytes());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.x.In(x, buffer)}, {DNNL_ARG_DST, p.y.Target(y, buffer)}};
   if (shape_.max) {
     p.workspace.set_data_handle(workspace);
     args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
@@ -116,7 +117,9 @@ void Pooling::Backward(const float* dy, float* dx, void* workspace) {
     }
     p.have_backward = true;
   }
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, p.dy.In(dy)}, {DNNL_ARG_DIFF_SRC, p.dx.Target(dx)}};
+  onednn::CallBuffer buffer(p.dy.bytes() + p.dx.bytes());
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, p.dy.In(dy, buffer)},
+                                       {DNNL_ARG_DIFF_SRC, p.dx.Target(dx, buffer)}};
   if (shape_.max) {
     p.workspace.set_data_handle(workspace);
     args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
