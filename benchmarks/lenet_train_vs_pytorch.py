@@ -17,11 +17,13 @@ What "the same" means here:
   * 2 Strata ranks use batch 32 each, so the global batch and every update are the ones of 1 rank x 64.
 Each framework computes with 2 threads on the 2 cores (Strata with 2 ranks: one BLAS thread per rank).
 images/s is the median over the 100-iteration display windows (windows without a test pass dominate);
-wall time covers the whole run including the 21 test passes."""
+wall time covers the whole run including the 21 test passes. "peak MB" is the peak resident memory: of the largest
+rank (GNU time's maximum RSS, as /usr/bin/time -v reports it), and of the Python process for PyTorch."""
 import argparse
 import gzip
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,12 +38,13 @@ DATA = "/usr/share/datasets/fashion-mnist"
 THRESHOLDS = (0.88, 0.89, 0.90)
 
 
-def summarise(name, curve, rates, wall):
-    """curve: [(iteration, accuracy)], rates: images/s per display window."""
+def summarise(name, curve, rates, wall, peak_mb):
+    """curve: [(iteration, accuracy)], rates: images/s per display window; peak_mb: peak resident memory (of the
+    largest rank)."""
     first = {t: next((it for it, acc in curve if acc >= t), None) for t in THRESHOLDS}
     return {"name": name, "images_s": statistics.median(rates) if rates else float("nan"), "wall_s": wall,
             "final": curve[-1][1] if curve else float("nan"), "best": max(a for _, a in curve) if curve else 0,
-            "first": first, "curve": curve}
+            "first": first, "curve": curve, "peak_mb": peak_mb}
 
 
 def run_strata(ranks, iterations, threads):
@@ -61,8 +64,9 @@ def run_strata(ranks, iterations, threads):
     open(solver_path, "w").write(solver)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OPENBLAS_NUM_THREADS=str(max(1, threads // ranks)), OMP_NUM_THREADS=str(max(1, threads // ranks)))
+    # Each rank under GNU time: its peak resident memory (the issue's measure, /usr/bin/time -v's maximum RSS).
     cmd = ["mpirun", "-np", str(ranks), "--bind-to", "none", "--mca", "btl", "self,vader",
-           STRATA, "train", f"--solver={solver_path}"]
+           "/usr/bin/time", "-f", "strata-peak-rss-kb %M", STRATA, "train", f"--solver={solver_path}"]
     t0 = time.perf_counter()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - t0
@@ -70,8 +74,11 @@ def run_strata(ranks, iterations, threads):
     open(os.path.join(workdir, "train.log"), "w").write(log)
     if out.returncode != 0:
         sys.exit(f"strata train failed ({workdir}/train.log):\n{log[-3000:]}")
-    curve, rates, it = [], [], 0
+    curve, rates, it, peak_kb = [], [], 0, 0
     for line in log.splitlines():
+        m = re.match(r"strata-peak-rss-kb (\d+)", line)
+        if m:
+            peak_kb = max(peak_kb, int(m.group(1)))
         m = re.search(r"Iteration (\d+), Testing net", line)
         if m:
             it = int(m.group(1))
@@ -81,7 +88,7 @@ def run_strata(ranks, iterations, threads):
         m = re.search(r"Iteration \d+, (\d+) images/s", line)
         if m:
             rates.append(float(m.group(1)))
-    return summarise(f"Strata, {ranks} rank{'s' if ranks > 1 else ''}", curve, rates, wall)
+    return summarise(f"Strata, {ranks} rank{'s' if ranks > 1 else ''}", curve, rates, wall, peak_kb / 1024)
 
 
 def read_idx(path):
@@ -155,7 +162,9 @@ def run_torch(iterations, threads, test_interval=500, display=100):
             for (p, mult), v in zip(params, history):
                 v.mul_(momentum).add_(p.grad, alpha=lr * mult).add_(p, alpha=lr * mult * decay)
                 p.sub_(v)
-    return summarise("PyTorch 1.13", curve, rates, time.perf_counter() - t_start)
+    # This process is PyTorch's run alone: the Strata runs are child processes, counted apart.
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return summarise("PyTorch 1.13", curve, rates, time.perf_counter() - t_start, peak_mb)
 
 
 def main():
@@ -177,12 +186,12 @@ def main():
             sys.exit(f"unknown run '{run}' (strataN or torch)")
         r = results[-1]
         print(f"# {r['name']}: done in {r['wall_s']:.0f} s", file=sys.stderr, flush=True)
-    head = f"{'run':<18}{'images/s':>10}{'wall s':>9}{'final %':>9}{'best %':>8}" + "".join(
+    head = f"{'run':<18}{'images/s':>10}{'wall s':>9}{'peak MB':>9}{'final %':>9}{'best %':>8}" + "".join(
         f"{'first ' + str(int(t * 100)) + '%':>11}" for t in THRESHOLDS)
     print(head)
     for r in results:
         firsts = "".join(f"{(str(r['first'][t]) if r['first'][t] is not None else '-'):>11}" for t in THRESHOLDS)
-        print(f"{r['name']:<18}{r['images_s']:>10.0f}{r['wall_s']:>9.1f}{100 * r['final']:>9.2f}"
+        print(f"{r['name']:<18}{r['images_s']:>10.0f}{r['wall_s']:>9.1f}{r['peak_mb']:>9.0f}{100 * r['final']:>9.2f}"
               f"{100 * r['best']:>8.2f}{firsts}")
     if args.curve:
         for r in results:
