@@ -124,20 +124,39 @@ std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
   return cases;
 }
 
-// One forward and backward of a layer with the given engine, its weights copied from `weights` (when given).
+// `v` rounded to the nearest bfloat16 (ties to even), as oneDNN's conversions round.
+float RoundToBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+void RoundToBf16(float* p, int n) {
+  for (int i = 0; i < n; ++i) p[i] = RoundToBf16(p[i]);
+}
+
+// One forward and backward of a convolution: random input, weights and output gradient from `seed`. The layer has
+// `precision`; `round_operands` rounds the input, the weights and the output gradient to bfloat16 first (the
+// float reference of a BF16 layer).
 struct ConvRun {
   std::vector<float> top, bottom_diff, weight_diff, bias_diff;
+  bool bf16 = false;  // the layer multiplied in bfloat16
 };
 
 ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned seed,
-                ConvolutionLayer<float>* reuse = nullptr) {
+                ConvolutionLayer<float>* reuse = nullptr, Precision precision = FP32, bool round_operands = false) {
   std::mt19937 rng(seed);
   Blob<float> x({c.num, c.channels, c.height, c.width}), y;
   Fill(&x, &rng);
+  if (round_operands) RoundToBf16(x.mutable_cpu_data(), x.count());
   std::unique_ptr<ConvolutionLayer<float>> own;
   ConvolutionLayer<float>* layer = reuse;
   if (!layer) {
-    own = std::make_unique<ConvolutionLayer<float>>(ConvParam(c, engine));
+    LayerParameter param = ConvParam(c, engine);
+    if (precision != FP32) param.set_precision(precision);
+    own = std::make_unique<ConvolutionLayer<float>>(param);
     layer = own.get();
   }
   // A reused layer, once set up, only reshapes, as a net's layer does when its input changes shape.
@@ -151,14 +170,18 @@ ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned
     // The parameter gradients start away from 0: they must be added to, not overwritten.
     cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
   }
+  // The weights (blob 0) are multiplied; the bias is added in float.
+  if (round_operands) RoundToBf16(layer->blobs()[0]->mutable_cpu_data(), layer->blobs()[0]->count());
   layer->Forward({&x}, {&y});
   Fill(&y, &rng, true);
+  if (round_operands) RoundToBf16(y.mutable_cpu_diff(), y.count());
   cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
   layer->Backward({&y}, {true}, {&x});
   auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
   ConvRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()),
             values(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()), {}};
   if (c.bias) r.bias_diff = values(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count());
+  r.bf16 = layer->ComputesInBf16();
   return r;
 }
 
@@ -270,6 +293,52 @@ TEST_F(OneDnnTest, ConvolutionRepeatsItsBitsForAGivenThreadCount) {
       EXPECT_TRUE(SameBits(again.weight_diff, first.weight_diff)) << threads << " threads";
       EXPECT_TRUE(SameBits(again.bias_diff, first.bias_diff)) << threads << " threads";
     }
+  }
+}
+
+TEST_F(OneDnnTest, Bf16ConvolutionIsTheFloatOneOnRoundedOperands) {
+  // precision: BF16 rounds the input, the weights and the output gradient to bfloat16 and sums in float: the
+  // result is the float convolution of the rounded operands (CAFFE engine), within float's summation-order bound.
+  // On a CPU without oneDNN's bfloat16 kernels the layer computes in float: then it is the float convolution.
+  int rounded_differs = 0;
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const ConvCase& c : RandomConvCases(16, 40 + threads)) {
+      // DEFAULT: bfloat16 takes oneDNN whatever DEFAULT means for float convolutions.
+      const ConvRun got = RunConv(c, ConvolutionParameter::DEFAULT, 5, nullptr, BF16);
+      const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5, nullptr, FP32, got.bf16);
+      ExpectClose(got.top, ref.top, "top", c);
+      ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
+      ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
+      ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
+      if (!got.bf16) continue;
+      // The rounding is real: against the unrounded operands the outputs move by bfloat16's precision (2^-9
+      // relative per operand), far beyond float's, yet stay within 2e-2 of the blob's largest value.
+      const ConvRun exact = RunConv(c, ConvolutionParameter::CAFFE, 5);
+      const double top_error = RelativeError(got.top.data(), exact.top.data(), static_cast<int>(exact.top.size()));
+      rounded_differs += top_error > 10 * kRelTol;
+      EXPECT_LE(top_error, 2e-2) << c;
+      EXPECT_LE(RelativeError(got.weight_diff.data(), exact.weight_diff.data(),
+                              static_cast<int>(exact.weight_diff.size())),
+                2e-2)
+          << c;
+    }
+  }
+  if (onednn_has_bf16()) {
+    EXPECT_GT(rounded_differs, 16) << "precision BF16 changed almost nothing: is it computing in float?";
+  }
+}
+
+TEST_F(OneDnnTest, Bf16ConvolutionRepeatsItsBits) {
+  const ConvCase c{4, 16, 20, 20, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1, true};
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    const ConvRun first = RunConv(c, ConvolutionParameter::ONEDNN, 17, nullptr, BF16);
+    EXPECT_EQ(first.bf16, onednn_has_bf16());
+    const ConvRun again = RunConv(c, ConvolutionParameter::ONEDNN, 17, nullptr, BF16);
+    EXPECT_TRUE(SameBits(again.top, first.top)) << threads << " threads";
+    EXPECT_TRUE(SameBits(again.bottom_diff, first.bottom_diff)) << threads << " threads";
+    EXPECT_TRUE(SameBits(again.weight_diff, first.weight_diff)) << threads << " threads";
   }
 }
 

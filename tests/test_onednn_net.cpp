@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "strata/layers/convolution_layer.hpp"
 #include "strata/net.hpp"
+#include "strata/onednn.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -89,13 +91,14 @@ struct Trained {
   std::vector<std::vector<float>> params;  // every parameter blob, running statistics included
 };
 
-Trained Train(const std::string& engine, int steps) {
+Trained Train(const std::string& engine, int steps, Precision precision = FP32) {
   SolverParameter p;
   ReadProtoFromTextString("base_lr: 0.05 momentum: 0.9 weight_decay: 0.0005 lr_policy: 'fixed' random_seed: 1701 "
                           "display: 0 snapshot_after_train: false max_iter: 100",
                           &p);
   ReadProtoFromTextString(ResNetStyle(), p.mutable_net_param());
   SetEngines(p.mutable_net_param(), engine);
+  p.set_precision(precision);
   auto solver = SolverRegistry<float>::Create(p);
   Net<float>& net = *solver->net();
   std::mt19937 rng(3);
@@ -145,6 +148,41 @@ TEST(OneDnnNet, TheTwoRunsComputeDifferently) {
   bool differ = false;
   for (size_t i = 0; i < caffe.params.size() && !differ; ++i) differ = caffe.params[i] != onednn.params[i];
   EXPECT_TRUE(differ);
+}
+
+// precision: the solver's reaches every net and layer that sets none; a net's own or a layer's own wins.
+TEST(OneDnnNet, PrecisionPassesFromSolverToNetToLayer) {
+  SolverParameter p;
+  ReadProtoFromTextString("precision: BF16", &p);
+  ReadProtoFromTextString(ResNetStyle(), p.mutable_net_param());
+  p.mutable_net_param()->mutable_layer(2)->set_precision(FP32);  // conv1 keeps float
+  p.add_test_iter(1);
+  NetParameter train = TrainNetParam(p);
+  EXPECT_EQ(train.precision(), BF16);
+  EXPECT_EQ(TestNetParams(p).at(0).precision(), BF16);
+  Net<float> net(train);
+  for (const auto& layer : net.layers()) {
+    const LayerParameter& lp = layer->layer_param();
+    EXPECT_EQ(lp.precision(), lp.name() == "conv1" ? FP32 : BF16) << lp.name();
+    if (lp.type() != "Convolution") continue;
+    // A convolution multiplies in bfloat16 where oneDNN has the kernels and the layer asks for it.
+    const auto* conv = dynamic_cast<const ConvolutionLayer<float>*>(layer.get());
+    ASSERT_NE(conv, nullptr);
+    EXPECT_EQ(conv->ComputesInBf16(), lp.precision() == BF16 && onednn_has_bf16()) << lp.name();
+  }
+  // The net's own precision wins over the solver's.
+  p.mutable_net_param()->set_precision(FP32);
+  EXPECT_EQ(TrainNetParam(p).precision(), FP32);
+}
+
+// The ResNet-style net trains in bfloat16: its loss falls as the float run's does, and stays near it (bfloat16's
+// rounding moves each step by well under a percent here).
+TEST(OneDnnNet, ResNetStyleNetTrainsInBf16) {
+  const Trained fp32 = Train("ONEDNN", 5);
+  const Trained bf16 = Train("ONEDNN", 5, BF16);
+  EXPECT_LT(bf16.losses.back(), bf16.losses.front());
+  for (size_t s = 0; s < fp32.losses.size(); ++s)
+    EXPECT_NEAR(bf16.losses[s], fp32.losses[s], 2e-2 * std::fabs(fp32.losses[s])) << "step " << s;
 }
 
 }  // namespace

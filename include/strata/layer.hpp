@@ -66,6 +66,9 @@ class Layer {
 
   // What a layer is to the code around it, so that Net, the recompute planner, solvers and tools ask the layer
   // rather than compare type() strings.
+  // True when the layer multiplies in bfloat16: its precision is BF16 and it and the CPU have the kernels
+  // (docs/onednn.md); a layer asked for BF16 without them computes in float.
+  virtual bool ComputesInBf16() const { return false; }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
   virtual bool IsBatchSource() const { return false; }

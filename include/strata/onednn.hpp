@@ -9,6 +9,12 @@ namespace strata {
 
 // The instruction set oneDNN's kernels use on this CPU, as oneDNN reports it ("AVX2", "AVX-512 core", ...).
 std::string onednn_cpu_isa();
+// What precision: BF16 gets on this CPU (docs/onednn.md): "native" (AVX-512 BF16 or AMX instructions),
+// "emulated" (AVX-512 without them: oneDNN rounds to bfloat16 and multiplies in float), or "none" (before
+// AVX-512: the layers compute in float).
+std::string onednn_bf16_support();
+// Whether oneDNN has bfloat16 convolutions here (native or emulated).
+bool onednn_has_bf16();
 // "MAJOR.MINOR.PATCH" of the oneDNN libstrata runs with.
 std::string onednn_version();
 

@@ -134,6 +134,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   for (int layer_id = 0; layer_id < num_layers; ++layer_id) {
     LayerParameter* lp = param.mutable_layer(layer_id);
     if (!lp->has_phase()) lp->set_phase(phase_);
+    if (!lp->has_precision() && param.has_precision()) lp->set_precision(param.precision());
     STRATA_REQUIRE(lp->propagate_down_size() == 0 || lp->propagate_down_size() == lp->bottom_size())
         << "layer '" << lp->name() << "': propagate_down must be given for all " << lp->bottom_size()
         << " bottoms or none";
@@ -299,6 +300,22 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     layer_learnable_ids_[layer_id].push_back(learnable_id);
   }
   for (size_t l = 0; l < lowest_user.size(); ++l) final_after_[lowest_user[l]].push_back(static_cast<int>(l));
+
+  // precision: BF16 is a request that a layer without bfloat16 kernels (or a CPU without them) meets in float:
+  // say which layers multiply in bfloat16.
+  std::vector<std::string> asked, bf16;
+  for (const auto& layer : layers_) {
+    if (layer->layer_param().precision() != BF16) continue;
+    asked.push_back(layer->layer_param().name());
+    if (layer->ComputesInBf16()) bf16.push_back(layer->layer_param().name());
+  }
+  if (!asked.empty()) {
+    std::string names;
+    for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
+    LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
+              << " layers with precision BF16 multiply in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
+              << "; the others compute in float";
+  }
 }
 
 template <typename Dtype>

@@ -95,8 +95,8 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::forma
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
 }
 
-dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims) {
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(dims, type, dnnl::memory::format_tag::any);
 }
 
 void Fail(const dnnl::error& e, const std::string& what) {
@@ -121,6 +121,23 @@ std::string onednn_cpu_isa() {
     case dnnl::cpu_isa::all: return "all (no limit reported)";
   }
   return "unknown (" + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + ")";
+}
+
+bool onednn_has_bf16() {
+  // oneDNN 2.6's bfloat16 convolutions start at avx512_core (emulating the bfloat16 instructions there).
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx: return true;
+    default: return false;
+  }
+}
+
+std::string onednn_bf16_support() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) return "native";
+  return onednn_has_bf16() ? "emulated" : "none";
 }
 
 std::string onednn_version() {
@@ -179,6 +196,7 @@ std::string cpu_engine_report() {
   std::ostringstream s;
   s << "CPU: oneDNN " << onednn_version() << ", kernels for " << onednn_cpu_isa() << ", " << compute_threads()
     << " compute thread" << (compute_threads() == 1 ? "" : "s") << "\n";
+  s << "bfloat16 (precision: BF16): " << onednn_bf16_support() << "\n";
   s << "CPU engine per layer type with engine: DEFAULT, in float (double: CAFFE):\n";
   for (const CpuEngineChoice& c : cpu_engine_choices()) {
     char line[128];

@@ -57,9 +57,11 @@ class Operand {
   size_t bytes_ = 0;
 };
 
-// A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses.
+// A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses (float unless `type`
+// says otherwise: an Operand's reorder then also converts, e.g. to bfloat16 and back).
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);
-dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims);
+dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims,
+                           dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 
 // Rethrows a dnnl::error from `what` (e.g. "Convolution: creating the forward primitive") as a strata::Error.
 [[noreturn]] void Fail(const dnnl::error& e, const std::string& what);

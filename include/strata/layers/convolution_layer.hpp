@@ -56,6 +56,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool bias_term() const { return bias_term_; }
   // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
+  bool ComputesInBf16() const override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -98,6 +99,7 @@ class ConvolutionLayer : public Layer<Dtype> {
 #endif
   // Set when the CPU passes run through oneDNN; its primitives follow the shape (configured in Reshape).
   std::shared_ptr<onednn_conv::Convolution> onednn_;
+  bool bf16_ = false;  // precision BF16 asked for (in float)
 };
 
 }  // namespace strata

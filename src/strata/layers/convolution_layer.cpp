@@ -74,10 +74,18 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 
   onednn_.reset();
+  // bfloat16 (precision: BF16) is oneDNN's: DEFAULT then means oneDNN; CAFFE (and a double net) compute in float.
+  bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
   if (UseOneDnn<Dtype>(p.engine() == ConvolutionParameter::ONEDNN, p.engine() == ConvolutionParameter::DEFAULT,
-                       "Convolution", this->layer_param_.name())) {
+                       "Convolution", this->layer_param_.name()) ||
+      (bf16_ && p.engine() == ConvolutionParameter::DEFAULT)) {
     onednn_ = std::make_shared<onednn_conv::Convolution>();
   }
+}
+
+template <typename Dtype>
+bool ConvolutionLayer<Dtype>::ComputesInBf16() const {
+  return onednn_ && onednn_->bf16();
 }
 
 template <typename Dtype>
@@ -112,7 +120,7 @@ void ConvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top)
   chunk_ = static_cast<int>(std::max(1L, std::min({wanted, kColumnBytes / per_image, static_cast<long>(num_)})));
   direct_ = geom_.is_pointwise() && wanted == 1;
   // oneDNN's primitives for this shape (kept when it is the last one's); an empty batch has nothing to compute.
-  if (onednn_ && num_ > 0) onednn_->Configure({num_, num_output_, group_, bias_term_, geom_});
+  if (onednn_ && num_ > 0) onednn_->Configure({num_, num_output_, group_, bias_term_, geom_, bf16_});
   const int ones = std::max(1, chunk_ * out_count_);
   if (bias_multiplier_.count() != ones) {
     bias_multiplier_.set_memory_category(MemoryCategory::kWorkspace);

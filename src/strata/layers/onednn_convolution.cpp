@@ -27,7 +27,7 @@ bool Shape::operator==(const Shape& o) const {
   return num == o.num && num_output == o.num_output && group == o.group && bias == o.bias &&
          a.channels == b.channels && a.height == b.height && a.width == b.width && a.kernel_h == b.kernel_h &&
          a.kernel_w == b.kernel_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h &&
-         a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
+         a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && bf16 == o.bf16;
 }
 
 struct Convolution::Primitives {
@@ -35,6 +35,8 @@ struct Convolution::Primitives {
   memory::desc x, w, y, b;
   memory::dims strides, dilates, pad_l, pad_r;
   bool bias = false;
+  // What the multiplications read (input, weights, output gradient): f32, or bf16 (Shape::bf16).
+  memory::data_type multiply = memory::data_type::f32;
 
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
@@ -82,11 +84,25 @@ void Convolution::Configure(const Shape& shape) {
   p->pad_r = {g.pad_h, g.pad_w};
   // The layouts are oneDNN's choice ("any"): on plain NCHW it falls back to a reference kernel, 35 times slower
   // on CIFAR-10 quick's convolutions than its blocked kernels with the reorders (docs/onednn.md).
-  try {
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                            AnyDesc(p->x.dims()), AnyDesc(p->w.dims()), p->b,
-                                            AnyDesc(p->y.dims()), p->strides, p->dilates, p->pad_l, p->pad_r);
+  const auto make_forward = [&p](memory::data_type multiply) {
+    const memory::data_type f32 = memory::data_type::f32;
+    const dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, AnyDesc(p->x.dims(), multiply),
+        AnyDesc(p->w.dims(), multiply), p->b, AnyDesc(p->y.dims(), f32), p->strides, p->dilates, p->pad_l, p->pad_r);
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
+    p->multiply = multiply;
+  };
+  try {
+    if (shape.bf16) {
+      try {
+        make_forward(memory::data_type::bf16);
+      } catch (const dnnl::error& e) {
+        // No bfloat16 kernels on this CPU (before AVX-512): float, as the precision's definition allows.
+        if (e.status != dnnl_unimplemented) throw;
+        LOG_FIRST_N(INFO, 1) << "oneDNN has no bfloat16 convolution on this CPU: convolutions compute in float";
+      }
+    }
+    if (p->multiply == memory::data_type::f32) make_forward(memory::data_type::f32);
     p->fwd = dnnl::convolution_forward(p->fwd_pd);
     p->fwd_x.Init(p->x, p->fwd_pd.src_desc(), true);
     p->fwd_w.Init(p->w, p->fwd_pd.weights_desc(), true);
@@ -99,10 +115,14 @@ void Convolution::Configure(const Shape& shape) {
   p_ = std::move(p);
 }
 
+bool Convolution::bf16() const { return p_ && p_->multiply == memory::data_type::bf16; }
+
 void Convolution::Primitives::MakeBackward() {
-  const memory::desc x_any = AnyDesc(x.dims()), w_any = AnyDesc(w.dims()), y_any = AnyDesc(y.dims());
+  // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
+  const memory::desc x_any = AnyDesc(x.dims(), multiply), w_any = AnyDesc(w.dims(), multiply),
+                     y_any = AnyDesc(y.dims(), multiply), dx_any = AnyDesc(x.dims()), dw_any = AnyDesc(w.dims());
   try {
-    const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
+    const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any,
                                                    strides, dilates, pad_l, pad_r);
     const dnnl::convolution_backward_data::primitive_desc data_pd(dd, onednn::cpu_engine(), fwd_pd);
     bwd_data = dnnl::convolution_backward_data(data_pd);
@@ -110,7 +130,7 @@ void Convolution::Primitives::MakeBackward() {
     bwd_data_w.Init(w, data_pd.weights_desc(), true);
     bwd_data_dx.Init(x, data_pd.diff_src_desc(), false);
 
-    const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, w_any, b, y_any,
+    const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, b, y_any,
                                                       strides, dilates, pad_l, pad_r);
     const dnnl::convolution_backward_weights::primitive_desc weights_pd(wd, onednn::cpu_engine(), fwd_pd);
     bwd_weights = dnnl::convolution_backward_weights(weights_pd);

@@ -20,6 +20,9 @@ struct Shape {
   int num = 0, num_output = 0, group = 1;
   bool bias = false;
   ConvGeometry geom;
+  // Multiply in bfloat16 (input, weights and output gradient rounded to it; sums, results and gradients in
+  // float), where oneDNN has bfloat16 kernels for this CPU.
+  bool bf16 = false;
   bool operator==(const Shape& o) const;
 };
 
@@ -30,6 +33,8 @@ class Convolution {
   // Keeps the primitives when `shape` is the one they were made for, else makes the forward one anew (the
   // backward ones follow on the first Backward).
   void Configure(const Shape& shape);
+  // Whether the primitives compute in bfloat16: the shape asked for it and this CPU has the kernels (else float).
+  bool bf16() const;
   // y = conv(x, w) + b (b may be null when the shape has no bias).
   void Forward(const float* x, const float* w, const float* b, float* y);
   // dx = conv_backward_data(dy, w) (skipped when dx is null); dw += the weight gradient and db += the bias

@@ -61,6 +61,15 @@ float LearningRateAt(const SolverParameter& param, int iter, int* current_step) 
   return 0;
 }
 
+namespace {
+
+// The solver's precision reaches a net that sets none (and through it, Net::Init, its layers that set none).
+void InheritPrecision(const SolverParameter& param, NetParameter* net) {
+  if (param.has_precision() && !net->has_precision()) net->set_precision(param.precision());
+}
+
+}  // namespace
+
 NetParameter TrainNetParam(const SolverParameter& param) {
   NetParameter net_param;
   if (param.has_train_net_param()) {
@@ -80,6 +89,7 @@ NetParameter TrainNetParam(const SolverParameter& param) {
   state.MergeFrom(param.train_state());
   state.set_phase(TRAIN);
   *net_param.mutable_state() = state;
+  InheritPrecision(param, &net_param);
   return net_param;
 }
 
@@ -117,6 +127,7 @@ std::vector<NetParameter> TestNetParams(const SolverParameter& param) {
     if (param.test_state_size()) state.MergeFrom(param.test_state(static_cast<int>(i)));
     state.set_phase(TEST);
     *sources[i].mutable_state() = state;
+    InheritPrecision(param, &sources[i]);
   }
   return sources;
 }
