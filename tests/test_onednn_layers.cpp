@@ -22,10 +22,13 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/layers/inner_product_layer.hpp"
+#include "strata/layers/lrn_layer.hpp"
 #include "strata/layers/pooling_layer.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/onednn.hpp"
 #include "strata/parallel.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -124,6 +127,20 @@ std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
   return cases;
 }
 
+// Draws the parameters of a set-up layer, runs it forward, draws the top gradient and runs `backwards` backward
+// passes. The parameter gradients start away from 0 (at 0.25): they must be added to, never overwritten; the
+// input gradient starts at 7 and must be overwritten.
+void RunPasses(Layer<float>* layer, Blob<float>* x, Blob<float>* y, std::mt19937* rng, int backwards) {
+  for (auto& b : layer->blobs()) {
+    Fill(b.get(), rng);
+    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
+  }
+  layer->Forward({x}, {y});
+  Fill(y, rng, true);
+  cpu_set(x->count(), 7.f, x->mutable_cpu_diff());
+  for (int i = 0; i < backwards; ++i) layer->Backward({y}, {true}, {x});
+}
+
 // One forward and backward of a layer with the given engine, its weights copied from `weights` (when given).
 struct ConvRun {
   std::vector<float> top, bottom_diff, weight_diff, bias_diff;
@@ -146,15 +163,7 @@ ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned
   } else {
     layer->SetUp({&x}, {&y});
   }
-  for (auto& b : layer->blobs()) {
-    Fill(b.get(), &rng);
-    // The parameter gradients start away from 0: they must be added to, not overwritten.
-    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
-  }
-  layer->Forward({&x}, {&y});
-  Fill(&y, &rng, true);
-  cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
-  layer->Backward({&y}, {true}, {&x});
+  RunPasses(layer, &x, &y, &rng, 1);
   auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
   ConvRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()),
             values(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()), {}};
@@ -486,6 +495,259 @@ TEST_F(OneDnnTest, PoolingRefusesWhatOneDnnCannotDo) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("divisor"), std::string::npos) << e.what();
   }
+}
+
+// ---- Layers with one bottom and one top: InnerProduct, LRN ----
+
+// One forward and two backwards (RunPasses) of a layer on an input of `shape`, its input, parameters and top
+// gradient drawn from `seed`: the parameter gradients must hold 0.25 plus twice the gradient.
+struct LayerRun {
+  std::vector<float> top, bottom_diff;
+  std::vector<std::vector<float>> param_diffs;
+};
+
+LayerRun RunLayer(Layer<float>* layer, const std::vector<int>& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  Blob<float> x(shape), y;
+  Fill(&x, &rng);
+  layer->SetUp({&x}, {&y});
+  RunPasses(layer, &x, &y, &rng, 2);
+  auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
+  LayerRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()), {}};
+  for (auto& b : layer->blobs()) r.param_diffs.push_back(values(b->cpu_diff(), b->count()));
+  return r;
+}
+
+void ExpectRunsClose(const LayerRun& got, const LayerRun& want, const std::string& what) {
+  auto close = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& blob) {
+    ASSERT_EQ(a.size(), b.size()) << blob << ", " << what;
+    EXPECT_LE(RelativeError(a.data(), b.data(), static_cast<int>(a.size())), kRelTol) << blob << ", " << what;
+  };
+  close(got.top, want.top, "top");
+  close(got.bottom_diff, want.bottom_diff, "bottom diff");
+  ASSERT_EQ(got.param_diffs.size(), want.param_diffs.size()) << what;
+  for (size_t i = 0; i < got.param_diffs.size(); ++i) {
+    close(got.param_diffs[i], want.param_diffs[i], "parameter diff " + std::to_string(i));
+  }
+}
+
+bool SameBits(const LayerRun& a, const LayerRun& b) {
+  bool same = SameBits(a.top, b.top) && SameBits(a.bottom_diff, b.bottom_diff);
+  for (size_t i = 0; same && i < a.param_diffs.size(); ++i) same = SameBits(a.param_diffs[i], b.param_diffs[i]);
+  return same && a.param_diffs.size() == b.param_diffs.size();
+}
+
+std::string ShapeString(const std::vector<int>& shape) {
+  std::ostringstream s;
+  for (int d : shape) s << d << " ";
+  return s.str();
+}
+
+// The ONEDNN engine against CAFFE on every case, on 1 and 2 threads (the cases drawn anew for each).
+template <template <typename> class LayerT, typename Case, typename MakeCases, typename MakeParam>
+void ExpectOneDnnMatchesCaffe(const MakeCases& cases, const MakeParam& param) {
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const Case& c : cases(threads)) {
+      LayerT<float> caffe(param(c, "CAFFE")), onednn(param(c, "ONEDNN"));
+      const LayerRun ref = RunLayer(&caffe, c.shape(), 7), got = RunLayer(&onednn, c.shape(), 7);
+      ASSERT_TRUE(onednn.uses_onednn());
+      std::ostringstream what;
+      what << c << ", " << threads << " threads";
+      ExpectRunsClose(got, ref, what.str());
+    }
+  }
+}
+
+// Finite differences of the ONEDNN engine's own forward, in float (oneDNN has no double): a step of 1e-2 and a
+// tolerance of 1e-2, as Caffe's float checks use. Then the same bits from two layers, on 1 and 2 threads.
+template <template <typename> class LayerT, typename Case, typename MakeParam>
+void ExpectOneDnnGradientAndBits(const Case& small, const Case& large, const MakeParam& param) {
+  std::mt19937 rng(12);
+  Blob<float> x(small.shape()), y;
+  Fill(&x, &rng);
+  LayerT<float> layer(param(small, "ONEDNN"));
+  GradientChecker<float> checker(1e-2f, 1e-2f);
+  checker.CheckGradient(&layer, {&x}, {&y});
+  EXPECT_TRUE(layer.uses_onednn()) << small;
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    LayerT<float> a(param(large, "ONEDNN")), b(param(large, "ONEDNN"));
+    EXPECT_TRUE(SameBits(RunLayer(&a, large.shape(), 21), RunLayer(&b, large.shape(), 21)))
+        << large << ", " << threads << " threads";
+  }
+}
+
+// CAFFE and CUDNN (where the layer has it) run Strata's own path, DEFAULT follows the table, ONEDNN oneDNN;
+// in double DEFAULT is Strata's own path and ONEDNN an error that says why.
+template <template <typename> class LayerT, typename MakeParam>
+void ExpectEngineChoice(const MakeParam& param, const std::vector<int>& shape, const std::string& type,
+                        const std::vector<std::string>& engines) {
+  Blob<float> x(shape), y;
+  for (const std::string& engine : engines) {
+    LayerT<float> layer(param(engine));
+    layer.SetUp({&x}, {&y});
+    EXPECT_EQ(layer.uses_onednn(), engine == "ONEDNN" || (engine == "DEFAULT" && onednn_by_default(type)))
+        << type << ", engine " << engine;
+  }
+  Blob<double> xd(shape), yd;
+  LayerT<double> in_double(param("DEFAULT"));
+  in_double.SetUp({&xd}, {&yd});
+  EXPECT_FALSE(in_double.uses_onednn()) << type;
+  LayerT<double> onednn_double(param("ONEDNN"));
+  try {
+    onednn_double.SetUp({&xd}, {&yd});
+    ADD_FAILURE() << type << ": engine ONEDNN in double was accepted";
+  } catch (const Error& e) {
+    const std::string want = type + " layer '" + param("ONEDNN").name() + "': engine ONEDNN computes in float only";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+struct IpCase {
+  std::vector<int> input;
+  int axis, num_output;
+  bool transpose, bias;
+  const std::vector<int>& shape() const { return input; }
+};
+
+std::ostream& operator<<(std::ostream& os, const IpCase& c) {
+  return os << "input " << ShapeString(c.input) << "axis " << c.axis << " N" << c.num_output
+            << (c.transpose ? " transposed" : "") << (c.bias ? " bias" : " no bias");
+}
+
+// A layer's parameters from prototxt text.
+LayerParameter FromText(const std::string& text) {
+  LayerParameter p;
+  ReadProtoFromTextString(text, &p);
+  return p;
+}
+
+LayerParameter IpParam(const IpCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << std::boolalpha << "name: 'ip' type: 'InnerProduct' inner_product_param { num_output: " << c.num_output
+    << " axis: " << c.axis << " transpose: " << c.transpose << " bias_term: " << c.bias
+    << " weight_filler { type: 'gaussian' } engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// `count` cases, each drawn by `draw` from one stream seeded with `seed`, then `fixed` ones.
+template <typename Case, typename Draw>
+std::vector<Case> DrawCases(int count, unsigned seed, const Draw& draw, const std::vector<Case>& fixed) {
+  Picker pick{std::mt19937(seed)};
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) cases.push_back(draw(pick));
+  cases.insert(cases.end(), fixed.begin(), fixed.end());
+  return cases;
+}
+
+// Random shapes of 2 to 4 axes flattened at any axis (negative ones too), both weight layouts, with and without
+// bias; then the models' own: LeNet's ip1 and ip2, AlexNet's fc8, CIFAR-10 quick's ip1 (its input 64 x 4 x 4).
+std::vector<IpCase> RandomIpCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const int axes = pick(2, 4);
+    std::vector<int> shape;
+    for (int a = 0; a < axes; ++a) shape.push_back(pick(1, 7));
+    const int axis = pick(1, axes - 1) - (pick(0, 3) == 0 ? axes : 0);
+    return IpCase{shape, axis, pick(1, 24), pick(0, 1) != 0, pick(0, 3) != 0};
+  };
+  return DrawCases<IpCase>(count, seed, draw,
+                           {{{8, 50, 4, 4}, 1, 500, false, true},
+                            {{8, 500}, 1, 10, false, true},
+                            {{2, 4096}, 1, 1000, false, true},
+                            {{4, 64, 4, 4}, 1, 64, true, true}});
+}
+
+TEST_F(OneDnnTest, InnerProductMatchesCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<InnerProductLayer, IpCase>([](int threads) { return RandomIpCases(30, 60 + threads); },
+                                                      IpParam);
+}
+
+TEST_F(OneDnnTest, InnerProductFollowsShapeChanges) {
+  // New batches, then the first again: the primitives follow the shape.
+  const IpCase c{{3, 5, 2}, 1, 7, true, true};
+  InnerProductLayer<float> onednn(IpParam(c, "ONEDNN")), caffe(IpParam(c, "CAFFE"));
+  Blob<float> x(c.input), y, r;
+  std::mt19937 rng(4);
+  onednn.SetUp({&x}, {&y});
+  caffe.SetUp({&x}, {&r});
+  for (size_t i = 0; i < onednn.blobs().size(); ++i) caffe.blobs()[i]->CopyFrom(*onednn.blobs()[i]);
+  for (int num : {3, 6, 1, 3}) {
+    x.Reshape({num, 5, 2});
+    Fill(&x, &rng);
+    onednn.Reshape({&x}, {&y});
+    caffe.Reshape({&x}, {&r});
+    onednn.Forward({&x}, {&y});
+    caffe.Forward({&x}, {&r});
+    ASSERT_EQ(y.shape(), r.shape());
+    EXPECT_LE(RelativeError(y.cpu_data(), r.cpu_data(), r.count()), kRelTol) << "batch " << num;
+  }
+}
+
+TEST_F(OneDnnTest, InnerProductGradientCheckAndRepeatsItsBits) {
+  const IpCase large{{16, 40, 5, 5}, 1, 300, false, true};
+  ExpectOneDnnGradientAndBits<InnerProductLayer>(IpCase{{2, 3, 2, 2}, 1, 4, false, true}, large, IpParam);
+  ExpectOneDnnGradientAndBits<InnerProductLayer>(IpCase{{3, 2, 5}, -1, 4, true, false}, large, IpParam);
+}
+
+TEST_F(OneDnnTest, InnerProductEngineChoice) {
+  const IpCase c{{2, 6}, 1, 3, false, true};
+  ExpectEngineChoice<InnerProductLayer>([&](const std::string& engine) { return IpParam(c, engine); }, c.input,
+                                        "InnerProduct", {"CAFFE", "DEFAULT", "ONEDNN"});
+}
+
+struct LrnCase {
+  int num, channels, height, width, local_size;
+  float alpha, beta, k;
+  bool across;
+  std::vector<int> shape() const { return {num, channels, height, width}; }
+};
+
+std::ostream& operator<<(std::ostream& os, const LrnCase& c) {
+  return os << (c.across ? "ACROSS" : "WITHIN") << " N" << c.num << " C" << c.channels << " " << c.height << "x"
+            << c.width << " n" << c.local_size << " alpha " << c.alpha << " beta " << c.beta << " k " << c.k;
+}
+
+LayerParameter LrnParam(const LrnCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'norm' type: 'LRN' lrn_param { local_size: " << c.local_size << " alpha: " << c.alpha
+    << " beta: " << c.beta << " k: " << c.k << " norm_region: " << (c.across ? "ACROSS_CHANNELS" : "WITHIN_CHANNEL")
+    << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// Random windows, alphas large enough that the normalisation matters, the betas with their own CAFFE paths
+// (0.75, 0.5, 1) and others, k other than 1 (which WITHIN_CHANNEL must ignore, as Caffe does); then the models':
+// AlexNet's norm1 and norm2, GoogLeNet's, CIFAR-10 full's WITHIN_CHANNEL.
+std::vector<LrnCase> RandomLrnCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const float betas[] = {0.75f, 0.5f, 1.f, 0.3f, 1.7f};
+    const float ks[] = {1.f, 2.f, 0.5f};
+    const int num = pick(1, 3), channels = pick(1, 40), height = pick(1, 13), width = pick(1, 13);
+    const int local_size = 2 * pick(0, 3) + 1;
+    const float alpha = 0.05f * pick(1, 40), beta = betas[pick(0, 4)], k = ks[pick(0, 2)];
+    return LrnCase{num, channels, height, width, local_size, alpha, beta, k, pick(0, 1) != 0};
+  };
+  return DrawCases<LrnCase>(count, seed, draw,
+                            {{2, 96, 27, 27, 5, 1e-4f, 0.75f, 1.f, true},
+                             {2, 256, 13, 13, 5, 1e-4f, 0.75f, 1.f, true},
+                             {1, 64, 56, 56, 5, 1e-4f, 0.75f, 1.f, true},
+                             {2, 32, 8, 8, 3, 5e-5f, 0.75f, 1.f, false}});
+}
+
+TEST_F(OneDnnTest, LRNMatchesCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<LRNLayer, LrnCase>([](int threads) { return RandomLrnCases(30, 80 + threads); },
+                                              LrnParam);
+}
+
+TEST_F(OneDnnTest, LRNGradientCheckRepeatsItsBitsAndEngineChoice) {
+  for (bool across : {true, false}) {
+    ExpectOneDnnGradientAndBits<LRNLayer>(LrnCase{2, 7, 4, 5, 3, 0.8f, 0.75f, 2.f, across},
+                                          LrnCase{2, 32, 16, 16, 5, 1e-2f, 0.75f, 1.f, across}, LrnParam);
+  }
+  const LrnCase c{1, 3, 4, 4, 3, 1.f, 0.75f, 1.f, true};
+  ExpectEngineChoice<LRNLayer>([&](const std::string& engine) { return LrnParam(c, engine); }, c.shape(), "LRN",
+                               {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
 }
 
 TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {

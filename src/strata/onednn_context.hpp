@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <string>
+#include <unordered_map>
 
 namespace strata {
 namespace onednn {
@@ -33,6 +34,12 @@ class Operand {
   dnnl::reorder copy_;
   bool reordered_ = false;
 };
+
+// Runs `primitive` on `args`, with `workspace` (oneDNN's record of a forward, kept in the layer's memory at
+// `workspace_data`) as one more argument unless it is null or empty, brings `out` back to the layer's memory and
+// waits for the stream.
+void Execute(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args, Operand* out,
+             dnnl::memory* workspace = nullptr, void* workspace_data = nullptr);
 
 // A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses.
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag);

@@ -1,11 +1,7 @@
 #include "onednn_convolution.hpp"
 
-#include <unordered_map>
-#include <vector>
-
+#include "onednn_weighted.hpp"
 #include "strata/common.hpp"
-#include "strata/math_functions.hpp"
-#include "strata/onednn_context.hpp"
 
 namespace strata {
 namespace onednn_conv {
@@ -16,7 +12,6 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 
 using onednn::AnyDesc;
-using onednn::Operand;
 using onednn::PlainDesc;
 
 }  // namespace
@@ -30,33 +25,12 @@ bool Shape::operator==(const Shape& o) const {
          a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w;
 }
 
-struct Convolution::Primitives {
-  // The plain layouts at the layer's boundary, and the window in oneDNN's terms.
-  memory::desc x, w, y, b;
+struct Convolution::Primitives : onednn::WeightedPrimitives {
+  // The window in oneDNN's terms.
   memory::dims strides, dilates, pad_l, pad_r;
-  bool bias = false;
-
   dnnl::convolution_forward::primitive_desc fwd_pd;
-  dnnl::convolution_forward fwd;
-  Operand fwd_x, fwd_w, fwd_y;
-  memory fwd_b;
 
-  bool have_backward = false;
-  dnnl::convolution_backward_data bwd_data;
-  Operand bwd_data_dy, bwd_data_w, bwd_data_dx;
-  dnnl::convolution_backward_weights bwd_weights;
-  Operand bwd_weights_x, bwd_weights_dy, bwd_weights_dw;
-  // Both backward primitives read dy in the same layout: reorder it once per call.
-  bool same_dy_layout = false;
-  memory bwd_weights_db;
-  // The weight and bias gradients of one call, plain, before they are added to the layer's.
-  std::vector<float> dw, db;
-
-  void MakeBackward();
 };
-
-Convolution::Convolution() = default;
-Convolution::~Convolution() = default;
 
 void Convolution::Configure(const Shape& shape) {
   if (p_ && shape == shape_) return;
@@ -70,7 +44,6 @@ void Convolution::Configure(const Shape& shape) {
   // Strata's weights, O x C/G x KH x KW, are oneDNN's goihw read as G x O/G x C/G x KH x KW.
   p->w = G == 1 ? PlainDesc({O, C, g.kernel_h, g.kernel_w}, Tag::oihw)
                 : PlainDesc({G, O / G, C / G, g.kernel_h, g.kernel_w}, Tag::goihw);
-  p->bias = shape.bias;
   p->b = shape.bias ? PlainDesc({O}, Tag::x) : memory::desc();
   p->strides = {g.stride_h, g.stride_w};
   p->dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps: 0 is a dense window
@@ -85,90 +58,25 @@ void Convolution::Configure(const Shape& shape) {
                                             AnyDesc(p->x.dims()), AnyDesc(p->w.dims()), p->b,
                                             AnyDesc(p->y.dims()), p->strides, p->dilates, p->pad_l, p->pad_r);
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
-    p->fwd = dnnl::convolution_forward(p->fwd_pd);
-    p->fwd_x.Init(p->x, p->fwd_pd.src_desc(), true);
-    p->fwd_w.Init(p->w, p->fwd_pd.weights_desc(), true);
-    p->fwd_y.Init(p->y, p->fwd_pd.dst_desc(), false);
-    if (p->bias) p->fwd_b = memory(p->b, onednn::cpu_engine(), DNNL_MEMORY_NONE);
+    p->InitForward(p->fwd_pd);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the forward primitive");
   }
   p_ = std::move(p);
 }
 
-void Convolution::Primitives::MakeBackward() {
-  const memory::desc x_any = AnyDesc(x.dims()), w_any = AnyDesc(w.dims()), y_any = AnyDesc(y.dims());
+void Convolution::MakeBackward() {
+  Primitives& p = static_cast<Primitives&>(*p_);
+  const memory::desc x_any = AnyDesc(p.x.dims()), w_any = AnyDesc(p.w.dims()), y_any = AnyDesc(p.y.dims());
   try {
     const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
-                                                   strides, dilates, pad_l, pad_r);
-    const dnnl::convolution_backward_data::primitive_desc data_pd(dd, onednn::cpu_engine(), fwd_pd);
-    bwd_data = dnnl::convolution_backward_data(data_pd);
-    bwd_data_dy.Init(y, data_pd.diff_dst_desc(), true);
-    bwd_data_w.Init(w, data_pd.weights_desc(), true);
-    bwd_data_dx.Init(x, data_pd.diff_src_desc(), false);
-
-    const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, w_any, b, y_any,
-                                                      strides, dilates, pad_l, pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc weights_pd(wd, onednn::cpu_engine(), fwd_pd);
-    bwd_weights = dnnl::convolution_backward_weights(weights_pd);
-    bwd_weights_x.Init(x, weights_pd.src_desc(), true);
-    bwd_weights_dy.Init(y, weights_pd.diff_dst_desc(), true);
-    same_dy_layout = weights_pd.diff_dst_desc() == data_pd.diff_dst_desc();
-    bwd_weights_dw.Init(w, weights_pd.diff_weights_desc(), false);
-    if (bias) bwd_weights_db = memory(b, onednn::cpu_engine(), DNNL_MEMORY_NONE);
+                                                   p.strides, p.dilates, p.pad_l, p.pad_r);
+    const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, w_any, p.b, y_any,
+                                                      p.strides, p.dilates, p.pad_l, p.pad_r);
+    p.InitBackward(dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), p.fwd_pd),
+                   dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), p.fwd_pd));
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the backward primitives");
-  }
-  dw.resize(w.get_size() / sizeof(float));
-  db.resize(bias ? b.get_size() / sizeof(float) : 0);
-  have_backward = true;
-}
-
-void Convolution::Forward(const float* x, const float* w, const float* b, float* y) {
-  CHECK(p_) << "Configure before Forward";
-  Primitives& p = *p_;
-  dnnl::stream& s = onednn::cpu_stream();
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.fwd_x.In(x)},
-                                       {DNNL_ARG_WEIGHTS, p.fwd_w.In(w)},
-                                       {DNNL_ARG_DST, p.fwd_y.Target(y)}};
-  if (p.bias) {
-    p.fwd_b.set_data_handle(const_cast<float*>(b));
-    args.emplace(DNNL_ARG_BIAS, p.fwd_b);
-  }
-  p.fwd.execute(s, args);
-  p.fwd_y.Out();
-  s.wait();
-}
-
-void Convolution::Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db) {
-  CHECK(p_) << "Configure before Backward";
-  Primitives& p = *p_;
-  if (!p.have_backward) p.MakeBackward();
-  dnnl::stream& s = onednn::cpu_stream();
-  const memory* dy_weights = nullptr;  // dy as the weight gradient read it
-  if (dw || db) {
-    dy_weights = &p.bwd_weights_dy.In(dy);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.bwd_weights_x.In(x)},
-                                         {DNNL_ARG_DIFF_DST, *dy_weights},
-                                         {DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights_dw.Target(p.dw.data())}};
-    if (p.bias) {
-      p.bwd_weights_db.set_data_handle(p.db.data());
-      args.emplace(DNNL_ARG_DIFF_BIAS, p.bwd_weights_db);
-    }
-    p.bwd_weights.execute(s, args);
-    p.bwd_weights_dw.Out();
-    s.wait();
-    // oneDNN overwrites its outputs; Strata's parameter gradients accumulate (iter_size, several bottoms).
-    if (dw) cpu_axpy<float>(static_cast<int>(p.dw.size()), 1.f, p.dw.data(), dw);
-    if (db) cpu_axpy<float>(static_cast<int>(p.db.size()), 1.f, p.db.data(), db);
-  }
-  if (dx) {
-    const memory& dy_data = dy_weights && p.same_dy_layout ? *dy_weights : p.bwd_data_dy.In(dy);
-    p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dy_data},
-                           {DNNL_ARG_WEIGHTS, p.bwd_data_w.In(w)},
-                           {DNNL_ARG_DIFF_SRC, p.bwd_data_dx.Target(dx)}});
-    p.bwd_data_dx.Out();
-    s.wait();
   }
 }
 
