@@ -6,8 +6,9 @@ machine state. Needs no PyTorch (the models and the parsing of `strata time` are
     /usr/bin/python3 benchmarks/cpu_engine_layers.py [--threads 2] [--rounds 3] [--models lenet,alexnet]
         [--types InnerProduct,LRN] [--strata PATH]
 
-Prints, per model, each layer of the given types: forward and backward ms per iteration under each engine (the
-best round of each), and the sum per type; then the whole step (forward + backward) under each engine."""
+Prints, per model, the whole step (forward + backward) under each engine, then each layer of the given types:
+forward and backward ms per iteration under each engine (the best round of each), and the sum per type.
+(SoftmaxWithLoss's inner softmax follows its softmax_param.engine: list that type to see Softmax in the nets.)"""
 import argparse
 import collections
 import os
@@ -55,16 +56,16 @@ def main():
         kinds = bench.layer_types(model)
         print(f"## {model} (batch {bench.MODELS[model].batch}): step {min(steps['CAFFE']):.1f} ms CAFFE, "
               f"{min(steps['ONEDNN']):.1f} ms ONEDNN")
-        print(f"#   {'layer':<28}{'type':<14}{'CAFFE fwd':>10}{'bwd':>8}{'ONEDNN fwd':>12}{'bwd':>8}")
+        print(f"#   {'layer':<36}{'type':<16}{'CAFFE fwd':>10}{'bwd':>8}{'ONEDNN fwd':>12}{'bwd':>8}")
         sums = collections.defaultdict(lambda: [0.0] * 4)
         for name, kind in kinds.items():
             if kind not in types or name not in best["CAFFE"]:
                 continue
             row = best["CAFFE"][name] + best["ONEDNN"].get(name, (0.0, 0.0))
             sums[kind] = [a + b for a, b in zip(sums[kind], row)]
-            print(f"#   {name:<28}{kind:<14}{row[0]:>10.2f}{row[1]:>8.2f}{row[2]:>12.2f}{row[3]:>8.2f}")
+            print(f"#   {name:<36}{kind:<16}{row[0]:>10.2f}{row[1]:>8.2f}{row[2]:>12.2f}{row[3]:>8.2f}")
         for kind, row in sums.items():
-            print(f"#   {'(sum)':<28}{kind:<14}{row[0]:>10.2f}{row[1]:>8.2f}{row[2]:>12.2f}{row[3]:>8.2f}", flush=True)
+            print(f"#   {'(sum)':<36}{kind:<16}{row[0]:>10.2f}{row[1]:>8.2f}{row[2]:>12.2f}{row[3]:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@
 #include "strata/layers/inner_product_layer.hpp"
 #include "strata/layers/lrn_layer.hpp"
 #include "strata/layers/pooling_layer.hpp"
+#include "strata/layers/relu_layer.hpp"
+#include "strata/layers/softmax_layer.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/onednn.hpp"
 #include "strata/parallel.hpp"
@@ -560,21 +562,26 @@ void ExpectOneDnnMatchesCaffe(const MakeCases& cases, const MakeParam& param) {
 }
 
 // Finite differences of the ONEDNN engine's own forward, in float (oneDNN has no double): a step of 1e-2 and a
-// tolerance of 1e-2, as Caffe's float checks use. Then the same bits from two layers, on 1 and 2 threads.
+// tolerance of 1e-2, as Caffe's float checks use.
 template <template <typename> class LayerT, typename Case, typename MakeParam>
-void ExpectOneDnnGradientAndBits(const Case& small, const Case& large, const MakeParam& param) {
+void ExpectOneDnnGradient(const Case& c, const MakeParam& param) {
   std::mt19937 rng(12);
-  Blob<float> x(small.shape()), y;
+  Blob<float> x(c.shape()), y;
   Fill(&x, &rng);
-  LayerT<float> layer(param(small, "ONEDNN"));
+  LayerT<float> layer(param(c, "ONEDNN"));
   GradientChecker<float> checker(1e-2f, 1e-2f);
   checker.CheckGradient(&layer, {&x}, {&y});
-  EXPECT_TRUE(layer.uses_onednn()) << small;
+  EXPECT_TRUE(layer.uses_onednn()) << c;
+}
+
+// The same bits from two layers of the ONEDNN engine, on 1 and 2 threads.
+template <template <typename> class LayerT, typename Case, typename MakeParam>
+void ExpectOneDnnRepeatsItsBits(const Case& c, const MakeParam& param) {
   for (int threads : {1, 2}) {
     set_compute_threads(threads);
-    LayerT<float> a(param(large, "ONEDNN")), b(param(large, "ONEDNN"));
-    EXPECT_TRUE(SameBits(RunLayer(&a, large.shape(), 21), RunLayer(&b, large.shape(), 21)))
-        << large << ", " << threads << " threads";
+    LayerT<float> a(param(c, "ONEDNN")), b(param(c, "ONEDNN"));
+    EXPECT_TRUE(SameBits(RunLayer(&a, c.shape(), 21), RunLayer(&b, c.shape(), 21))) << c << ", " << threads
+                                                                                      << " threads";
   }
 }
 
@@ -685,9 +692,9 @@ TEST_F(OneDnnTest, InnerProductFollowsShapeChanges) {
 }
 
 TEST_F(OneDnnTest, InnerProductGradientCheckAndRepeatsItsBits) {
-  const IpCase large{{16, 40, 5, 5}, 1, 300, false, true};
-  ExpectOneDnnGradientAndBits<InnerProductLayer>(IpCase{{2, 3, 2, 2}, 1, 4, false, true}, large, IpParam);
-  ExpectOneDnnGradientAndBits<InnerProductLayer>(IpCase{{3, 2, 5}, -1, 4, true, false}, large, IpParam);
+  ExpectOneDnnGradient<InnerProductLayer>(IpCase{{2, 3, 2, 2}, 1, 4, false, true}, IpParam);
+  ExpectOneDnnGradient<InnerProductLayer>(IpCase{{3, 2, 5}, -1, 4, true, false}, IpParam);
+  ExpectOneDnnRepeatsItsBits<InnerProductLayer>(IpCase{{16, 40, 5, 5}, 1, 300, false, true}, IpParam);
 }
 
 TEST_F(OneDnnTest, InnerProductEngineChoice) {
@@ -742,12 +749,101 @@ TEST_F(OneDnnTest, LRNMatchesCaffeEngineOnRandomShapes) {
 
 TEST_F(OneDnnTest, LRNGradientCheckRepeatsItsBitsAndEngineChoice) {
   for (bool across : {true, false}) {
-    ExpectOneDnnGradientAndBits<LRNLayer>(LrnCase{2, 7, 4, 5, 3, 0.8f, 0.75f, 2.f, across},
-                                          LrnCase{2, 32, 16, 16, 5, 1e-2f, 0.75f, 1.f, across}, LrnParam);
+    ExpectOneDnnGradient<LRNLayer>(LrnCase{2, 7, 4, 5, 3, 0.8f, 0.75f, 2.f, across}, LrnParam);
+    ExpectOneDnnRepeatsItsBits<LRNLayer>(LrnCase{2, 32, 16, 16, 5, 1e-2f, 0.75f, 1.f, across}, LrnParam);
   }
   const LrnCase c{1, 3, 4, 4, 3, 1.f, 0.75f, 1.f, true};
   ExpectEngineChoice<LRNLayer>([&](const std::string& engine) { return LrnParam(c, engine); }, c.shape(), "LRN",
                                {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
+}
+
+// ---- ReLU, Softmax ----
+
+// A blob of `input` through ReLU (negative_slope `slope`) or Softmax (over `axis`).
+struct VectorCase {
+  std::vector<int> input;
+  float slope;
+  int axis;
+  const std::vector<int>& shape() const { return input; }
+};
+
+std::ostream& operator<<(std::ostream& os, const VectorCase& c) {
+  return os << "input " << ShapeString(c.input) << "slope " << c.slope << " axis " << c.axis;
+}
+
+LayerParameter ReluParam(const VectorCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'relu' type: 'ReLU' relu_param { negative_slope: " << c.slope << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+LayerParameter SoftmaxParam(const VectorCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'prob' type: 'Softmax' softmax_param { axis: " << c.axis << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// Random shapes of 1 to 4 axes, slopes 0, positive and negative, softmax over any axis (negative ones too); then
+// the models': AlexNet's relu1 and its loss's softmax (32 x 1000), CIFAR-10's (100 x 10), a per-pixel softmax.
+std::vector<VectorCase> RandomVectorCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const int axes = pick(1, 4);
+    std::vector<int> shape;
+    for (int a = 0; a < axes; ++a) shape.push_back(pick(1, 9));
+    const float slopes[] = {0.f, 0.f, 0.1f, -0.5f};
+    const float slope = slopes[pick(0, 3)];
+    return VectorCase{shape, slope, pick(0, axes - 1) - (pick(0, 3) == 0 ? axes : 0)};
+  };
+  return DrawCases<VectorCase>(count, seed, draw,
+                               {{{2, 96, 55, 55}, 0.f, 1},
+                                {{32, 1000}, 0.f, 1},
+                                {{100, 10}, 0.f, 1},
+                                {{2, 21, 12, 12}, 0.f, 1}});
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxMatchCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<ReLULayer, VectorCase>([](int threads) { return RandomVectorCases(30, 90 + threads); },
+                                                  ReluParam);
+  ExpectOneDnnMatchesCaffe<SoftmaxLayer, VectorCase>(
+      [](int threads) { return RandomVectorCases(30, 95 + threads); }, SoftmaxParam);
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxRunInPlace) {
+  // In place (top == bottom), as nets run them: the same values as the CAFFE engine in place.
+  for (float slope : {0.f, 0.2f}) {
+    const VectorCase c{{3, 4, 5}, slope, 1};
+    for (auto param : {ReluParam, SoftmaxParam}) {
+      std::vector<std::vector<float>> results;
+      for (const char* engine : {"CAFFE", "ONEDNN"}) {
+        std::mt19937 rng(6);
+        Blob<float> x(c.input);
+        Fill(&x, &rng);
+        auto layer = LayerRegistry<float>::CreateLayer(param(c, engine));
+        layer->SetUp({&x}, {&x});
+        layer->Forward({&x}, {&x});
+        Fill(&x, &rng, true);
+        layer->Backward({&x}, {true}, {&x});
+        results.emplace_back(x.cpu_data(), x.cpu_data() + x.count());
+        results.back().insert(results.back().end(), x.cpu_diff(), x.cpu_diff() + x.count());
+      }
+      EXPECT_LE(RelativeError(results[1].data(), results[0].data(), static_cast<int>(results[0].size())), kRelTol)
+          << param(c, "ONEDNN").type() << " " << c;
+    }
+  }
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxGradientBitsAndEngineChoice) {
+  // ReLU's kink makes finite differences unreliable, and its values are CAFFE's exactly (above).
+  ExpectOneDnnGradient<SoftmaxLayer>(VectorCase{{2, 5, 3}, 0.f, 1}, SoftmaxParam);
+  for (float slope : {0.f, -0.5f}) {
+    ExpectOneDnnRepeatsItsBits<ReLULayer>(VectorCase{{4, 64, 20, 20}, slope, 1}, ReluParam);
+  }
+  ExpectOneDnnRepeatsItsBits<SoftmaxLayer>(VectorCase{{4, 64, 20, 20}, 0.f, 1}, SoftmaxParam);
+  const VectorCase c{{2, 3, 4}, 0.f, 1};
+  ExpectEngineChoice<ReLULayer>([&](const std::string& engine) { return ReluParam(c, engine); }, c.input, "ReLU",
+                                {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
+  ExpectEngineChoice<SoftmaxLayer>([&](const std::string& engine) { return SoftmaxParam(c, engine); }, c.input,
+                                   "Softmax", {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
 }
 
 TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {

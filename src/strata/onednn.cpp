@@ -103,8 +103,8 @@ const std::vector<CpuEngineChoice>& cpu_engine_choices() {
   // new measurement there.
   static const std::vector<CpuEngineChoice> choices{
       {"Convolution", true, true}, {"InnerProduct", true, false}, {"LRN", true, false},
-      {"Pooling", true, true},     {"ReLU", false, false},        {"Sigmoid", false, false},
-      {"Softmax", false, false},   {"SPP", false, false},         {"TanH", false, false},
+      {"Pooling", true, true},     {"ReLU", true, false},         {"Sigmoid", false, false},
+      {"Softmax", true, false},    {"SPP", false, false},         {"TanH", false, false},
   };
   return choices;
 }

@@ -73,11 +73,7 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   SetUpWeightAndBias(&this->blobs_, weight_shape, bias_term_, num_output_, p.weight_filler(), p.bias_filler());
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 
-  onednn_.reset();
-  if (UseOneDnn<Dtype>(p.engine() == ConvolutionParameter::ONEDNN, p.engine() == ConvolutionParameter::DEFAULT,
-                       "Convolution", this->layer_param_.name())) {
-    onednn_ = std::make_shared<onednn_conv::Convolution>();
-  }
+  onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Convolution", this->layer_param_.name());
 }
 
 template <typename Dtype>

@@ -36,11 +36,7 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
   }
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 
-  onednn_.reset();
-  if (UseOneDnn<Dtype>(p.engine() == InnerProductParameter::ONEDNN, p.engine() == InnerProductParameter::DEFAULT,
-                       "InnerProduct", this->layer_param_.name())) {
-    onednn_ = std::make_shared<onednn_ip::InnerProduct>();
-  }
+  onednn_ = MakeOneDnnEngine<onednn_ip::InnerProduct, Dtype>(p, "InnerProduct", this->layer_param_.name());
 }
 
 template <typename Dtype>

@@ -77,11 +77,7 @@ void LRNLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   scale_.set_memory_category(MemoryCategory::kActivation);
   workspace_.set_memory_category(MemoryCategory::kWorkspace);
 
-  onednn_.reset();
-  if (UseOneDnn<Dtype>(p.engine() == LRNParameter::ONEDNN, p.engine() == LRNParameter::DEFAULT, "LRN",
-                       this->layer_param_.name())) {
-    onednn_ = std::make_shared<onednn_lrn::LRN>();
-  }
+  onednn_ = MakeOneDnnEngine<onednn_lrn::LRN, Dtype>(p, "LRN", this->layer_param_.name());
 }
 
 template <typename Dtype>
