@@ -846,6 +846,27 @@ TEST_F(OneDnnTest, ReLUAndSoftmaxGradientBitsAndEngineChoice) {
                                    "Softmax", {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
 }
 
+TEST_F(OneDnnTest, SoftmaxWithLossFollowsItsSoftmaxEngine) {
+  // SoftmaxWithLoss's inner softmax (its forward: the loss computes its own gradient) takes softmax_param.engine:
+  // the loss and its gradient match CAFFE's.
+  std::vector<std::vector<float>> results;
+  for (const char* engine : {"CAFFE", "ONEDNN"}) {
+    std::mt19937 rng(8);
+    Blob<float> x({6, 5, 2}), labels({6, 2}), loss;
+    Fill(&x, &rng);
+    for (int i = 0; i < labels.count(); ++i) labels.mutable_cpu_data()[i] = static_cast<float>(i % 5);
+    auto layer = LayerRegistry<float>::CreateLayer(
+        FromText(std::string("name: 'loss' type: 'SoftmaxWithLoss' softmax_param { engine: ") + engine + " }"));
+    layer->SetUp({&x, &labels}, {&loss});
+    layer->Forward({&x, &labels}, {&loss});
+    loss.mutable_cpu_diff()[0] = 1.f;
+    layer->Backward({&loss}, {true, false}, {&x, &labels});
+    results.emplace_back(x.cpu_diff(), x.cpu_diff() + x.count());
+    results.back().push_back(loss.cpu_data()[0]);
+  }
+  EXPECT_LE(RelativeError(results[1].data(), results[0].data(), static_cast<int>(results[0].size())), kRelTol);
+}
+
 TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {
   const std::string bin = std::string(STRATA_BINARY_DIR) + "/bin/strata";
   if (!std::filesystem::exists(bin)) GTEST_SKIP() << "the strata tool is not built";
