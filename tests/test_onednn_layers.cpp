@@ -22,10 +22,15 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/layers/inner_product_layer.hpp"
+#include "strata/layers/lrn_layer.hpp"
 #include "strata/layers/pooling_layer.hpp"
+#include "strata/layers/relu_layer.hpp"
+#include "strata/layers/softmax_layer.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/onednn.hpp"
 #include "strata/parallel.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -137,6 +142,24 @@ void RoundToBf16(float* p, int n) {
   for (int i = 0; i < n; ++i) p[i] = RoundToBf16(p[i]);
 }
 
+// Draws the parameters of a set-up layer, runs it forward, draws the top gradient and runs `backwards` backward
+// passes. The parameter gradients start away from 0 (at 0.25): they must be added to, never overwritten; the
+// input gradient starts at 7 and must be overwritten. `round_to_bf16` rounds the weights (blob 0) and the top
+// gradient to bfloat16 (with an input so rounded, the float reference of a BF16 layer; the bias is added in float).
+void RunPasses(Layer<float>* layer, Blob<float>* x, Blob<float>* y, std::mt19937* rng, int backwards,
+               bool round_to_bf16 = false) {
+  for (auto& b : layer->blobs()) {
+    Fill(b.get(), rng);
+    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
+  }
+  if (round_to_bf16) RoundToBf16(layer->blobs()[0]->mutable_cpu_data(), layer->blobs()[0]->count());
+  layer->Forward({x}, {y});
+  Fill(y, rng, true);
+  if (round_to_bf16) RoundToBf16(y->mutable_cpu_diff(), y->count());
+  cpu_set(x->count(), 7.f, x->mutable_cpu_diff());
+  for (int i = 0; i < backwards; ++i) layer->Backward({y}, {true}, {x});
+}
+
 // One forward and backward of a convolution: random input, weights and output gradient from `seed`. The layer has
 // `precision`; `round_operands` rounds the input, the weights and the output gradient to bfloat16 first (the
 // float reference of a BF16 layer).
@@ -165,18 +188,7 @@ ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned
   } else {
     layer->SetUp({&x}, {&y});
   }
-  for (auto& b : layer->blobs()) {
-    Fill(b.get(), &rng);
-    // The parameter gradients start away from 0: they must be added to, not overwritten.
-    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
-  }
-  // The weights (blob 0) are multiplied; the bias is added in float.
-  if (round_operands) RoundToBf16(layer->blobs()[0]->mutable_cpu_data(), layer->blobs()[0]->count());
-  layer->Forward({&x}, {&y});
-  Fill(&y, &rng, true);
-  if (round_operands) RoundToBf16(y.mutable_cpu_diff(), y.count());
-  cpu_set(x.count(), 7.f, x.mutable_cpu_diff());  // overwritten by backward
-  layer->Backward({&y}, {true}, {&x});
+  RunPasses(layer, &x, &y, &rng, 1, round_operands);
   auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
   ConvRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()),
             values(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()), {}};
@@ -555,6 +567,374 @@ TEST_F(OneDnnTest, PoolingRefusesWhatOneDnnCannotDo) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("divisor"), std::string::npos) << e.what();
   }
+}
+
+// ---- Layers with one bottom and one top: InnerProduct, LRN ----
+
+// One forward and two backwards (RunPasses) of a layer on an input of `shape`, its input, parameters and top
+// gradient drawn from `seed`: the parameter gradients must hold 0.25 plus twice the gradient.
+struct LayerRun {
+  std::vector<float> top, bottom_diff;
+  std::vector<std::vector<float>> param_diffs;
+};
+
+LayerRun RunLayer(Layer<float>* layer, const std::vector<int>& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  Blob<float> x(shape), y;
+  Fill(&x, &rng);
+  layer->SetUp({&x}, {&y});
+  RunPasses(layer, &x, &y, &rng, 2);
+  auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
+  LayerRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()), {}};
+  for (auto& b : layer->blobs()) r.param_diffs.push_back(values(b->cpu_diff(), b->count()));
+  return r;
+}
+
+void ExpectRunsClose(const LayerRun& got, const LayerRun& want, const std::string& what) {
+  auto close = [&](const std::vector<float>& a, const std::vector<float>& b, const std::string& blob) {
+    ASSERT_EQ(a.size(), b.size()) << blob << ", " << what;
+    EXPECT_LE(RelativeError(a.data(), b.data(), static_cast<int>(a.size())), kRelTol) << blob << ", " << what;
+  };
+  close(got.top, want.top, "top");
+  close(got.bottom_diff, want.bottom_diff, "bottom diff");
+  ASSERT_EQ(got.param_diffs.size(), want.param_diffs.size()) << what;
+  for (size_t i = 0; i < got.param_diffs.size(); ++i) {
+    close(got.param_diffs[i], want.param_diffs[i], "parameter diff " + std::to_string(i));
+  }
+}
+
+bool SameBits(const LayerRun& a, const LayerRun& b) {
+  bool same = SameBits(a.top, b.top) && SameBits(a.bottom_diff, b.bottom_diff);
+  for (size_t i = 0; same && i < a.param_diffs.size(); ++i) same = SameBits(a.param_diffs[i], b.param_diffs[i]);
+  return same && a.param_diffs.size() == b.param_diffs.size();
+}
+
+std::string ShapeString(const std::vector<int>& shape) {
+  std::ostringstream s;
+  for (int d : shape) s << d << " ";
+  return s.str();
+}
+
+// The ONEDNN engine against CAFFE on every case, on 1 and 2 threads (the cases drawn anew for each).
+template <template <typename> class LayerT, typename Case, typename MakeCases, typename MakeParam>
+void ExpectOneDnnMatchesCaffe(const MakeCases& cases, const MakeParam& param) {
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const Case& c : cases(threads)) {
+      LayerT<float> caffe(param(c, "CAFFE")), onednn(param(c, "ONEDNN"));
+      const LayerRun ref = RunLayer(&caffe, c.shape(), 7), got = RunLayer(&onednn, c.shape(), 7);
+      ASSERT_TRUE(onednn.uses_onednn());
+      std::ostringstream what;
+      what << c << ", " << threads << " threads";
+      ExpectRunsClose(got, ref, what.str());
+    }
+  }
+}
+
+// Finite differences of the ONEDNN engine's own forward, in float (oneDNN has no double): a step of 1e-2 and a
+// tolerance of 1e-2, as Caffe's float checks use.
+template <template <typename> class LayerT, typename Case, typename MakeParam>
+void ExpectOneDnnGradient(const Case& c, const MakeParam& param) {
+  std::mt19937 rng(12);
+  Blob<float> x(c.shape()), y;
+  Fill(&x, &rng);
+  LayerT<float> layer(param(c, "ONEDNN"));
+  GradientChecker<float> checker(1e-2f, 1e-2f);
+  checker.CheckGradient(&layer, {&x}, {&y});
+  EXPECT_TRUE(layer.uses_onednn()) << c;
+}
+
+// The same bits from two layers of the ONEDNN engine, on 1 and 2 threads.
+template <template <typename> class LayerT, typename Case, typename MakeParam>
+void ExpectOneDnnRepeatsItsBits(const Case& c, const MakeParam& param) {
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    LayerT<float> a(param(c, "ONEDNN")), b(param(c, "ONEDNN"));
+    EXPECT_TRUE(SameBits(RunLayer(&a, c.shape(), 21), RunLayer(&b, c.shape(), 21))) << c << ", " << threads
+                                                                                      << " threads";
+  }
+}
+
+// CAFFE and CUDNN (where the layer has it) run Strata's own path, DEFAULT follows the table, ONEDNN oneDNN;
+// in double DEFAULT is Strata's own path and ONEDNN an error that says why.
+template <template <typename> class LayerT, typename MakeParam>
+void ExpectEngineChoice(const MakeParam& param, const std::vector<int>& shape, const std::string& type,
+                        const std::vector<std::string>& engines) {
+  Blob<float> x(shape), y;
+  for (const std::string& engine : engines) {
+    LayerT<float> layer(param(engine));
+    layer.SetUp({&x}, {&y});
+    EXPECT_EQ(layer.uses_onednn(), engine == "ONEDNN" || (engine == "DEFAULT" && onednn_by_default(type)))
+        << type << ", engine " << engine;
+  }
+  Blob<double> xd(shape), yd;
+  LayerT<double> in_double(param("DEFAULT"));
+  in_double.SetUp({&xd}, {&yd});
+  EXPECT_FALSE(in_double.uses_onednn()) << type;
+  LayerT<double> onednn_double(param("ONEDNN"));
+  try {
+    onednn_double.SetUp({&xd}, {&yd});
+    ADD_FAILURE() << type << ": engine ONEDNN in double was accepted";
+  } catch (const Error& e) {
+    const std::string want = type + " layer '" + param("ONEDNN").name() + "': engine ONEDNN computes in float only";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+struct IpCase {
+  std::vector<int> input;
+  int axis, num_output;
+  bool transpose, bias;
+  const std::vector<int>& shape() const { return input; }
+};
+
+std::ostream& operator<<(std::ostream& os, const IpCase& c) {
+  return os << "input " << ShapeString(c.input) << "axis " << c.axis << " N" << c.num_output
+            << (c.transpose ? " transposed" : "") << (c.bias ? " bias" : " no bias");
+}
+
+// A layer's parameters from prototxt text.
+LayerParameter FromText(const std::string& text) {
+  LayerParameter p;
+  ReadProtoFromTextString(text, &p);
+  return p;
+}
+
+LayerParameter IpParam(const IpCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << std::boolalpha << "name: 'ip' type: 'InnerProduct' inner_product_param { num_output: " << c.num_output
+    << " axis: " << c.axis << " transpose: " << c.transpose << " bias_term: " << c.bias
+    << " weight_filler { type: 'gaussian' } engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// `count` cases, each drawn by `draw` from one stream seeded with `seed`, then `fixed` ones.
+template <typename Case, typename Draw>
+std::vector<Case> DrawCases(int count, unsigned seed, const Draw& draw, const std::vector<Case>& fixed) {
+  Picker pick{std::mt19937(seed)};
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) cases.push_back(draw(pick));
+  cases.insert(cases.end(), fixed.begin(), fixed.end());
+  return cases;
+}
+
+// Random shapes of 2 to 4 axes flattened at any axis (negative ones too), both weight layouts, with and without
+// bias; then the models' own: LeNet's ip1 and ip2, AlexNet's fc8, CIFAR-10 quick's ip1 (its input 64 x 4 x 4).
+std::vector<IpCase> RandomIpCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const int axes = pick(2, 4);
+    std::vector<int> shape;
+    for (int a = 0; a < axes; ++a) shape.push_back(pick(1, 7));
+    const int axis = pick(1, axes - 1) - (pick(0, 3) == 0 ? axes : 0);
+    return IpCase{shape, axis, pick(1, 24), pick(0, 1) != 0, pick(0, 3) != 0};
+  };
+  return DrawCases<IpCase>(count, seed, draw,
+                           {{{8, 50, 4, 4}, 1, 500, false, true},
+                            {{8, 500}, 1, 10, false, true},
+                            {{2, 4096}, 1, 1000, false, true},
+                            {{4, 64, 4, 4}, 1, 64, true, true}});
+}
+
+TEST_F(OneDnnTest, InnerProductMatchesCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<InnerProductLayer, IpCase>([](int threads) { return RandomIpCases(30, 60 + threads); },
+                                                      IpParam);
+}
+
+TEST_F(OneDnnTest, InnerProductFollowsShapeChanges) {
+  // New batches, then the first again: the primitives follow the shape.
+  const IpCase c{{3, 5, 2}, 1, 7, true, true};
+  InnerProductLayer<float> onednn(IpParam(c, "ONEDNN")), caffe(IpParam(c, "CAFFE"));
+  Blob<float> x(c.input), y, r;
+  std::mt19937 rng(4);
+  onednn.SetUp({&x}, {&y});
+  caffe.SetUp({&x}, {&r});
+  for (size_t i = 0; i < onednn.blobs().size(); ++i) caffe.blobs()[i]->CopyFrom(*onednn.blobs()[i]);
+  for (int num : {3, 6, 1, 3}) {
+    x.Reshape({num, 5, 2});
+    Fill(&x, &rng);
+    onednn.Reshape({&x}, {&y});
+    caffe.Reshape({&x}, {&r});
+    onednn.Forward({&x}, {&y});
+    caffe.Forward({&x}, {&r});
+    ASSERT_EQ(y.shape(), r.shape());
+    EXPECT_LE(RelativeError(y.cpu_data(), r.cpu_data(), r.count()), kRelTol) << "batch " << num;
+  }
+}
+
+TEST_F(OneDnnTest, InnerProductGradientCheckAndRepeatsItsBits) {
+  ExpectOneDnnGradient<InnerProductLayer>(IpCase{{2, 3, 2, 2}, 1, 4, false, true}, IpParam);
+  ExpectOneDnnGradient<InnerProductLayer>(IpCase{{3, 2, 5}, -1, 4, true, false}, IpParam);
+  ExpectOneDnnRepeatsItsBits<InnerProductLayer>(IpCase{{16, 40, 5, 5}, 1, 300, false, true}, IpParam);
+}
+
+TEST_F(OneDnnTest, InnerProductEngineChoice) {
+  const IpCase c{{2, 6}, 1, 3, false, true};
+  ExpectEngineChoice<InnerProductLayer>([&](const std::string& engine) { return IpParam(c, engine); }, c.input,
+                                        "InnerProduct", {"CAFFE", "DEFAULT", "ONEDNN"});
+}
+
+struct LrnCase {
+  int num, channels, height, width, local_size;
+  float alpha, beta, k;
+  bool across;
+  std::vector<int> shape() const { return {num, channels, height, width}; }
+};
+
+std::ostream& operator<<(std::ostream& os, const LrnCase& c) {
+  return os << (c.across ? "ACROSS" : "WITHIN") << " N" << c.num << " C" << c.channels << " " << c.height << "x"
+            << c.width << " n" << c.local_size << " alpha " << c.alpha << " beta " << c.beta << " k " << c.k;
+}
+
+LayerParameter LrnParam(const LrnCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'norm' type: 'LRN' lrn_param { local_size: " << c.local_size << " alpha: " << c.alpha
+    << " beta: " << c.beta << " k: " << c.k << " norm_region: " << (c.across ? "ACROSS_CHANNELS" : "WITHIN_CHANNEL")
+    << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// Random windows, alphas large enough that the normalisation matters, the betas with their own CAFFE paths
+// (0.75, 0.5, 1) and others, k other than 1 (which WITHIN_CHANNEL must ignore, as Caffe does); then the models':
+// AlexNet's norm1 and norm2, GoogLeNet's, CIFAR-10 full's WITHIN_CHANNEL.
+std::vector<LrnCase> RandomLrnCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const float betas[] = {0.75f, 0.5f, 1.f, 0.3f, 1.7f};
+    const float ks[] = {1.f, 2.f, 0.5f};
+    const int num = pick(1, 3), channels = pick(1, 40), height = pick(1, 13), width = pick(1, 13);
+    const int local_size = 2 * pick(0, 3) + 1;
+    const float alpha = 0.05f * pick(1, 40), beta = betas[pick(0, 4)], k = ks[pick(0, 2)];
+    return LrnCase{num, channels, height, width, local_size, alpha, beta, k, pick(0, 1) != 0};
+  };
+  return DrawCases<LrnCase>(count, seed, draw,
+                            {{2, 96, 27, 27, 5, 1e-4f, 0.75f, 1.f, true},
+                             {2, 256, 13, 13, 5, 1e-4f, 0.75f, 1.f, true},
+                             {1, 64, 56, 56, 5, 1e-4f, 0.75f, 1.f, true},
+                             {2, 32, 8, 8, 3, 5e-5f, 0.75f, 1.f, false}});
+}
+
+TEST_F(OneDnnTest, LRNMatchesCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<LRNLayer, LrnCase>([](int threads) { return RandomLrnCases(30, 80 + threads); },
+                                              LrnParam);
+}
+
+TEST_F(OneDnnTest, LRNGradientCheckRepeatsItsBitsAndEngineChoice) {
+  for (bool across : {true, false}) {
+    ExpectOneDnnGradient<LRNLayer>(LrnCase{2, 7, 4, 5, 3, 0.8f, 0.75f, 2.f, across}, LrnParam);
+    ExpectOneDnnRepeatsItsBits<LRNLayer>(LrnCase{2, 32, 16, 16, 5, 1e-2f, 0.75f, 1.f, across}, LrnParam);
+  }
+  const LrnCase c{1, 3, 4, 4, 3, 1.f, 0.75f, 1.f, true};
+  ExpectEngineChoice<LRNLayer>([&](const std::string& engine) { return LrnParam(c, engine); }, c.shape(), "LRN",
+                               {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
+}
+
+// ---- ReLU, Softmax ----
+
+// A blob of `input` through ReLU (negative_slope `slope`) or Softmax (over `axis`).
+struct VectorCase {
+  std::vector<int> input;
+  float slope;
+  int axis;
+  const std::vector<int>& shape() const { return input; }
+};
+
+std::ostream& operator<<(std::ostream& os, const VectorCase& c) {
+  return os << "input " << ShapeString(c.input) << "slope " << c.slope << " axis " << c.axis;
+}
+
+LayerParameter ReluParam(const VectorCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'relu' type: 'ReLU' relu_param { negative_slope: " << c.slope << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+LayerParameter SoftmaxParam(const VectorCase& c, const std::string& engine) {
+  std::ostringstream s;
+  s << "name: 'prob' type: 'Softmax' softmax_param { axis: " << c.axis << " engine: " << engine << " }";
+  return FromText(s.str());
+}
+
+// Random shapes of 1 to 4 axes, slopes 0, positive and negative, softmax over any axis (negative ones too); then
+// the models': AlexNet's relu1 and its loss's softmax (32 x 1000), CIFAR-10's (100 x 10), a per-pixel softmax.
+std::vector<VectorCase> RandomVectorCases(int count, unsigned seed) {
+  auto draw = [](Picker& pick) {
+    const int axes = pick(1, 4);
+    std::vector<int> shape;
+    for (int a = 0; a < axes; ++a) shape.push_back(pick(1, 9));
+    const float slopes[] = {0.f, 0.f, 0.1f, -0.5f};
+    const float slope = slopes[pick(0, 3)];
+    return VectorCase{shape, slope, pick(0, axes - 1) - (pick(0, 3) == 0 ? axes : 0)};
+  };
+  return DrawCases<VectorCase>(count, seed, draw,
+                               {{{2, 96, 55, 55}, 0.f, 1},
+                                {{32, 1000}, 0.f, 1},
+                                {{100, 10}, 0.f, 1},
+                                {{2, 21, 12, 12}, 0.f, 1}});
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxMatchCaffeEngineOnRandomShapes) {
+  ExpectOneDnnMatchesCaffe<ReLULayer, VectorCase>([](int threads) { return RandomVectorCases(30, 90 + threads); },
+                                                  ReluParam);
+  ExpectOneDnnMatchesCaffe<SoftmaxLayer, VectorCase>(
+      [](int threads) { return RandomVectorCases(30, 95 + threads); }, SoftmaxParam);
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxRunInPlace) {
+  // In place (top == bottom), as nets run them: the same values as the CAFFE engine in place.
+  for (float slope : {0.f, 0.2f}) {
+    const VectorCase c{{3, 4, 5}, slope, 1};
+    for (auto param : {ReluParam, SoftmaxParam}) {
+      std::vector<std::vector<float>> results;
+      for (const char* engine : {"CAFFE", "ONEDNN"}) {
+        std::mt19937 rng(6);
+        Blob<float> x(c.input);
+        Fill(&x, &rng);
+        auto layer = LayerRegistry<float>::CreateLayer(param(c, engine));
+        layer->SetUp({&x}, {&x});
+        layer->Forward({&x}, {&x});
+        Fill(&x, &rng, true);
+        layer->Backward({&x}, {true}, {&x});
+        results.emplace_back(x.cpu_data(), x.cpu_data() + x.count());
+        results.back().insert(results.back().end(), x.cpu_diff(), x.cpu_diff() + x.count());
+      }
+      EXPECT_LE(RelativeError(results[1].data(), results[0].data(), static_cast<int>(results[0].size())), kRelTol)
+          << param(c, "ONEDNN").type() << " " << c;
+    }
+  }
+}
+
+TEST_F(OneDnnTest, ReLUAndSoftmaxGradientBitsAndEngineChoice) {
+  // ReLU's kink makes finite differences unreliable, and its values are CAFFE's exactly (above).
+  ExpectOneDnnGradient<SoftmaxLayer>(VectorCase{{2, 5, 3}, 0.f, 1}, SoftmaxParam);
+  for (float slope : {0.f, -0.5f}) {
+    ExpectOneDnnRepeatsItsBits<ReLULayer>(VectorCase{{4, 64, 20, 20}, slope, 1}, ReluParam);
+  }
+  ExpectOneDnnRepeatsItsBits<SoftmaxLayer>(VectorCase{{4, 64, 20, 20}, 0.f, 1}, SoftmaxParam);
+  const VectorCase c{{2, 3, 4}, 0.f, 1};
+  ExpectEngineChoice<ReLULayer>([&](const std::string& engine) { return ReluParam(c, engine); }, c.input, "ReLU",
+                                {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
+  ExpectEngineChoice<SoftmaxLayer>([&](const std::string& engine) { return SoftmaxParam(c, engine); }, c.input,
+                                   "Softmax", {"CAFFE", "CUDNN", "DEFAULT", "ONEDNN"});
+}
+
+TEST_F(OneDnnTest, SoftmaxWithLossFollowsItsSoftmaxEngine) {
+  // SoftmaxWithLoss's inner softmax (its forward: the loss computes its own gradient) takes softmax_param.engine:
+  // the loss and its gradient match CAFFE's.
+  std::vector<std::vector<float>> results;
+  for (const char* engine : {"CAFFE", "ONEDNN"}) {
+    std::mt19937 rng(8);
+    Blob<float> x({6, 5, 2}), labels({6, 2}), loss;
+    Fill(&x, &rng);
+    for (int i = 0; i < labels.count(); ++i) labels.mutable_cpu_data()[i] = static_cast<float>(i % 5);
+    auto layer = LayerRegistry<float>::CreateLayer(
+        FromText(std::string("name: 'loss' type: 'SoftmaxWithLoss' softmax_param { engine: ") + engine + " }"));
+    layer->SetUp({&x, &labels}, {&loss});
+    layer->Forward({&x, &labels}, {&loss});
+    loss.mutable_cpu_diff()[0] = 1.f;
+    layer->Backward({&loss}, {true, false}, {&x, &labels});
+    results.emplace_back(x.cpu_diff(), x.cpu_diff() + x.count());
+    results.back().push_back(loss.cpu_data()[0]);
+  }
+  EXPECT_LE(RelativeError(results[1].data(), results[0].data(), static_cast<int>(results[0].size())), kRelTol);
 }
 
 TEST(OneDnnTool, DeviceQueryReportsTheCpuIsaAndEngines) {

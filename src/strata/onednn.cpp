@@ -91,6 +91,17 @@ void Operand::Out() {
   if (bytes_ > 0) copy_.execute(cpu_stream(), inner_, user_);
 }
 
+void Execute(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args, Operand* out,
+             dnnl::memory* workspace, void* workspace_data) {
+  if (workspace && *workspace && workspace->get_desc().get_size() > 0) {
+    workspace->set_data_handle(workspace_data);
+    args.emplace(DNNL_ARG_WORKSPACE, *workspace);
+  }
+  primitive.execute(cpu_stream(), args);
+  out->Out();
+  cpu_stream().wait();
+}
+
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
 }
@@ -151,9 +162,9 @@ const std::vector<CpuEngineChoice>& cpu_engine_choices() {
   // The DEFAULT column is the measurement in docs/benchmarks.md ("oneDNN CPU engine"); change it only with a
   // new measurement there.
   static const std::vector<CpuEngineChoice> choices{
-      {"Convolution", true, true},  {"LRN", false, false},     {"Pooling", true, true},
-      {"ReLU", false, false},       {"Sigmoid", false, false}, {"Softmax", false, false},
-      {"SPP", false, false},        {"TanH", false, false},
+      {"Convolution", true, true}, {"InnerProduct", true, false}, {"LRN", true, false},
+      {"Pooling", true, true},     {"ReLU", true, false},         {"Sigmoid", false, false},
+      {"Softmax", true, false},    {"SPP", false, false},         {"TanH", false, false},
   };
   return choices;
 }

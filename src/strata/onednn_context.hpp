@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 
 namespace strata {
 namespace onednn {
@@ -56,6 +57,12 @@ class Operand {
   dnnl::reorder copy_;
   size_t bytes_ = 0;
 };
+
+// Runs `primitive` on `args`, with `workspace` (oneDNN's record of a forward, kept in the layer's memory at
+// `workspace_data`) as one more argument unless it is null or empty, brings `out` back to the layer's memory and
+// waits for the stream.
+void Execute(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args, Operand* out,
+             dnnl::memory* workspace = nullptr, void* workspace_data = nullptr);
 
 // A plain float tensor of `dims` in layout `tag`, and one whose layout the primitive chooses (float unless `type`
 // says otherwise: an Operand's reorder then also converts, e.g. to bfloat16 and back).

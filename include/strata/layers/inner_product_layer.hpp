@@ -1,11 +1,22 @@
 #pragma once
 
+#include <memory>
+
 #include "strata/layer.hpp"
 
 namespace strata {
 
+namespace onednn_ip {
+// oneDNN's primitives for the current shape (src/strata/layers/onednn_inner_product.hpp).
+class InnerProduct;
+}  // namespace onednn_ip
+
 // Fully connected: top = bottom * W^T + b over the axes from `axis` on (W is num_output x K, or K x
 // num_output with transpose: true). One GEMM forward, two backward.
+//
+// On the CPU, inner_product_param.engine (Strata's field 1000) picks who computes: CAFFE the GEMMs above (the
+// reference), ONEDNN oneDNN's inner product (float only; transposed weights too), DEFAULT oneDNN in float where
+// measured faster (docs/onednn.md), the GEMMs above otherwise and in double.
 template <typename Dtype>
 class InnerProductLayer : public Layer<Dtype> {
  public:
@@ -16,6 +27,9 @@ class InnerProductLayer : public Layer<Dtype> {
   const char* type() const override { return "InnerProduct"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+
+  // Whether the CPU passes run through oneDNN (inner_product_param.engine, above).
+  bool uses_onednn() const { return onednn_ != nullptr; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -31,6 +45,8 @@ class InnerProductLayer : public Layer<Dtype> {
   bool bias_term_ = true;
   bool transpose_ = false;
   Blob<Dtype> bias_multiplier_;  // a column of ones, for adding the bias with a GEMM
+  // Set when the engine picks oneDNN (float only).
+  std::shared_ptr<onednn_ip::InnerProduct> onednn_;
 };
 
 }  // namespace strata

@@ -1,8 +1,15 @@
 #pragma once
 
+#include <memory>
+
 #include "strata/layer.hpp"
 
 namespace strata {
+
+namespace onednn_lrn {
+// oneDNN's primitives for the current shape (src/strata/layers/onednn_lrn.hpp).
+class LRN;
+}  // namespace onednn_lrn
 
 // Local response normalisation (Caffe's "LRN") of N x C x H x W: y = x * scale^-beta, with
 //   ACROSS_CHANNELS: scale = k + alpha/n * (sum of x^2 over the n channels centred on this one, clipped at the
@@ -14,6 +21,11 @@ namespace strata {
 // ACROSS_CHANNELS slides the channel window as a running sum (one add and one subtract per channel), over
 // blocks of contiguous pixels so the loops vectorise; WITHIN_CHANNEL sums windows separably (rows, then
 // columns). beta = 0.75 (AlexNet's), 0.5 and 1 avoid pow().
+//
+// On the CPU, lrn_param.engine picks who computes: CAFFE the loops above (the reference); ONEDNN oneDNN's LRN
+// (float only; its formula is Caffe's in both regions, docs/onednn.md), which keeps its own record of the forward
+// in the scale blob's memory instead of the scale; DEFAULT oneDNN in float where measured faster, the loops above
+// otherwise and in double.
 template <typename Dtype>
 class LRNLayer : public Layer<Dtype> {
  public:
@@ -28,6 +40,9 @@ class LRNLayer : public Layer<Dtype> {
   // The input gradient reads x, y and the kept scale.
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return true; }
+
+  // Whether the CPU passes for the current shape run through oneDNN (lrn_param.engine, above).
+  bool uses_onednn() const { return onednn_active_; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -50,6 +65,9 @@ class LRNLayer : public Layer<Dtype> {
   Blob<Dtype> scale_;      // the scale of every input value, kept for backward
   Blob<Dtype> workspace_;  // WITHIN_CHANNEL: per-thread planes for the separable window sums
   int thread_slots_ = 1;
+  // Set when the engine picks oneDNN (float only); onednn_active_ when the current shape runs through it.
+  std::shared_ptr<onednn_lrn::LRN> onednn_;
+  bool onednn_active_ = false;
 };
 
 }  // namespace strata

@@ -1,13 +1,24 @@
 #pragma once
 
+#include <memory>
+
 #include "strata/layers/neuron_layer.hpp"
 
 namespace strata {
+
+namespace onednn_relu {
+// oneDNN's primitives for the current count (src/strata/layers/onednn_relu.hpp).
+class ReLU;
+}  // namespace onednn_relu
 
 // Rectified linear unit, leaky when relu_param.negative_slope != 0: y = x for x > 0, negative_slope * x
 // otherwise. Usually run in place (top == bottom). For negative_slope >= 0, y > 0 exactly when x > 0, so
 // backward reads the top and in-place use is exact; a negative slope breaks that, so backward then reads the
 // bottom and the layer may not run backward in place.
+//
+// On the CPU, relu_param.engine picks who computes: CAFFE the loops of activation_kernels.hpp (the reference),
+// ONEDNN oneDNN's eltwise relu (float only), DEFAULT oneDNN in float where measured faster (docs/onednn.md), the
+// loops otherwise and in double.
 template <typename Dtype>
 class ReLULayer : public NeuronLayer<Dtype> {
  public:
@@ -17,6 +28,11 @@ class ReLULayer : public NeuronLayer<Dtype> {
   const char* type() const override { return "ReLU"; }
   bool BackwardNeedsBottomData() const override { return negative_slope_ < 0; }
   bool BackwardNeedsTopData() const override { return negative_slope_ >= 0; }
+  void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  // Whether the CPU passes run through oneDNN (relu_param.engine, above).
+  bool uses_onednn() const { return onednn_ != nullptr; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -35,6 +51,8 @@ class ReLULayer : public NeuronLayer<Dtype> {
   }
 
   Dtype negative_slope_;
+  // Set when the engine picks oneDNN (float only).
+  std::shared_ptr<onednn_relu::ReLU> onednn_;
 };
 
 }  // namespace strata

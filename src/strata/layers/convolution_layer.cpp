@@ -73,12 +73,10 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   SetUpWeightAndBias(&this->blobs_, weight_shape, bias_term_, num_output_, p.weight_filler(), p.bias_filler());
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 
-  onednn_.reset();
   // bfloat16 (precision: BF16) is oneDNN's: DEFAULT then means oneDNN; CAFFE (and a double net) compute in float.
   bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
-  if (UseOneDnn<Dtype>(p.engine() == ConvolutionParameter::ONEDNN, p.engine() == ConvolutionParameter::DEFAULT,
-                       "Convolution", this->layer_param_.name()) ||
-      (bf16_ && p.engine() == ConvolutionParameter::DEFAULT)) {
+  onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Convolution", this->layer_param_.name());
+  if (!onednn_ && bf16_ && p.engine() == ConvolutionParameter::DEFAULT) {
     onednn_ = std::make_shared<onednn_conv::Convolution>();
   }
 }

@@ -1,6 +1,8 @@
 // Which CPU engine a layer with an `engine` field runs (docs/onednn.md). Private to src/strata/layers.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <type_traits>
 
 #include "strata/common.hpp"
@@ -17,6 +19,14 @@ bool UseOneDnn(bool engine_onednn, bool engine_default, const char* type, const 
   STRATA_REQUIRE(!engine_onednn || is_float)
       << type << " layer '" << layer_name << "': engine ONEDNN computes in float only; this net is double";
   return is_float && (engine_onednn || (engine_default && onednn_by_default(type)));
+}
+
+// The oneDNN engine of a layer of `type` whose parameters `p` have an `engine` field (with Caffe's DEFAULT and
+// Strata's ONEDNN): a new Engine where UseOneDnn says oneDNN computes, null where Strata's own path does.
+template <typename Engine, typename Dtype, typename Param>
+std::shared_ptr<Engine> MakeOneDnnEngine(const Param& p, const char* type, const std::string& layer_name) {
+  if (!UseOneDnn<Dtype>(p.engine() == Param::ONEDNN, p.engine() == Param::DEFAULT, type, layer_name)) return nullptr;
+  return std::make_shared<Engine>();
 }
 
 }  // namespace strata

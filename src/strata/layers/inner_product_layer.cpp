@@ -1,5 +1,9 @@
 #include "strata/layers/inner_product_layer.hpp"
 
+#include <type_traits>
+
+#include "cpu_engine.hpp"
+#include "onednn_inner_product.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -31,6 +35,8 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
     }
   }
   this->param_propagate_down_.assign(this->blobs_.size(), true);
+
+  onednn_ = MakeOneDnnEngine<onednn_ip::InnerProduct, Dtype>(p, "InnerProduct", this->layer_param_.name());
 }
 
 template <typename Dtype>
@@ -48,10 +54,20 @@ void InnerProductLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top
     bias_multiplier_.Reshape({M_});
     cpu_set(M_, Dtype(1), bias_multiplier_.mutable_cpu_data());
   }
+  // oneDNN's primitives for this shape (kept when it is the last one's); no rows, nothing to compute.
+  if (onednn_ && M_ > 0) onednn_->Configure({M_, K_, N_, transpose_, bias_term_});
 }
 
 template <typename Dtype>
 void InnerProductLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (M_ == 0) return;
+      onednn_->Forward(bottom[0]->cpu_data(), this->blobs_[0]->cpu_data(),
+                       bias_term_ ? this->blobs_[1]->cpu_data() : nullptr, top[0]->mutable_cpu_data());
+      return;
+    }
+  }
   const Dtype* x = bottom[0]->cpu_data();
   const Dtype* w = this->blobs_[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
@@ -66,6 +82,18 @@ template <typename Dtype>
 void InnerProductLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
   const Dtype* dy = top[0]->cpu_diff();
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      const bool weight_grad = this->param_propagate_down(0);
+      const bool bias_grad = bias_term_ && this->param_propagate_down(1);
+      if (M_ == 0 || (!weight_grad && !bias_grad && !propagate_down[0])) return;
+      onednn_->Backward(dy, bottom[0]->cpu_data(), this->blobs_[0]->cpu_data(),
+                        propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+                        weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr,
+                        bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr);
+      return;
+    }
+  }
   if (this->param_propagate_down(0)) {
     const Dtype* x = bottom[0]->cpu_data();
     Dtype* dw = this->blobs_[0]->mutable_cpu_diff();

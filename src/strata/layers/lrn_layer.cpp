@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "cpu_engine.hpp"
+#include "onednn_lrn.hpp"
 #include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -73,6 +76,8 @@ void LRNLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   across_ = p.norm_region() == LRNParameter::ACROSS_CHANNELS;
   scale_.set_memory_category(MemoryCategory::kActivation);
   workspace_.set_memory_category(MemoryCategory::kWorkspace);
+
+  onednn_ = MakeOneDnnEngine<onednn_lrn::LRN, Dtype>(p, "LRN", this->layer_param_.name());
 }
 
 template <typename Dtype>
@@ -85,6 +90,18 @@ void LRNLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   width_ = bottom[0]->width();
   top[0]->ReshapeLike(*bottom[0]);
   scale_.ReshapeLike(*bottom[0]);
+  // oneDNN's primitives for this shape (kept when it is the last one's); an empty batch has nothing to compute.
+  // Its record of the forward takes the scale's place (oneDNN's JIT kernels keep twice as many values).
+  onednn_active_ = onednn_ && bottom[0]->count() > 0;
+  if (onednn_active_) {
+    onednn_->Configure({num_, channels_, height_, width_, size_, static_cast<float>(alpha_),
+                        static_cast<float>(beta_), static_cast<float>(k_), across_});
+    const size_t bytes = onednn_->workspace_bytes();
+    if (bytes > scale_.count() * sizeof(Dtype)) {
+      scale_.Reshape({static_cast<int>((bytes + sizeof(Dtype) - 1) / sizeof(Dtype))});
+    }
+    return;
+  }
   if (!across_) {
     thread_slots_ = std::max(1, omp_get_max_threads());
     workspace_.Reshape({thread_slots_ * 2 * (height_ * width_ + width_)});
@@ -93,6 +110,14 @@ void LRNLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void LRNLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (onednn_active_) {
+        onednn_->Forward(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(), scale_.mutable_cpu_data());
+      }
+      return;
+    }
+  }
   if (across_) {
     AcrossForward(bottom[0]->cpu_data(), top[0]->mutable_cpu_data());
   } else {
@@ -104,6 +129,15 @@ template <typename Dtype>
 void LRNLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                    const BlobVec& bottom) {
   if (!propagate_down[0]) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (onednn_active_) {
+        onednn_->Backward(bottom[0]->cpu_data(), top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff(),
+                          scale_.mutable_cpu_data());
+      }
+      return;
+    }
+  }
   const Dtype* x = bottom[0]->cpu_data();
   const Dtype* y = top[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();

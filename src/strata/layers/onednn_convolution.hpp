@@ -7,9 +7,7 @@
 // kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
 #pragma once
 
-#include <array>
-#include <memory>
-
+#include "onednn_weighted_engine.hpp"
 #include "strata/im2col.hpp"
 
 namespace strata {
@@ -26,25 +24,16 @@ struct Shape {
   bool operator==(const Shape& o) const;
 };
 
-class Convolution {
+class Convolution : public onednn::WeightedEngine {
  public:
-  Convolution();
-  ~Convolution();
   // Keeps the primitives when `shape` is the one they were made for, else makes the forward one anew (the
   // backward ones follow on the first Backward).
   void Configure(const Shape& shape);
-  // Whether the primitives compute in bfloat16: the shape asked for it and this CPU has the kernels (else float).
-  bool bf16() const;
-  // y = conv(x, w) + b (b may be null when the shape has no bias).
-  void Forward(const float* x, const float* w, const float* b, float* y);
-  // dx = conv_backward_data(dy, w) (skipped when dx is null); dw += the weight gradient and db += the bias
-  // gradient (each skipped when null). Gradients accumulate as every Strata layer's do.
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
 
  private:
   struct Primitives;
+  void MakeBackward() override;
   Shape shape_;
-  std::unique_ptr<Primitives> p_;
 };
 
 }  // namespace onednn_conv

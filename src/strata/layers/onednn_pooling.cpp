@@ -1,7 +1,6 @@
 #include "onednn_pooling.hpp"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "strata/common.hpp"
 #include "strata/onednn_context.hpp"
@@ -92,14 +91,8 @@ void Pooling::Forward(const float* x, float* y, void* workspace) {
   CHECK(p_) << "Configure before Forward";
   Primitives& p = *p_;
   onednn::CallBuffer buffer(p.x.bytes() + p.y.bytes());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, p.x.In(x, buffer)}, {DNNL_ARG_DST, p.y.Target(y, buffer)}};
-  if (shape_.max) {
-    p.workspace.set_data_handle(workspace);
-    args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
-  }
-  p.fwd.execute(onednn::cpu_stream(), args);
-  p.y.Out();
-  onednn::cpu_stream().wait();
+  onednn::Execute(p.fwd, {{DNNL_ARG_SRC, p.x.In(x, buffer)}, {DNNL_ARG_DST, p.y.Target(y, buffer)}}, &p.y,
+                  shape_.max ? &p.workspace : nullptr, workspace);
 }
 
 void Pooling::Backward(const float* dy, float* dx, void* workspace) {
@@ -118,15 +111,8 @@ void Pooling::Backward(const float* dy, float* dx, void* workspace) {
     p.have_backward = true;
   }
   onednn::CallBuffer buffer(p.dy.bytes() + p.dx.bytes());
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, p.dy.In(dy, buffer)},
-                                       {DNNL_ARG_DIFF_SRC, p.dx.Target(dx, buffer)}};
-  if (shape_.max) {
-    p.workspace.set_data_handle(workspace);
-    args.emplace(DNNL_ARG_WORKSPACE, p.workspace);
-  }
-  p.bwd.execute(onednn::cpu_stream(), args);
-  p.dx.Out();
-  onednn::cpu_stream().wait();
+  onednn::Execute(p.bwd, {{DNNL_ARG_DIFF_DST, p.dy.In(dy, buffer)}, {DNNL_ARG_DIFF_SRC, p.dx.Target(dx, buffer)}},
+                  &p.dx, shape_.max ? &p.workspace : nullptr, workspace);
 }
 
 }  // namespace onednn_pool

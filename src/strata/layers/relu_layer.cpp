@@ -1,15 +1,37 @@
 #include "strata/layers/relu_layer.hpp"
 
+#include <type_traits>
+
 #include "activation_kernels.hpp"
+#include "cpu_engine.hpp"
+#include "onednn_relu.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
+
+template <typename Dtype>
+void ReLULayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  onednn_ = MakeOneDnnEngine<onednn_relu::ReLU, Dtype>(this->layer_param_.relu_param(), "ReLU",
+                                                       this->layer_param_.name());
+}
+
+template <typename Dtype>
+void ReLULayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  NeuronLayer<Dtype>::Reshape(bottom, top);
+  if (onednn_ && bottom[0]->count() > 0) onednn_->Configure(bottom[0]->count(), static_cast<float>(negative_slope_));
+}
 
 template <typename Dtype>
 void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->count();
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (n > 0) onednn_->Forward(x, y);
+      return;
+    }
+  }
   const Dtype slope = negative_slope_;
   // Both forms let NaN through, as Caffe's max(x, 0) + slope * min(x, 0) does.
   if (slope == Dtype(0)) {
@@ -30,6 +52,12 @@ void ReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>&
   const Dtype* s = slope >= 0 ? top[0]->cpu_data() : bottom[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      if (n > 0) onednn_->Backward(s, dy, dx);
+      return;
+    }
+  }
   // Caffe's form: a NaN input gets gradient 0.
   act::map(n, s, dy, dx,
            [slope](Dtype sv, Dtype g) { return g * (Dtype(sv > Dtype(0)) + slope * Dtype(sv <= Dtype(0))); });

@@ -1,8 +1,11 @@
 #include "strata/layers/softmax_layer.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "activation_kernels.hpp"
+#include "cpu_engine.hpp"
+#include "onednn_softmax.hpp"
 #include "strata/cpu_dispatch.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -107,6 +110,12 @@ STRATA_HOT_KERNEL void SoftmaxTileBackward(const Dtype* y, const Dtype* dy, Dtyp
 }  // namespace
 
 template <typename Dtype>
+void SoftmaxLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
+  onednn_ = MakeOneDnnEngine<onednn_softmax::Softmax, Dtype>(this->layer_param_.softmax_param(), "Softmax",
+                                                             this->layer_param_.name());
+}
+
+template <typename Dtype>
 void SoftmaxLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   STRATA_REQUIRE(bottom[0]->num_axes() > 0) << "softmax needs a bottom with at least one axis";
   const int axis = bottom[0]->CanonicalAxisIndex(this->layer_param_.softmax_param().axis());
@@ -114,6 +123,7 @@ void SoftmaxLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   channels_ = bottom[0]->shape(axis);
   inner_ = bottom[0]->count(axis + 1);
   top[0]->ReshapeLike(*bottom[0]);
+  if (onednn_ && bottom[0]->count() > 0) onednn_->Configure(outer_, channels_, inner_);
 }
 
 template <typename Dtype>
@@ -121,7 +131,10 @@ void SoftmaxLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
   const int C = channels_, inner = inner_;
-  if (C == 0) return;
+  if (bottom[0]->count() == 0) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) return onednn_->Forward(x, y);
+  }
   if (inner == 1) {
     for_each_block(outer_, C, 1, [=](size_t off, int) { SoftmaxFibre(x + off, y + off, C); });
   } else {
@@ -137,7 +150,10 @@ void SoftmaxLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
   const int C = channels_, inner = inner_;
-  if (C == 0) return;
+  if (top[0]->count() == 0) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) return onednn_->Backward(y, dy, dx);
+  }
   // dx may be dy (in place): each block reads all of its dy for the dot before it writes dx.
   if (inner == 1) {
     for_each_block(outer_, C, 1, [=](size_t off, int) { SoftmaxFibreBackward(y + off, dy + off, dx + off, C); });

@@ -1,0 +1,33 @@
+// The part of the oneDNN engines of the layers with weights (Convolution, InnerProduct) that their layers call:
+// Forward and Backward over primitives the engine made for the current shape (onednn_weighted.hpp, which this
+// header keeps oneDNN's own headers out of). Private to src/strata/layers.
+#pragma once
+
+#include <memory>
+
+namespace strata {
+namespace onednn {
+
+struct WeightedPrimitives;
+
+class WeightedEngine {
+ public:
+  WeightedEngine();
+  virtual ~WeightedEngine();
+  // y = f(x, w) + b (b may be null when the shape has no bias). The engine must be configured for a shape.
+  void Forward(const float* x, const float* w, const float* b, float* y);
+  // dx = the input gradient (skipped when dx is null, overwritten otherwise); dw += the weight gradient and
+  // db += the bias gradient (each skipped when null). Gradients accumulate as every Strata layer's do.
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+  // Whether the primitives multiply in bfloat16 (the layer asked for it and this CPU has the kernels).
+  bool bf16() const;
+
+ protected:
+  // Makes the backward primitives of *p_ (on the first Backward: test nets never make them).
+  virtual void MakeBackward() = 0;
+  // The primitives for the current shape, made by the engine's Configure; null before.
+  std::unique_ptr<WeightedPrimitives> p_;
+};
+
+}  // namespace onednn
+}  // namespace strata
