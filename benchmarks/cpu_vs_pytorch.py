@@ -4,9 +4,10 @@ measured in one run, alternating the two frameworks so both see the same machine
 
     STRATA_WITH_BENCH=1 bash scripts/install_deps.sh   # python3-torch
     /usr/bin/python3 benchmarks/cpu_vs_pytorch.py [--threads 2] [--rounds 3] [--models lenet,alexnet,resnet50]
-        [--strata PATH] [--per-layer]
+        [--strata PATH] [--per-layer] [--bf16]
 
-Prints a table: model, batch, Strata ms, PyTorch ms, ratio (PyTorch / Strata; > 1 means Strata is faster).
+Prints a table: model, batch, Strata ms, PyTorch ms, ratio (PyTorch / Strata; > 1 means Strata is faster); with
+--bf16 also Strata's time with `strata time --precision=BF16` (bfloat16 convolutions) against PyTorch's float.
 Before timing a model that names its output blob (Model.out), it checks that Strata's blob (read off `strata draw`)
 and the PyTorch module's output have the same shape. --per-layer also prints, per model, Strata's time per layer
 type (from the last round's `strata time`) and PyTorch's own profile (torch.profiler) of up to 5 steps.
@@ -68,10 +69,10 @@ def strata_env(threads):
     return dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
 
 
-def strata_run(model, iters, threads):
+def strata_run(model, iters, threads, precision="FP32"):
     """(forward+backward ms, {layer: (forward ms, backward ms)}) from one `strata time`."""
     out = subprocess.run([STRATA, "time", f"--model={os.path.join(ROOT, MODELS[model].prototxt)}",
-                          f"--iterations={iters}", "--warmup=1", "--step=false"],
+                          f"--iterations={iters}", "--warmup=1", "--step=false", f"--precision={precision}"],
                          env=strata_env(threads), capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"strata time failed for {model}:\n{out.stderr}")
@@ -349,6 +350,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="alternations of Strata and PyTorch per model")
     ap.add_argument("--models", default="lenet,alexnet,resnet50", help=f"comma-separated, of {','.join(MODELS)}")
     ap.add_argument("--strata", default=STRATA, help="the strata binary (default: %(default)s)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also time Strata with --precision=BF16 (bfloat16 convolutions) in each round")
     ap.add_argument("--per-layer", action="store_true",
                     help="also print Strata's time per layer type and PyTorch's profile, per model")
     args = ap.parse_args()
@@ -365,15 +368,19 @@ def main():
           f"best of {args.rounds} alternating rounds; Strata: {STRATA}")
     for model in models:
         check_shapes(model, args.threads)
-    print(f"{'model':<16}{'batch':>6}{'Strata ms':>12}{'PyTorch ms':>12}{'PyTorch/Strata':>16}")
+    bf16_head = f"{'Strata bf16 ms':>16}{'PyTorch/bf16':>14}" if args.bf16 else ""
+    print(f"{'model':<16}{'batch':>6}{'Strata ms':>12}{'PyTorch ms':>12}{'PyTorch/Strata':>16}" + bf16_head)
     for model in models:
         batch, iters = MODELS[model].batch, MODELS[model].iters
-        s, t = [], []
+        s, t, b = [], [], []
         for _ in range(args.rounds):
             ms, layers = strata_run(model, iters, args.threads)
             s.append(ms)
             t.append(torch_ms(model, batch, iters, args.threads))
-        print(f"{model:<16}{batch:>6}{min(s):>12.1f}{min(t):>12.1f}{min(t) / min(s):>16.2f}", flush=True)
+            if args.bf16:
+                b.append(strata_run(model, iters, args.threads, "BF16")[0])
+        bf16 = f"{min(b):>16.1f}{min(t) / min(b):>14.2f}" if args.bf16 else ""
+        print(f"{model:<16}{batch:>6}{min(s):>12.1f}{min(t):>12.1f}{min(t) / min(s):>16.2f}" + bf16, flush=True)
         if args.per_layer:
             per_layer_report(model, layers, iters, args.threads)
 

@@ -60,6 +60,8 @@
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
 DEFINE_int32(level, 0, "Net state level.");
+DEFINE_string(precision, "", "time: FP32 or BF16, the precision of every layer that sets none (docs/onednn.md); "
+              "default: what the model says.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
 DEFINE_int32(iterations, 50, "time: iterations to time; test: batches to score; train: overrides max_iter.");
 DEFINE_int32(warmup, 2, "Untimed iterations before timing.");
@@ -165,6 +167,13 @@ Phase parse_phase(const std::string& s) {
 }
 
 std::vector<std::string> parse_stages() { return SplitCommas(FLAGS_stage); }
+
+Precision parse_precision() {
+  Precision p = FP32;
+  STRATA_REQUIRE(Precision_Parse(FLAGS_precision, &p)) << "--precision must be FP32 or BF16, got '"
+                                                        << FLAGS_precision << "'";
+  return p;
+}
 
 // The number of classes a label blob indexes into, if the blob is the label bottom of a layer that reads labels
 // (Layer::LabelBottom: a loss, Accuracy).
@@ -289,7 +298,14 @@ LayerTimes measure_layers(Net<float>& net, bool gpu, Timeline* timeline) {
 // Returns the recompute plan it ran under (none without --budget).
 RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
   Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
-  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  NetParameter param;
+  ReadNetParamsFromTextFile(FLAGS_model, &param);
+  param.mutable_state()->set_phase(phase);
+  param.mutable_state()->set_level(FLAGS_level);
+  param.mutable_state()->clear_stage();
+  for (const std::string& s : stages) param.mutable_state()->add_stage(s);
+  if (!FLAGS_precision.empty()) param.set_precision(parse_precision());
+  Net<float> net(param);
   fill_inputs(net);
   RecomputePlan plan;
   if (!FLAGS_budget.empty()) plan = install_plan(&net);
@@ -342,6 +358,7 @@ void time_sgd_steps(bool gpu, const std::vector<std::string>& stages, const Reco
   param.set_max_iter(FLAGS_warmup + FLAGS_iterations);
   param.set_display(0);
   param.set_random_seed(FLAGS_seed);
+  if (!FLAGS_precision.empty()) param.set_precision(parse_precision());
   param.mutable_train_state()->set_level(FLAGS_level);
   for (const auto& stage : stages) param.mutable_train_state()->add_stage(stage);
   auto solver = SolverRegistry<float>::Create(param);
@@ -417,6 +434,7 @@ int time_command(int* argc, char*** argv) {
   STRATA_REQUIRE(FLAGS_iterations > 0) << "--iterations must be positive";
   STRATA_REQUIRE(FLAGS_warmup >= 0) << "--warmup must not be negative";
   STRATA_REQUIRE(FLAGS_pipeline_stages >= 0) << "--pipeline_stages must not be negative";
+  if (!FLAGS_precision.empty()) parse_precision();  // a bad value fails before anything is built
   if (FLAGS_pipeline_stages > 0) return time_pipeline(argc, argv);
   const Phase phase = parse_phase(FLAGS_phase);
   const std::vector<std::string> stages = parse_stages();
