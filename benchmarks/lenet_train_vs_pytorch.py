@@ -6,6 +6,7 @@ final and best test accuracy, and the first tested iteration that reaches 88%, 8
     STRATA_WITH_BENCH=1 bash scripts/install_deps.sh          # python3-torch
     ITERATIONS=0 bash scripts/quickstart.sh                   # build + the LMDBs under data/ (or run it fully)
     /usr/bin/python3 benchmarks/lenet_train_vs_pytorch.py [--iterations 10000] [--runs strata1,strata2,torch]
+    (a run strataN-bf16 trains with precision: BF16, bfloat16 convolutions)
 
 What "the same" means here:
   * data: the training images in file order (convert_mnist_data writes the LMDB in IDX order; Strata's Data layer
@@ -47,7 +48,7 @@ def summarise(name, curve, rates, wall, peak_mb):
             "first": first, "curve": curve, "peak_mb": peak_mb}
 
 
-def run_strata(ranks, iterations, threads):
+def run_strata(ranks, iterations, threads, precision="FP32"):
     workdir = tempfile.mkdtemp(prefix="strata_lenet_")
     net = open(NET).read()
     net = net.replace('"data/', f'"{ROOT}/data/')
@@ -60,6 +61,7 @@ def run_strata(ranks, iterations, threads):
     solver = re.sub(r'net: ".*"', f'net: "{net_path}"', solver)
     solver = re.sub(r'snapshot_prefix: ".*"', f'snapshot_prefix: "{workdir}/lenet"', solver)
     solver = re.sub(r"max_iter: \d+", f"max_iter: {iterations}", solver)
+    solver += f"\nprecision: {precision}\n"
     solver_path = os.path.join(workdir, "solver.prototxt")
     open(solver_path, "w").write(solver)
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -88,7 +90,8 @@ def run_strata(ranks, iterations, threads):
         m = re.search(r"Iteration \d+, (\d+) images/s", line)
         if m:
             rates.append(float(m.group(1)))
-    return summarise(f"Strata, {ranks} rank{'s' if ranks > 1 else ''}", curve, rates, wall, peak_kb / 1024)
+    name = f"Strata, {ranks} rank{'s' if ranks > 1 else ''}" + (", bf16" if precision == "BF16" else "")
+    return summarise(name, curve, rates, wall, peak_kb / 1024)
 
 
 def read_idx(path):
@@ -178,20 +181,22 @@ def main():
         sys.exit("no data/fashion_mnist_train_lmdb: run scripts/quickstart.sh first (ITERATIONS=0 converts only)")
     results = []
     for run in args.runs.split(","):
-        if run.startswith("strata"):
-            results.append(run_strata(int(run[len("strata"):] or 1), args.iterations, args.threads))
+        m = re.fullmatch(r"strata(\d*)(-bf16)?", run)
+        if m:
+            results.append(run_strata(int(m.group(1) or 1), args.iterations, args.threads,
+                                      "BF16" if m.group(2) else "FP32"))
         elif run == "torch":
             results.append(run_torch(args.iterations, args.threads))
         else:
-            sys.exit(f"unknown run '{run}' (strataN or torch)")
+            sys.exit(f"unknown run '{run}' (strataN, strataN-bf16 or torch)")
         r = results[-1]
         print(f"# {r['name']}: done in {r['wall_s']:.0f} s", file=sys.stderr, flush=True)
-    head = f"{'run':<18}{'images/s':>10}{'wall s':>9}{'peak MB':>9}{'final %':>9}{'best %':>8}" + "".join(
+    head = f"{'run':<24}{'images/s':>10}{'wall s':>9}{'peak MB':>9}{'final %':>9}{'best %':>8}" + "".join(
         f"{'first ' + str(int(t * 100)) + '%':>11}" for t in THRESHOLDS)
     print(head)
     for r in results:
         firsts = "".join(f"{(str(r['first'][t]) if r['first'][t] is not None else '-'):>11}" for t in THRESHOLDS)
-        print(f"{r['name']:<18}{r['images_s']:>10.0f}{r['wall_s']:>9.1f}{r['peak_mb']:>9.0f}{100 * r['final']:>9.2f}"
+        print(f"{r['name']:<24}{r['images_s']:>10.0f}{r['wall_s']:>9.1f}{r['peak_mb']:>9.0f}{100 * r['final']:>9.2f}"
               f"{100 * r['best']:>8.2f}{firsts}")
     if args.curve:
         for r in results:

@@ -33,9 +33,9 @@ struct ThreadBuffer {
 };
 thread_local ThreadBuffer t_buffer;
 
-size_t Aligned(size_t bytes) { return (bytes + CallBuffer::kAlign - 1) / CallBuffer::kAlign * CallBuffer::kAlign; }
-
 }  // namespace
+
+size_t CallBuffer::Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 CallBuffer::CallBuffer(size_t bytes) {
   ThreadBuffer& t = t_buffer;
@@ -68,7 +68,7 @@ void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& ch
     return;
   }
   inner_ = dnnl::memory(chosen, cpu_engine(), DNNL_MEMORY_NONE);
-  bytes_ = Aligned(chosen.get_size());
+  bytes_ = CallBuffer::Aligned(chosen.get_size());
   copy_ = input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
 }
 

@@ -27,10 +27,13 @@ class CallBuffer {
   ~CallBuffer();
   CallBuffer(const CallBuffer&) = delete;
   CallBuffer& operator=(const CallBuffer&) = delete;
-  // `bytes` of the buffer (a multiple of kAlign, as bytes() gives), not handed out before in this call.
+  // `bytes` of the buffer (a multiple of kAlign: Aligned(n), or an Operand's bytes()), not handed out before in
+  // this call.
   void* Take(size_t bytes);
 
   static constexpr size_t kAlign = 64;
+  // `bytes` rounded up to a multiple of kAlign: what a buffer of `bytes` takes of a CallBuffer.
+  static size_t Aligned(size_t bytes);
 
  private:
   char* next_;

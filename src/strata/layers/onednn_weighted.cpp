@@ -46,10 +46,14 @@ void WeightedPrimitives::InitBackward(const dnnl::primitive_desc& data_pd, const
   same_dy_layout_ = weights_pd.diff_dst_desc(0) == data_pd.diff_dst_desc(0);
   bwd_weights_dw_.Init(w, weights_pd.diff_weights_desc(0), false);
   if (!b.is_zero()) bwd_weights_db_ = memory(b, cpu_engine(), DNNL_MEMORY_NONE);
-  dw_.resize(w.get_size() / sizeof(float));
-  db_.resize(b.get_size() / sizeof(float));
-  backward_bytes_ = bwd_weights_x_.bytes() + bwd_weights_dy_.bytes() + bwd_weights_dw_.bytes() +
-                    (same_dy_layout_ ? 0 : bwd_data_dy_.bytes()) + bwd_data_w_.bytes() + bwd_data_dx_.bytes();
+  // The gradients of one call are added to the layer's at once: their buffers live in the call buffer too.
+  dw_count_ = w.get_size() / sizeof(float);
+  db_count_ = b.get_size() / sizeof(float);
+  dw_bytes_ = CallBuffer::Aligned(w.get_size());
+  db_bytes_ = CallBuffer::Aligned(b.get_size());
+  backward_bytes_ = bwd_weights_x_.bytes() + bwd_weights_dy_.bytes() + bwd_weights_dw_.bytes() + dw_bytes_ +
+                    db_bytes_ + (same_dy_layout_ ? 0 : bwd_data_dy_.bytes()) + bwd_data_w_.bytes() +
+                    bwd_data_dx_.bytes();
   have_backward_ = true;
 }
 
@@ -75,20 +79,22 @@ void WeightedPrimitives::Backward(const float* dy, const float* x_data, const fl
   CallBuffer buffer(backward_bytes_);
   const memory* dy_weights = nullptr;  // dy as the weight gradient read it
   if (dw || db) {
+    float* dw_call = static_cast<float*>(buffer.Take(dw_bytes_));
+    float* db_call = db_bytes_ > 0 ? static_cast<float*>(buffer.Take(db_bytes_)) : nullptr;
     dy_weights = &bwd_weights_dy_.In(dy, buffer);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bwd_weights_x_.In(x_data, buffer)},
                                          {DNNL_ARG_DIFF_DST, *dy_weights},
-                                         {DNNL_ARG_DIFF_WEIGHTS, bwd_weights_dw_.Target(dw_.data(), buffer)}};
+                                         {DNNL_ARG_DIFF_WEIGHTS, bwd_weights_dw_.Target(dw_call, buffer)}};
     if (bwd_weights_db_) {
-      bwd_weights_db_.set_data_handle(db_.data());
+      bwd_weights_db_.set_data_handle(db_call);
       args.emplace(DNNL_ARG_DIFF_BIAS, bwd_weights_db_);
     }
     bwd_weights_.execute(s, args);
     bwd_weights_dw_.Out();
     s.wait();
     // oneDNN overwrites its outputs; Strata's parameter gradients accumulate (iter_size, several bottoms).
-    if (dw) cpu_axpy<float>(static_cast<int>(dw_.size()), 1.f, dw_.data(), dw);
-    if (db) cpu_axpy<float>(static_cast<int>(db_.size()), 1.f, db_.data(), db);
+    if (dw) cpu_axpy<float>(static_cast<int>(dw_count_), 1.f, dw_call, dw);
+    if (db) cpu_axpy<float>(static_cast<int>(db_count_), 1.f, db_call, db);
   }
   if (dx) {
     const memory& dy_data = dy_weights && same_dy_layout_ ? *dy_weights : bwd_data_dy_.In(dy, buffer);

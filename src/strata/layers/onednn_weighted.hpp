@@ -5,8 +5,6 @@
 // for its own layer and leaves the running to this. Private to src/strata/layers.
 #pragma once
 
-#include <vector>
-
 #include "onednn_weighted_engine.hpp"
 #include "strata/onednn_context.hpp"
 
@@ -48,8 +46,9 @@ struct WeightedPrimitives {
   // Both backward primitives read dy in the same layout: reorder it once per call.
   bool same_dy_layout_ = false;
   dnnl::memory bwd_weights_db_;
-  // The weight and bias gradients of one call, plain, before they are added to the layer's.
-  std::vector<float> dw_, db_;
+  // The weight and bias gradients of one call, plain, before they are added to the layer's: counts, and bytes
+  // of the call buffer.
+  size_t dw_count_ = 0, db_count_ = 0, dw_bytes_ = 0, db_bytes_ = 0;
 };
 
 }  // namespace onednn
