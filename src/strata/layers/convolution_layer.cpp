@@ -75,10 +75,7 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
 
   // bfloat16 (precision: BF16) is oneDNN's: DEFAULT then means oneDNN; CAFFE (and a double net) compute in float.
   bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
-  onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Convolution", this->layer_param_.name());
-  if (!onednn_ && bf16_ && p.engine() == ConvolutionParameter::DEFAULT) {
-    onednn_ = std::make_shared<onednn_conv::Convolution>();
-  }
+  onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Convolution", this->layer_param_.name(), bf16_);
 }
 
 template <typename Dtype>
