@@ -1,5 +1,7 @@
 // Blob: shapes and their checks, counts and offsets, lazy memory that grows and never shrinks, sharing, the
-// whole-blob arithmetic, and BlobProto in both directions (N-d shapes and Caffe's legacy num/channels/height/width).
+// whole-blob arithmetic, BlobProto in both directions (N-d shapes and Caffe's legacy num/channels/height/width), and
+// the channel-blocked layout (strata/layout.hpp): where each element lies, and that every plain reader sees the
+// plain values whatever layout a layer left the memory in.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -274,6 +276,79 @@ TEST(Blob, MemoryCategoryDecidesWhereTheBytesCount) {
     EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before + 400);
   }
   EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation), act_before) << "the destructor releases";
+}
+
+// nChw16c puts element (n, c, s) at ((n * C/16 + c/16) * S + s) * 16 + c % 16, as oneDNN's aBcd16b does.
+TYPED_TEST(BlobTest, BlockedLayoutPutsEachElementWhereOneDnnDoes) {
+  const int N = 2, C = 32, H = 3, W = 5, S = H * W;
+  Blob<TypeParam> b({N, C, H, W});
+  ASSERT_TRUE(b.can_block());
+  TypeParam* plain = b.mutable_cpu_data();
+  for (int i = 0; i < b.count(); ++i) plain[i] = static_cast<TypeParam>(i);
+  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+  const TypeParam* blocked = b.cpu_data_in(Layout::kBlocked16);
+  EXPECT_EQ(b.data_layout(), Layout::kBlocked16);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < S; ++s) {
+        const int at = ((n * (C / 16) + c / 16) * S + s) * 16 + c % 16;
+        ASSERT_EQ(blocked[at], static_cast<TypeParam>((n * C + c) * S + s)) << n << " " << c << " " << s;
+      }
+  // A plain read converts back, in place; the diff has a layout of its own.
+  EXPECT_EQ(b.diff_layout(), Layout::kPlain);
+  const TypeParam* again = b.cpu_data();
+  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+  for (int i = 0; i < b.count(); ++i) ASSERT_EQ(again[i], static_cast<TypeParam>(i));
+}
+
+TYPED_TEST(BlobTest, OnlyFourAxesWithChannelsInSixteensCanBlock) {
+  EXPECT_TRUE(Blob<TypeParam>({1, 16, 1, 1}).can_block());
+  EXPECT_FALSE(Blob<TypeParam>({1, 8, 4, 4}).can_block());
+  EXPECT_FALSE(Blob<TypeParam>({2, 16, 4}).can_block());
+  EXPECT_FALSE(Blob<TypeParam>({0, 16, 4, 4}).can_block());
+}
+
+// Every plain reader (the mutable accessors, a blob of another shape sharing the memory, a snapshot) sees plain
+// values; overwriting (keep_values false) converts nothing; released memory starts plain again.
+TYPED_TEST(BlobTest, PlainReadersSeePlainValuesWhateverTheLayout) {
+  const std::vector<int> shape{2, 16, 2, 3};
+  Blob<TypeParam> b(shape);
+  TypeParam* d = b.mutable_cpu_diff_in(Layout::kBlocked16, false);
+  EXPECT_EQ(b.diff_layout(), Layout::kBlocked16);
+  for (int i = 0; i < b.count(); ++i) d[i] = static_cast<TypeParam>(i);  // blocked order
+  // The same values through the plain view: element (n, c, s) is blocked index ((n + 0) * 6 + s) * 16 + c.
+  const TypeParam* plain = b.cpu_diff();
+  EXPECT_EQ(b.diff_layout(), Layout::kPlain);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 16; ++c)
+      for (int s = 0; s < 6; ++s) ASSERT_EQ(plain[(n * 16 + c) * 6 + s], static_cast<TypeParam>((n * 6 + s) * 16 + c));
+
+  // A flattened view sharing the memory is plain to itself, and reading it converts the memory.
+  for (int i = 0; i < b.count(); ++i) b.mutable_cpu_data()[i] = static_cast<TypeParam>(i);
+  b.cpu_data_in(Layout::kBlocked16);
+  Blob<TypeParam> flat({2, 96});
+  flat.ShareData(b);
+  EXPECT_EQ(flat.data_layout(), Layout::kPlain);
+  EXPECT_EQ(b.data_layout(), Layout::kBlocked16);
+  for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(flat.cpu_data()[i], static_cast<TypeParam>(i));
+  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+
+  // A snapshot writes plain values.
+  b.cpu_data_in(Layout::kBlocked16);
+  BlobProto proto;
+  b.ToProto(&proto);
+  for (int i = 0; i < b.count(); ++i) ASSERT_EQ(static_cast<TypeParam>(
+      proto.double_data_size() ? proto.double_data(i) : proto.data(i)), static_cast<TypeParam>(i));
+
+  // keep_values false leaves the bytes as they were and only relabels them.
+  TypeParam* raw = b.mutable_cpu_data_in(Layout::kBlocked16, true);
+  for (int i = 0; i < b.count(); ++i) raw[i] = static_cast<TypeParam>(-i);
+  TypeParam* over = b.mutable_cpu_data_in(Layout::kPlain, false);
+  for (int i = 0; i < b.count(); ++i) ASSERT_EQ(over[i], static_cast<TypeParam>(-i));
+
+  b.cpu_data_in(Layout::kBlocked16);
+  b.release_memory();
+  EXPECT_EQ(b.data_layout(), Layout::kPlain);
 }
 
 }  // namespace

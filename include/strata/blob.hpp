@@ -55,6 +55,18 @@ class Blob {
   const Dtype* gpu_diff() const;
   Dtype* mutable_gpu_data();
   Dtype* mutable_gpu_diff();
+
+  // Layouts (strata/layout.hpp). Every accessor above gives the plain layout, converting in place when a
+  // layout-aware layer left the memory blocked. can_block(): 4 axes with channels a multiple of 16. The *_layout()
+  // are the layouts the memory is in now for this blob's shape; the *_in accessors give the memory in `layout`,
+  // converting it if needed (not with keep_values false: the caller overwrites every value).
+  bool can_block() const;
+  Layout data_layout() const;
+  Layout diff_layout() const;
+  const Dtype* cpu_data_in(Layout layout) const;
+  const Dtype* cpu_diff_in(Layout layout) const;
+  Dtype* mutable_cpu_data_in(Layout layout, bool keep_values = true);
+  Dtype* mutable_cpu_diff_in(Layout layout, bool keep_values = true);
   // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.
   void set_cpu_data(Dtype* data);
 
@@ -99,6 +111,9 @@ class Blob {
   size_t resident_bytes() const;
 
  private:
+  BlockedShape blocked_shape() const;
+  Layout layout_of(const SyncedMemory& m) const;
+
   std::shared_ptr<SyncedMemory> data_;
   std::shared_ptr<SyncedMemory> diff_;
   std::vector<int> shape_;

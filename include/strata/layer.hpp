@@ -119,6 +119,16 @@ class Layer {
   virtual RecordStream record_stream() const { return {}; }
   virtual void set_record_stream(const RecordStream& stream) {}
 
+  // Layouts (strata/layout.hpp). True for layers that read their bottoms in whatever layout they are in and write
+  // the bottoms' gradients in the bottoms' layout, so that the layer producing a bottom may leave it blocked
+  // (Net asks after SetUp). Such a layer writes a top blocked only where top_may_block(i) says so: Net sets it for
+  // tops that every reader accepts blocked and that are not outputs of the net.
+  virtual bool AcceptsBlockedBottoms() const { return false; }
+  bool top_may_block(int top_index) const {
+    return top_index < static_cast<int>(top_may_block_.size()) && top_may_block_[top_index];
+  }
+  void set_top_may_block(std::vector<bool> may_block) { top_may_block_ = std::move(may_block); }
+
   // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
   // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.
   virtual bool ParamIsStatistic(int param_id) const { return false; }
@@ -140,6 +150,16 @@ class Layer {
     Backward_cpu(top, propagate_down, bottom);
   }
 
+  // For layers that map each value on its own (ReLU, BatchNorm, Scale, Eltwise's sum): the layout forward runs in.
+  // Blocked when a bottom is (the others are then converted) and top 0 may be, or is bottom 0 itself; otherwise
+  // plain. Backward runs in the layout forward ran in.
+  Layout ElementwiseLayout(const BlobVec& bottom, const BlobVec& top) const {
+    bool any_blocked = false;
+    for (const Blob<Dtype>* b : bottom) any_blocked = any_blocked || b->data_layout() == Layout::kBlocked16;
+    const bool blocked = any_blocked && (bottom[0] == top[0] || top_may_block(0));
+    return blocked ? Layout::kBlocked16 : Layout::kPlain;
+  }
+
   // Throws a clear Error when the blob counts break the contract.
   void CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const;
   // "layer 'conv1' (Convolution)" for messages.
@@ -153,6 +173,7 @@ class Layer {
 
  private:
   void SetLossWeights(const BlobVec& top);
+  std::vector<bool> top_may_block_;
 };
 
 // Runs `forward` (the layers' Forward, or a net's over them) once more as it ran before: the random engine

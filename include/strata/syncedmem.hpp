@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "strata/common.hpp"
+#include "strata/layout.hpp"
 #include "strata/memory_tracker.hpp"
 
 namespace strata {
@@ -18,8 +19,16 @@ class SyncedMemory {
   SyncedMemory(const SyncedMemory&) = delete;
   SyncedMemory& operator=(const SyncedMemory&) = delete;
 
+  // The host bytes in the plain layout (converted back first if a layer left them blocked).
   const void* cpu_data();
   void* mutable_cpu_data();
+  // The host bytes in `layout`; a blocked layout is made for `shape`. The mutable form converts the current
+  // contents unless `keep_values` is false (the caller overwrites them all).
+  const void* cpu_data_in(Layout layout, const BlockedShape& shape);
+  void* mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values = true);
+  Layout layout() const { return layout_; }
+  // What the blocked layout was made for (meaningful while layout() is kBlocked16).
+  const BlockedShape& blocked_shape() const { return blocked_shape_; }
   // Points the host side at memory owned by someone else (not freed, not counted).
   void set_cpu_data(void* data);
   const void* gpu_data();
@@ -48,6 +57,8 @@ class SyncedMemory {
  private:
   void to_cpu();
   void to_gpu();
+  // Rearranges the host bytes into `to` (for `shape` when that is blocked).
+  void relayout(Layout to, const BlockedShape& shape);
   void free_cpu();
   void free_gpu();
   void alloc_gpu();  // device memory of our own, on the current device (GPU builds)
@@ -61,6 +72,8 @@ class SyncedMemory {
   bool cpu_pinned_ = false;  // cpu_ptr_ came from cudaMallocHost
   bool own_gpu_data_ = false;
   int device_ = -1;
+  Layout layout_ = Layout::kPlain;
+  BlockedShape blocked_shape_;
 };
 
 }  // namespace strata

@@ -107,6 +107,60 @@ Dtype* Blob<Dtype>::mutable_cpu_diff() {
   return static_cast<Dtype*>(diff_->mutable_cpu_data());
 }
 template <typename Dtype>
+bool Blob<Dtype>::can_block() const {
+  return num_axes() == 4 && count_ > 0 && shape_[1] % kChannelBlock16 == 0;
+}
+
+template <typename Dtype>
+BlockedShape Blob<Dtype>::blocked_shape() const {
+  CHECK(can_block()) << "a blob of shape " << shape_string() << " has no blocked layout";
+  return {shape_[0], shape_[1], shape_[2] * shape_[3], static_cast<int>(sizeof(Dtype))};
+}
+
+template <typename Dtype>
+Layout Blob<Dtype>::layout_of(const SyncedMemory& m) const {
+  // Memory shared with a blob of another shape (Flatten, Reshape) is plain to this one.
+  if (m.layout() != Layout::kBlocked16 || !can_block() || !(m.blocked_shape() == blocked_shape())) {
+    return Layout::kPlain;
+  }
+  return Layout::kBlocked16;
+}
+
+template <typename Dtype>
+Layout Blob<Dtype>::data_layout() const {
+  return data_ ? layout_of(*data_) : Layout::kPlain;
+}
+template <typename Dtype>
+Layout Blob<Dtype>::diff_layout() const {
+  return diff_ ? layout_of(*diff_) : Layout::kPlain;
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_data_in(Layout layout) const {
+  CHECK(data_);
+  if (layout == Layout::kPlain) return cpu_data();
+  return static_cast<const Dtype*>(data_->cpu_data_in(layout, blocked_shape()));
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_diff_in(Layout layout) const {
+  CHECK(diff_);
+  if (layout == Layout::kPlain) return cpu_diff();
+  return static_cast<const Dtype*>(diff_->cpu_data_in(layout, blocked_shape()));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_data_in(Layout layout, bool keep_values) {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_cpu_data_in(
+      layout, layout == Layout::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_diff_in(Layout layout, bool keep_values) {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_cpu_data_in(
+      layout, layout == Layout::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+}
+
+template <typename Dtype>
 const Dtype* Blob<Dtype>::gpu_data() const {
   CHECK(data_);
   return static_cast<const Dtype*>(data_->gpu_data());

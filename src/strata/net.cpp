@@ -4,6 +4,7 @@
 #include <set>
 
 #include "strata/layer_factory.hpp"
+#include "strata/layout.hpp"
 #include "strata/util/insert_splits.hpp"
 #include "strata/util/io.hpp"
 
@@ -258,6 +259,29 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     for (int id : top_id_vecs_[layer_id]) {
       net_input_blob_indices_.push_back(id);
       net_input_blobs_.push_back(blobs_[id].get());
+    }
+  }
+
+  // Layouts: a blob may be left channel-blocked (strata/layout.hpp) when every layer reading it accepts that and
+  // the caller does not read it as an output (reading it would convert it back, which costs more than the reorder
+  // it saves). A Split's tops share its bottom's memory, so a Split accepts a blocked bottom only where all its
+  // tops may be blocked: hence the walk from the last layer back.
+  {
+    std::vector<bool> blockable(blobs_.size(), blocked_layouts_enabled());
+    for (int id : net_output_blob_indices_) blockable[id] = false;
+    for (int l = num_layers - 1; l >= 0; --l) {
+      bool accepts = layers_[l]->AcceptsBlockedBottoms();
+      if (layers_[l]->IsSplit()) {
+        for (int t : top_id_vecs_[l]) accepts = accepts && blockable[t];
+      }
+      if (!accepts) {
+        for (int b : bottom_id_vecs_[l]) blockable[b] = false;
+      }
+    }
+    for (int l = 0; l < num_layers; ++l) {
+      std::vector<bool> may_block;
+      for (int t : top_id_vecs_[l]) may_block.push_back(blockable[t]);
+      layers_[l]->set_top_may_block(std::move(may_block));
     }
   }
 

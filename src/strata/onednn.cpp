@@ -7,6 +7,7 @@
 
 #include "strata/onednn_context.hpp"
 #include "strata/common.hpp"
+#include "strata/layout.hpp"
 #include "strata/parallel.hpp"
 
 namespace strata {
@@ -61,34 +62,75 @@ void* CallBuffer::Take(size_t bytes) {
 }
 
 void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input) {
+  input_ = input;
   user_ = dnnl::memory(plain, cpu_engine(), DNNL_MEMORY_NONE);
-  if (chosen == plain) {
-    inner_ = user_;
-    bytes_ = 0;
-    return;
-  }
   inner_ = dnnl::memory(chosen, cpu_engine(), DNNL_MEMORY_NONE);
-  bytes_ = CallBuffer::Aligned(chosen.get_size());
-  copy_ = input ? dnnl::reorder(user_, inner_) : dnnl::reorder(inner_, user_);
+  copy_ = dnnl::reorder();
+  blocked_copy_ = dnnl::reorder();
+  pending_ = Pending::kNone;
+  chosen_is_plain_ = chosen == plain;
+  const dnnl::memory::dims dims = plain.dims();
+  blockable_ = dims.size() == 4 && dims[1] % kChannelBlock16 == 0 && plain.data_type() == dnnl::memory::data_type::f32;
+  direct_blocked_ = false;
+  if (blockable_) {
+    const dnnl::memory::desc blocked(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::aBcd16b);
+    blocked_ = dnnl::memory(blocked, cpu_engine(), DNNL_MEMORY_NONE);
+    direct_blocked_ = chosen == blocked;
+  }
+  inner_bytes_ = CallBuffer::Aligned(chosen.get_size());
 }
 
-const dnnl::memory& Operand::In(const float* data, CallBuffer& buffer) {
-  user_.set_data_handle(const_cast<float*>(data));  // oneDNN only reads an input
-  if (bytes_ > 0) {
-    inner_.set_data_handle(buffer.Take(bytes_));
-    copy_.execute(cpu_stream(), user_, inner_);
+void Operand::Copy(dnnl::memory& outer, dnnl::reorder& copy) {
+  if (!copy) copy = input_ ? dnnl::reorder(outer, inner_) : dnnl::reorder(inner_, outer);
+  if (input_) {
+    copy.execute(cpu_stream(), outer, inner_);
+  } else {
+    copy.execute(cpu_stream(), inner_, outer);
   }
+}
+
+const dnnl::memory& Operand::In(const float* data, CallBuffer& buffer, bool blocked) {
+  float* d = const_cast<float*>(data);  // oneDNN only reads an input
+  if (blocked) {
+    CHECK(blockable_) << "a blocked operand of a shape that has no blocked layout";
+    blocked_.set_data_handle(d);
+    if (direct_blocked_) return blocked_;
+    inner_.set_data_handle(buffer.Take(inner_bytes_));
+    Copy(blocked_, blocked_copy_);
+    return inner_;
+  }
+  user_.set_data_handle(d);
+  if (chosen_is_plain_) return user_;
+  inner_.set_data_handle(buffer.Take(inner_bytes_));
+  Copy(user_, copy_);
   return inner_;
 }
 
-const dnnl::memory& Operand::Target(float* data, CallBuffer& buffer) {
-  user_.set_data_handle(data);
-  if (bytes_ > 0) inner_.set_data_handle(buffer.Take(bytes_));
+const dnnl::memory& Operand::Target(float* data, CallBuffer& buffer, bool blocked) {
+  if (blocked) {
+    CHECK(blockable_) << "a blocked operand of a shape that has no blocked layout";
+    blocked_.set_data_handle(data);
+    if (direct_blocked_) {
+      pending_ = Pending::kNone;
+      return blocked_;
+    }
+    pending_ = Pending::kToBlocked;
+  } else {
+    user_.set_data_handle(data);
+    if (chosen_is_plain_) {
+      pending_ = Pending::kNone;
+      return user_;
+    }
+    pending_ = Pending::kToUser;
+  }
+  inner_.set_data_handle(buffer.Take(inner_bytes_));
   return inner_;
 }
 
 void Operand::Out() {
-  if (bytes_ > 0) copy_.execute(cpu_stream(), inner_, user_);
+  if (pending_ == Pending::kToUser) Copy(user_, copy_);
+  if (pending_ == Pending::kToBlocked) Copy(blocked_, blocked_copy_);
+  pending_ = Pending::kNone;
 }
 
 void Execute(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args, Operand* out,

@@ -43,22 +43,33 @@ class CallBuffer {
 // One tensor of a primitive: `user` is the layer's plain memory (its pointer set on every call), `inner` the
 // memory in the layout the primitive computes in. When oneDNN chose the plain layout they are the same memory
 // and nothing is copied; otherwise `inner` is taken from the call's CallBuffer, filled from `user` (an input) or
-// copied back to it (an output) by a reorder made once.
+// copied back to it (an output) by a reorder made once. A 4-D float tensor whose channels are a multiple of 16 may
+// also be handed over in the blocked layout (strata/layout.hpp, `blocked` true): where the primitive computes in
+// that layout itself (computes_blocked()), it reads or writes the layer's memory directly, with no copy at all.
 class Operand {
  public:
   void Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input);
-  // What the reordered copy takes of a CallBuffer: 0 when the primitive reads the plain memory itself.
-  size_t bytes() const { return bytes_; }
+  // What the reordered copy takes of a CallBuffer (for an operand in the blocked layout when `blocked`): 0 when the
+  // primitive computes on the layer's memory itself.
+  size_t bytes(bool blocked = false) const {
+    return (blocked ? !direct_blocked_ : !chosen_is_plain_) ? inner_bytes_ : 0;
+  }
+  bool computes_blocked() const { return direct_blocked_; }
   // The input at `data`, in the primitive's layout.
-  const dnnl::memory& In(const float* data, CallBuffer& buffer);
+  const dnnl::memory& In(const float* data, CallBuffer& buffer, bool blocked = false);
   // Where the primitive writes an output bound for `data`; Out() then brings it there (within the same call).
-  const dnnl::memory& Target(float* data, CallBuffer& buffer);
+  const dnnl::memory& Target(float* data, CallBuffer& buffer, bool blocked = false);
   void Out();
 
  private:
-  dnnl::memory user_, inner_;
-  dnnl::reorder copy_;
-  size_t bytes_ = 0;
+  // The reorder between `inner_` and `outer` (user_ or blocked_), made on first use.
+  void Copy(dnnl::memory& outer, dnnl::reorder& copy);
+
+  dnnl::memory user_, inner_, blocked_;
+  dnnl::reorder copy_, blocked_copy_;
+  bool input_ = true, chosen_is_plain_ = true, blockable_ = false, direct_blocked_ = false;
+  enum class Pending { kNone, kToUser, kToBlocked } pending_ = Pending::kNone;
+  size_t inner_bytes_ = 0;
 };
 
 // Runs `primitive` on `args`, with `workspace` (oneDNN's record of a forward, kept in the layer's memory at

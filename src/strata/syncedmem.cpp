@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -119,6 +120,32 @@ void SyncedMemory::release() {
   free_cpu();
   free_gpu();
   head_ = UNINITIALIZED;
+  layout_ = Layout::kPlain;
+}
+
+void SyncedMemory::relayout(Layout to, const BlockedShape& shape) {
+  if (to == layout_) return;
+  const BlockedShape& s = to == Layout::kBlocked16 ? shape : blocked_shape_;
+  CHECK_LE(s.count() * s.elem_size, size_) << "a blocked layout larger than its memory";
+  // Through a scratch copy of this thread's (kept for the next conversion): only the first layer that cannot read
+  // the blocked layout converts, once per pass.
+  thread_local std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
+  thread_local size_t scratch_size = 0;
+  const size_t bytes = s.count() * s.elem_size;
+  if (bytes > scratch_size) {
+    scratch.reset();
+    scratch.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    CHECK(scratch) << "cannot allocate " << bytes << " bytes to change a blob's layout";
+    scratch_size = (bytes + 63) / 64 * 64;
+  }
+  if (to == Layout::kBlocked16) {
+    ToBlocked16(s, cpu_ptr_, scratch.get());
+  } else {
+    FromBlocked16(s, cpu_ptr_, scratch.get());
+  }
+  std::memcpy(cpu_ptr_, scratch.get(), bytes);
+  layout_ = to;
+  if (to == Layout::kBlocked16) blocked_shape_ = shape;
 }
 
 void SyncedMemory::to_cpu() {
@@ -127,6 +154,7 @@ void SyncedMemory::to_cpu() {
       cpu_ptr_ = host_alloc(size_, &cpu_pinned_);
       std::memset(cpu_ptr_, 0, size_);
       own_cpu_data_ = true;
+      layout_ = Layout::kPlain;
       MemoryTracker::allocated(category_, size_);
       head_ = HEAD_AT_CPU;
       break;
@@ -139,6 +167,7 @@ void SyncedMemory::to_cpu() {
       }
       STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
       head_ = SYNCED;
+      layout_ = Layout::kPlain;
 #else
       LOG(FATAL) << "GPU memory in a CPU-only build";
 #endif
@@ -171,13 +200,29 @@ void SyncedMemory::to_gpu() {
 #endif
 }
 
-const void* SyncedMemory::cpu_data() {
+const void* SyncedMemory::cpu_data() { return cpu_data_in(Layout::kPlain, {}); }
+
+void* SyncedMemory::mutable_cpu_data() { return mutable_cpu_data_in(Layout::kPlain, {}); }
+
+const void* SyncedMemory::cpu_data_in(Layout layout, const BlockedShape& shape) {
   to_cpu();
+  if (layout != layout_ || (layout == Layout::kBlocked16 && !(shape == blocked_shape_))) {
+    // Converting keeps the values, so a read may do it; the device copy (if any) is plain and stays valid.
+    relayout(Layout::kPlain, {});
+    relayout(layout, shape);
+  }
   return cpu_ptr_;
 }
 
-void* SyncedMemory::mutable_cpu_data() {
-  to_cpu();
+void* SyncedMemory::mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values) {
+  if (keep_values && head_ != UNINITIALIZED) {
+    cpu_data_in(layout, shape);
+  } else {
+    // Fresh memory is zeros, the same in every layout.
+    to_cpu();
+    layout_ = layout;
+    if (layout == Layout::kBlocked16) blocked_shape_ = shape;
+  }
   head_ = HEAD_AT_CPU;
   return cpu_ptr_;
 }
@@ -185,17 +230,20 @@ void* SyncedMemory::mutable_cpu_data() {
 void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data);
   free_cpu();
+  layout_ = Layout::kPlain;
   cpu_ptr_ = data;
   own_cpu_data_ = false;
   head_ = HEAD_AT_CPU;
 }
 
 const void* SyncedMemory::gpu_data() {
+  if (layout_ != Layout::kPlain) cpu_data();  // the device copy is always plain
   to_gpu();
   return gpu_ptr_;
 }
 
 void* SyncedMemory::mutable_gpu_data() {
+  if (layout_ != Layout::kPlain) cpu_data();
   to_gpu();
   head_ = HEAD_AT_GPU;
   return gpu_ptr_;
@@ -212,6 +260,7 @@ void SyncedMemory::set_gpu_data(void* data) {
 #ifdef STRATA_USE_CUDA
 void SyncedMemory::async_gpu_push(void* stream) {
   CHECK_EQ(head_, HEAD_AT_CPU);
+  if (layout_ != Layout::kPlain) cpu_data();
   if (gpu_ptr_ == nullptr) alloc_gpu();
   STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream)));

@@ -25,6 +25,8 @@ class BatchNormLayer : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  // Per channel, in the channel-blocked layout too.
+  bool AcceptsBlockedBottoms() const override { return true; }
   bool IsStochastic() const override { return !use_global_stats_; }
   bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
 
@@ -44,6 +46,7 @@ class BatchNormLayer : public Layer<Dtype> {
   Blob<Dtype> variance_;   // per channel: the batch variance (TRAIN); -mean/std (global stats)
   Blob<Dtype> inv_std_;    // per channel: 1 / sqrt(variance + eps), kept for backward
   Blob<Dtype> x_hat_;      // the normalised input, kept for backward (TRAIN only)
+  Layout layout_ = Layout::kPlain;  // the layout the last forward ran in (and x_hat_ is in)
   Blob<Dtype> grad_mean_;  // per channel: mean(dy) and mean(dy * x_hat), backward scratch (2 x C)
 };
 

@@ -57,6 +57,8 @@ class ConvolutionLayer : public Layer<Dtype> {
   // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
   bool ComputesInBf16() const override;
+  // On oneDNN: its kernels read and write the channel-blocked layout themselves.
+  bool AcceptsBlockedBottoms() const override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

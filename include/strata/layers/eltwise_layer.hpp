@@ -20,6 +20,8 @@ class EltwiseLayer : public Layer<Dtype> {
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return op_ == EltwiseParameter::PROD; }
+  // A sum is value by value in any layout (the other operations read plain bottoms).
+  bool AcceptsBlockedBottoms() const override { return op_ == EltwiseParameter::SUM; }
   bool BackwardNeedsTopData() const override { return op_ == EltwiseParameter::PROD && !stable_prod_grad_; }
 
  protected:

@@ -28,6 +28,8 @@ class ReLULayer : public NeuronLayer<Dtype> {
   const char* type() const override { return "ReLU"; }
   bool BackwardNeedsBottomData() const override { return negative_slope_ < 0; }
   bool BackwardNeedsTopData() const override { return negative_slope_ >= 0; }
+  // Value by value, so any layout (on either engine: oneDNN's runs over the values as one flat vector).
+  bool AcceptsBlockedBottoms() const override { return true; }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 

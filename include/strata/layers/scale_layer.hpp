@@ -21,6 +21,8 @@ class ScaleLayer : public Layer<Dtype> {
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
+  // A learned scale per channel of a 4-D bottom runs in the channel-blocked layout too.
+  bool AcceptsBlockedBottoms() const override { return per_channel_; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -36,6 +38,8 @@ class ScaleLayer : public Layer<Dtype> {
   int bias_param_id_ = -1;   // index of the bias in blobs(), -1 without bias_term
   Blob<Dtype> input_copy_;   // bottom[0]'s values when running in place (for the scale's gradient)
   bool input_copied_ = false;
+  bool per_channel_ = false;           // one bottom of 4 axes, scaled along axis 1 alone
+  Layout layout_ = Layout::kPlain;     // the layout the last forward ran in (and input_copy_ is in)
 };
 
 }  // namespace strata

@@ -14,6 +14,8 @@ class SplitLayer : public Layer<Dtype> {
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Split"; }
   bool IsSplit() const override { return true; }
+  // The tops share the bottom's memory in whatever layout it is; the gradients are summed in that layout.
+  bool AcceptsBlockedBottoms() const override { return true; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }

@@ -65,6 +65,56 @@ void TwoPassPerChannel(int N, int C, int S, const TermA& term_a, const TermB& te
     }
   }
 }
+
+// The same in the channel-blocked layout (strata/layout.hpp): blocks of 16 channels run in parallel, each reading
+// rows of S * 16 values in which lane j is channel cb * 16 + j.
+template <typename Dtype, typename TermA, typename TermB, typename Finish, typename Apply>
+void TwoPassPerChannelBlocked(int N, int C, int S, const TermA& term_a, const TermB& term_b, const Finish& finish,
+                              const Apply& apply) {
+  constexpr int B = kChannelBlock16;
+  const int blocks = C / B;
+  const bool parallel = static_cast<long long>(N) * C * S >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int cb = 0; cb < blocks; ++cb) {
+    const int c0 = cb * B;
+    double sum_a[B] = {}, sum_b[B] = {};
+    for (int n = 0; n < N; ++n) {
+      const int base = (n * blocks + cb) * S * B;
+      // Per row in Dtype, lane by lane, then into the double totals.
+      Dtype part_a[B] = {}, part_b[B] = {};
+      for (int s = 0; s < S; ++s) {
+#pragma omp simd
+        for (int j = 0; j < B; ++j) {
+          part_a[j] += term_a(base + s * B + j, c0 + j);
+          part_b[j] += term_b(base + s * B + j, c0 + j);
+        }
+      }
+      for (int j = 0; j < B; ++j) {
+        sum_a[j] += part_a[j];
+        sum_b[j] += part_b[j];
+      }
+    }
+    for (int j = 0; j < B; ++j) finish(c0 + j, sum_a[j], sum_b[j]);
+    for (int n = 0; n < N; ++n) {
+      const int base = (n * blocks + cb) * S * B;
+      for (int s = 0; s < S; ++s) {
+#pragma omp simd
+        for (int j = 0; j < B; ++j) apply(base + s * B + j, c0 + j);
+      }
+    }
+  }
+}
+
+// Either form, by layout.
+template <typename Dtype, typename TermA, typename TermB, typename Finish, typename Apply>
+void TwoPass(Layout layout, int N, int C, int S, const TermA& term_a, const TermB& term_b, const Finish& finish,
+             const Apply& apply) {
+  if (layout == Layout::kBlocked16) {
+    TwoPassPerChannelBlocked<Dtype>(N, C, S, term_a, term_b, finish, apply);
+  } else {
+    TwoPassPerChannel<Dtype>(N, C, S, term_a, term_b, finish, apply);
+  }
+}
 }  // namespace
 
 template <typename Dtype>
@@ -126,8 +176,9 @@ void BatchNormLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom[0]->count() == 0) return;
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
+  layout_ = this->ElementwiseLayout(bottom, top);
+  const Dtype* x = bottom[0]->cpu_data_in(layout_);
+  Dtype* y = top[0]->mutable_cpu_data_in(layout_, top[0] == bottom[0]);
   Dtype* mean = mean_.mutable_cpu_data();
   Dtype* variance = variance_.mutable_cpu_data();
   Dtype* inv_std = inv_std_.mutable_cpu_data();
@@ -145,25 +196,30 @@ void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& to
       inv_std[c] = Dtype(1) / std::sqrt(run_var[c] * norm + eps);
       variance[c] = -mean[c] * inv_std[c];
     }
-    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y);
+    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y, layout_);
     return;
   }
 
-  Dtype* x_hat = x_hat_.mutable_cpu_data();
+  Dtype* x_hat = x_hat_.mutable_cpu_data();  // in layout_'s order
   const double m = static_cast<double>(num_) * S;
-  TwoPassPerChannel<Dtype>(
-      num_, C, S,
-      // Sums of d = x - x0 and d^2, shifted by the channel's first value x0 against cancellation. In place,
-      // x0 is still intact: a channel is written only after its own statistics, by the same thread.
-      [=](int i, int c) { return x[i] - x[c * S]; },
+  // Each channel's sums are shifted by its first value x0, against cancellation; x0 waits in mean[] until the
+  // channel's finish replaces it, so every term reads it from one contiguous vector in either layout.
+  const bool blocked = layout_ == Layout::kBlocked16;
+  for (int c = 0; c < C; ++c) {
+    mean[c] = x[blocked ? (c / kChannelBlock16) * S * kChannelBlock16 + c % kChannelBlock16 : c * S];
+  }
+  TwoPass<Dtype>(
+      layout_, num_, C, S,
+      // Sums of d = x - x0 and d^2.
+      [=](int i, int c) { return x[i] - mean[c]; },
       [=](int i, int c) {
-        const Dtype d = x[i] - x[c * S];
+        const Dtype d = x[i] - mean[c];
         return d * d;
       },
       [=](int c, double sum_d, double sum_d2) {
         const double mean_d = sum_d / m;
         const double var = std::max(0.0, sum_d2 / m - mean_d * mean_d);
-        mean[c] = static_cast<Dtype>(x[c * S] + mean_d);
+        mean[c] = static_cast<Dtype>(mean[c] + mean_d);
         variance[c] = static_cast<Dtype>(var);
         inv_std[c] = static_cast<Dtype>(1.0 / std::sqrt(var + eps));
       },
@@ -187,13 +243,14 @@ template <typename Dtype>
 void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                          const BlobVec& bottom) {
   if (!propagate_down[0] || bottom[0]->count() == 0) return;
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  // In the forward's layout, which x_hat_ is in.
+  const Dtype* dy = top[0]->cpu_diff_in(layout_);
+  Dtype* dx = bottom[0]->mutable_cpu_diff_in(layout_, top[0] == bottom[0]);
   const Dtype* inv_std = inv_std_.cpu_data();
   const int C = channels_;
   if (use_global_stats_) {
     // The statistics are constants: dx = dy / std.
-    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, spatial_}, dy, inv_std, nullptr, dx);
+    broadcast_affine<Dtype>(BroadcastGeometry{num_, C, spatial_}, dy, inv_std, nullptr, dx, layout_);
     return;
   }
   // dx = (dy - mean(dy) - x_hat * mean(dy * x_hat)) / std. In place dx is dy, read and written per element.
@@ -201,8 +258,8 @@ void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<b
   Dtype* mean_dy = grad_mean_.mutable_cpu_data();
   Dtype* mean_dy_xhat = mean_dy + C;
   const double m = static_cast<double>(num_) * spatial_;
-  TwoPassPerChannel<Dtype>(
-      num_, C, spatial_,
+  TwoPass<Dtype>(
+      layout_, num_, C, spatial_,
       [=](int i, int c) { return dy[i]; }, [=](int i, int c) { return dy[i] * x_hat[i]; },
       [=](int c, double sum_dy, double sum_dy_xhat) {
         mean_dy[c] = static_cast<Dtype>(sum_dy / m);

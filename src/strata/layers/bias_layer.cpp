@@ -63,9 +63,73 @@ BroadcastGeometry BroadcastGeometryOf(const Blob<Dtype>& x, const Blob<Dtype>& p
   return g;
 }
 
+namespace {
+
+// The blocked layout's forms: rows of inner * 16 values, lane j of channel block cb being channel cb * 16 + j.
+template <typename Dtype>
+void affine_blocked(const BroadcastGeometry& g, const Dtype* x, const Dtype* scale, const Dtype* shift, Dtype* y) {
+  constexpr int B = kChannelBlock16;
+  CHECK_EQ(g.dim % B, 0) << "the blocked layout needs channels in multiples of 16";
+  const int blocks = g.dim / B, rows = g.outer * blocks;
+  const bool parallel = static_cast<long long>(g.outer) * g.dim * g.inner >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int r = 0; r < rows; ++r) {
+    const int c0 = (r % blocks) * B;
+    Dtype s[B], b[B];
+    for (int j = 0; j < B; ++j) {
+      s[j] = scale ? scale[c0 + j] : Dtype(1);
+      b[j] = shift ? shift[c0 + j] : Dtype(0);
+    }
+    const Dtype* xr = x + static_cast<size_t>(r) * g.inner * B;
+    Dtype* yr = y + static_cast<size_t>(r) * g.inner * B;
+    for (int i = 0; i < g.inner; ++i) {
+#pragma omp simd
+      for (int j = 0; j < B; ++j) yr[i * B + j] = xr[i * B + j] * s[j] + b[j];
+    }
+  }
+}
+
+template <typename Dtype>
+void reduce_blocked(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out) {
+  constexpr int B = kChannelBlock16;
+  CHECK_EQ(g.dim % B, 0) << "the blocked layout needs channels in multiples of 16";
+  const int blocks = g.dim / B;
+  const bool parallel = static_cast<long long>(g.outer) * g.dim * g.inner >= kParallelMin;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int cb = 0; cb < blocks; ++cb) {
+    double acc[B] = {};
+    for (int o = 0; o < g.outer; ++o) {
+      const size_t row = (static_cast<size_t>(o) * blocks + cb) * g.inner * B;
+      const Dtype* ar = a + row;
+      const Dtype* br = b ? b + row : nullptr;
+      // Per row in Dtype, lane by lane, then into the double totals (as row_sum does for the plain layout).
+      Dtype part[B] = {};
+      for (int i = 0; i < g.inner; ++i) {
+        if (br) {
+#pragma omp simd
+          for (int j = 0; j < B; ++j) part[j] += ar[i * B + j] * br[i * B + j];
+        } else {
+#pragma omp simd
+          for (int j = 0; j < B; ++j) part[j] += ar[i * B + j];
+        }
+      }
+      for (int j = 0; j < B; ++j) acc[j] += part[j];
+    }
+    for (int j = 0; j < B; ++j) {
+      out[cb * B + j] = static_cast<Dtype>(accumulate ? out[cb * B + j] + acc[j] : acc[j]);
+    }
+  }
+}
+
+}  // namespace
+
 template <typename Dtype>
 void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* scale, const Dtype* shift,
-                      Dtype* y) {
+                      Dtype* y, Layout layout) {
+  if (layout == Layout::kBlocked16) {
+    affine_blocked(g, x, scale, shift, y);
+    return;
+  }
   const bool parallel = static_cast<long long>(g.outer) * g.dim * g.inner >= kParallelMin;
   if (g.inner == 1) {
     // One value per row element: vectorise along the rows.
@@ -94,7 +158,12 @@ void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* s
 }
 
 template <typename Dtype>
-void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out) {
+void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out,
+                      Layout layout) {
+  if (layout == Layout::kBlocked16) {
+    reduce_blocked(g, a, b, accumulate, out);
+    return;
+  }
   const bool parallel = static_cast<long long>(g.outer) * g.dim * g.inner >= kParallelMin;
   // Blocks of d run in parallel, each visiting its part of every outer slice in one contiguous run.
   const int threads = parallel ? omp_get_max_threads() : 1;
@@ -139,8 +208,9 @@ void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b
   template BroadcastGeometry BroadcastGeometryOf<Dtype>(const Blob<Dtype>&, const Blob<Dtype>&, int,        \
                                                         const char*);                                       \
   template void broadcast_affine<Dtype>(const BroadcastGeometry&, const Dtype*, const Dtype*, const Dtype*, \
-                                        Dtype*);                                                            \
-  template void broadcast_reduce<Dtype>(const BroadcastGeometry&, const Dtype*, const Dtype*, bool, Dtype*)
+                                        Dtype*, Layout);                                                    \
+  template void broadcast_reduce<Dtype>(const BroadcastGeometry&, const Dtype*, const Dtype*, bool, Dtype*,  \
+                                        Layout)
 STRATA_INSTANTIATE_BROADCAST(float);
 STRATA_INSTANTIATE_BROADCAST(double);
 

@@ -189,13 +189,24 @@ void ConvolutionLayer<Dtype>::ForwardImages(const Dtype* x, Dtype* y, int n_begi
 }
 
 template <typename Dtype>
+bool ConvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
+  return onednn_ != nullptr;
+}
+
+template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
       if (num_ == 0) return;
       const float* b = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
       for (size_t i = 0; i < bottom.size(); ++i) {
-        onednn_->Forward(bottom[i]->cpu_data(), this->blobs_[0]->cpu_data(), b, top[i]->mutable_cpu_data());
+        // The bottom as it is; the top blocked where its readers take that and the kernel writes it.
+        const bool x_blocked = bottom[i]->data_layout() == Layout::kBlocked16;
+        const bool y_blocked = this->top_may_block(static_cast<int>(i)) && top[i]->can_block() &&
+                               onednn_->writes_blocked_output();
+        const Layout y_layout = y_blocked ? Layout::kBlocked16 : Layout::kPlain;
+        onednn_->Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), this->blobs_[0]->cpu_data(), b,
+                         top[i]->mutable_cpu_data_in(y_layout, false), {x_blocked, y_blocked});
       }
       return;
     }
@@ -258,8 +269,12 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
     if (onednn_) {
       for (size_t i = 0; i < top.size() && num_ > 0; ++i) {
         if (!weight_grad && !bias_grad && !propagate_down[i]) continue;
-        onednn_->Backward(top[i]->cpu_diff(), bottom[i]->cpu_data(), this->blobs_[0]->cpu_data(),
-                          propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr, dw, db);
+        // The gradients in their data's layouts (the layers reading the top wrote its gradient so).
+        const Layout x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
+        onednn_->Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout),
+                          this->blobs_[0]->cpu_data(),
+                          propagate_down[i] ? bottom[i]->mutable_cpu_diff_in(x_layout, false) : nullptr, dw, db,
+                          {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16});
       }
       return;
     }

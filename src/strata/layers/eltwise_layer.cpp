@@ -40,9 +40,12 @@ template <typename Dtype>
 void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
-  const Dtype* x0 = bottom[0]->cpu_data();
-  const Dtype* x1 = bottom[1]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();  // may be x0 (in place): each element is read before it is written
+  // A sum runs in any layout, all bottoms in bottom 0's (AcceptsBlockedBottoms).
+  const Layout layout = op_ == EltwiseParameter::SUM ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  const Dtype* x0 = bottom[0]->cpu_data_in(layout);
+  const Dtype* x1 = bottom[1]->cpu_data_in(layout);
+  // May be x0 (in place): each element is read before it is written.
+  Dtype* y = top[0]->mutable_cpu_data_in(layout, bottom[0] == top[0]);
   switch (op_) {
     case EltwiseParameter::SUM: {
       const Dtype c0 = coeffs_[0], c1 = coeffs_[1];
@@ -50,7 +53,7 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
       for (int i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype c = coeffs_[b];
-        const Dtype* x = bottom[b]->cpu_data();
+        const Dtype* x = bottom[b]->cpu_data_in(layout);
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) y[i] += c * x[i];
       }
@@ -96,11 +99,13 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
                                        const BlobVec& bottom) {
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
-  const Dtype* dy = top[0]->cpu_diff();
+  // A sum's gradients in bottom 0's layout (AcceptsBlockedBottoms), the other operations' plain.
+  const Layout layout = op_ == EltwiseParameter::SUM ? bottom[0]->data_layout() : Layout::kPlain;
+  const Dtype* dy = top[0]->cpu_diff_in(layout);
   // Bottom 0 last: in place, its diff is the top's.
   for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
     if (!propagate_down[b]) continue;
-    Dtype* dx = bottom[b]->mutable_cpu_diff();
+    Dtype* dx = bottom[b]->mutable_cpu_diff_in(layout, bottom[b] == top[0]);
     switch (op_) {
       case EltwiseParameter::SUM: {
         const Dtype c = coeffs_[b];

@@ -27,16 +27,17 @@ struct WeightedPrimitives {
   bool have_backward() const { return have_backward_; }
 
   // y = f(x, w) + b (b is read only with a bias).
-  void Forward(const float* x, const float* w, const float* b, float* y);
+  void Forward(const float* x, const float* w, const float* b, float* y, Blocked blocked);
   // dx = the input gradient (skipped when dx is null); dw += the weight gradient and db += the bias gradient (each
   // skipped when null).
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                Blocked blocked);
+  bool writes_blocked_output() const { return fwd_y_.computes_blocked(); }
 
  private:
   dnnl::primitive fwd_;
   Operand fwd_x_, fwd_w_, fwd_y_;
   dnnl::memory fwd_b_;
-  size_t forward_bytes_ = 0, backward_bytes_ = 0;  // of the call buffer (onednn::CallBuffer)
 
   bool have_backward_ = false;
   dnnl::primitive bwd_data_;

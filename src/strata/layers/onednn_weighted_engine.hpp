@@ -10,15 +10,25 @@ namespace onednn {
 
 struct WeightedPrimitives;
 
+// Which activations (and their gradients) are in the channel-blocked layout (strata/layout.hpp) rather than plain:
+// x (and dx), y (and dy). Weights are always plain.
+struct Blocked {
+  bool x = false, y = false;
+};
+
 class WeightedEngine {
  public:
   WeightedEngine();
   virtual ~WeightedEngine();
   // y = f(x, w) + b (b may be null when the shape has no bias). The engine must be configured for a shape.
-  void Forward(const float* x, const float* w, const float* b, float* y);
+  void Forward(const float* x, const float* w, const float* b, float* y, Blocked blocked = {});
   // dx = the input gradient (skipped when dx is null, overwritten otherwise); dw += the weight gradient and
   // db += the bias gradient (each skipped when null). Gradients accumulate as every Strata layer's do.
-  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db);
+  // `blocked.x` is the layout of x and dx, `blocked.y` that of dy.
+  void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
+                Blocked blocked = {});
+  // Whether the forward primitive writes y in the blocked layout itself (so a blocked y costs no reorder).
+  bool writes_blocked_output() const;
   // Whether the primitives multiply in bfloat16 (the layer asked for it and this CPU has the kernels).
   bool bf16() const;
 

@@ -49,6 +49,9 @@ void ScaleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
     STRATA_REQUIRE(bias.count() == geom_.dim)
         << "the bias has shape " << bias.shape_string() << " but the scale " << scale(bottom).shape_string();
   }
+  const Blob<Dtype>& x = *bottom[0];
+  per_channel_ = bottom.size() == 1 && x.num_axes() == 4 && geom_.outer == x.shape(0) && geom_.dim == x.shape(1) &&
+                 geom_.inner == x.count(2);
   if (top[0] == bottom[0]) {
     input_copy_.ReshapeLike(*bottom[0]);
   } else {
@@ -58,33 +61,37 @@ void ScaleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void ScaleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const Dtype* x = bottom[0]->cpu_data();
-  // In place, the scale's gradient needs the input that the output overwrites.
+  layout_ = per_channel_ ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  const Dtype* x = bottom[0]->cpu_data_in(layout_);
+  // In place, the scale's gradient needs the input that the output overwrites (kept in the same layout).
   input_copied_ = top[0] == bottom[0] && (bottom.size() > 1 || this->param_propagate_down(0));
   if (input_copied_) cpu_copy(bottom[0]->count(), x, input_copy_.mutable_cpu_data());
   const Dtype* bias = bias_param_id_ >= 0 ? this->blobs_[bias_param_id_]->cpu_data() : nullptr;
-  broadcast_affine<Dtype>(geom_, x, scale(bottom).cpu_data(), bias, top[0]->mutable_cpu_data());
+  broadcast_affine<Dtype>(geom_, x, scale(bottom).cpu_data(), bias,
+                          top[0]->mutable_cpu_data_in(layout_, top[0] == bottom[0]), layout_);
 }
 
 template <typename Dtype>
 void ScaleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
-  // Parameter gradients first: in place, writing the bottom's diff overwrites the top's.
-  const Dtype* dy = top[0]->cpu_diff();
+  // Parameter gradients first: in place, writing the bottom's diff overwrites the top's. All in the forward's
+  // layout.
+  const Dtype* dy = top[0]->cpu_diff_in(layout_);
   if (bias_param_id_ >= 0 && this->param_propagate_down(bias_param_id_)) {
-    broadcast_reduce<Dtype>(geom_, dy, nullptr, true, this->blobs_[bias_param_id_]->mutable_cpu_diff());
+    broadcast_reduce<Dtype>(geom_, dy, nullptr, true, this->blobs_[bias_param_id_]->mutable_cpu_diff(), layout_);
   }
   const bool scale_is_bottom = bottom.size() > 1;
   if (scale_is_bottom ? propagate_down[1] : this->param_propagate_down(0)) {
     const bool in_place = top[0] == bottom[0];
     CHECK(!in_place || input_copied_) << "in-place Scale: the forward pass kept no copy of the input";
-    const Dtype* x = in_place ? input_copy_.cpu_data() : bottom[0]->cpu_data();
+    const Dtype* x = in_place ? input_copy_.cpu_data() : bottom[0]->cpu_data_in(layout_);
     // A parameter's gradient accumulates; a bottom's is written.
     Dtype* ds = scale_is_bottom ? bottom[1]->mutable_cpu_diff() : this->blobs_[0]->mutable_cpu_diff();
-    broadcast_reduce<Dtype>(geom_, x, dy, !scale_is_bottom, ds);
+    broadcast_reduce<Dtype>(geom_, x, dy, !scale_is_bottom, ds, layout_);
   }
   if (propagate_down[0]) {
-    broadcast_affine<Dtype>(geom_, dy, scale(bottom).cpu_data(), nullptr, bottom[0]->mutable_cpu_diff());
+    broadcast_affine<Dtype>(geom_, dy, scale(bottom).cpu_data(), nullptr,
+                            bottom[0]->mutable_cpu_diff_in(layout_, top[0] == bottom[0]), layout_);
   }
 }
 

@@ -22,13 +22,15 @@ void SplitLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>
                                      const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const int n = bottom[0]->count();
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
+  // In the layout of the data the tops share (the gradients of a blocked one come blocked from its readers).
+  const Layout layout = bottom[0]->data_layout();
+  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff_in(layout, false);
   if (top.size() == 1) {
-    cpu_copy(n, top[0]->cpu_diff(), bottom_diff);
+    cpu_copy(n, top[0]->cpu_diff_in(layout), bottom_diff);
     return;
   }
-  cpu_add(n, top[0]->cpu_diff(), top[1]->cpu_diff(), bottom_diff);
-  for (size_t i = 2; i < top.size(); ++i) cpu_axpy(n, Dtype(1), top[i]->cpu_diff(), bottom_diff);
+  cpu_add(n, top[0]->cpu_diff_in(layout), top[1]->cpu_diff_in(layout), bottom_diff);
+  for (size_t i = 2; i < top.size(); ++i) cpu_axpy(n, Dtype(1), top[i]->cpu_diff_in(layout), bottom_diff);
 }
 
 STRATA_INSTANTIATE_CLASS(SplitLayer);

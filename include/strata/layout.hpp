@@ -1,0 +1,40 @@
+// How a blob's host memory is arranged. Every blob starts, and is read by default, in its plain row-major order.
+// Layers that compute with oneDNN's blocked kernels may leave an activation (or its gradient) in oneDNN's
+// channel-blocked order instead, so that the next such layer reads it without a reorder; the memory remembers its
+// layout, and any plain read (cpu_data(), the device, a snapshot) converts it back in place first
+// (docs/onednn.md, "Layouts kept between layers").
+#pragma once
+
+#include <cstddef>
+
+namespace strata {
+
+enum class Layout {
+  kPlain,
+  // nChw16c: for an (N, C, S...) blob with C a multiple of 16, element (n, c, s) lies at
+  // ((n * C/16 + c/16) * S + s) * 16 + c % 16, where S is the product of the spatial axes.
+  kBlocked16,
+};
+
+constexpr int kChannelBlock16 = 16;
+
+// The (N, C, S) a blocked layout was made for, and the size of one element in bytes (4 or 8).
+struct BlockedShape {
+  int num = 0, channels = 0, spatial = 0;
+  int elem_size = 0;
+  size_t count() const { return static_cast<size_t>(num) * channels * spatial; }
+  bool operator==(const BlockedShape& o) const {
+    return num == o.num && channels == o.channels && spatial == o.spatial && elem_size == o.elem_size;
+  }
+};
+
+// Rearranges count() elements of `shape` between the layouts (`from` and `to` must not overlap).
+void ToBlocked16(const BlockedShape& shape, const void* plain, void* blocked);
+void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain);
+
+// Whether layers may leave blobs blocked at all: on unless STRATA_BLOCKED_LAYOUTS=0. Read when a Net is built;
+// tests and benchmarks set it to compare the two (a net built while it is off keeps every blob plain).
+bool blocked_layouts_enabled();
+void set_blocked_layouts_enabled(bool enabled);
+
+}  // namespace strata

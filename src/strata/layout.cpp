@@ -1,0 +1,68 @@
+#include "strata/layout.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "strata/common.hpp"
+
+namespace strata {
+
+namespace {
+
+// One (n, channel block) pair per task: its 16 channels' S values each, to or from one run of S * 16.
+template <typename T, bool kToBlocked>
+void Rearrange(const BlockedShape& shape, const T* in, T* out) {
+  constexpr int B = kChannelBlock16;
+  const int N = shape.num, CB = shape.channels / B, S = shape.spatial;
+  const long long tasks = static_cast<long long>(N) * CB;
+#pragma omp parallel for schedule(static) if (shape.count() >= (1u << 16))
+  for (long long t = 0; t < tasks; ++t) {
+    const T* src = in + t * S * B;   // the same offset in both layouts: n * C * S + cb * 16 * S
+    T* dst = out + t * S * B;
+    for (int j = 0; j < B; ++j) {
+      if (kToBlocked) {
+        const T* row = src + static_cast<size_t>(j) * S;
+        for (int s = 0; s < S; ++s) dst[static_cast<size_t>(s) * B + j] = row[s];
+      } else {
+        T* row = dst + static_cast<size_t>(j) * S;
+        for (int s = 0; s < S; ++s) row[s] = src[static_cast<size_t>(s) * B + j];
+      }
+    }
+  }
+}
+
+template <bool kToBlocked>
+void Dispatch(const BlockedShape& shape, const void* in, void* out) {
+  CHECK_EQ(shape.channels % kChannelBlock16, 0) << "a blocked layout needs channels in multiples of 16";
+  switch (shape.elem_size) {
+    case 4: Rearrange<uint32_t, kToBlocked>(shape, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
+      break;
+    case 8: Rearrange<uint64_t, kToBlocked>(shape, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
+      break;
+    default: LOG(FATAL) << "no blocked layout for elements of " << shape.elem_size << " bytes";
+  }
+}
+
+int& enabled_flag() {
+  static int flag = [] {
+    const char* v = std::getenv("STRATA_BLOCKED_LAYOUTS");
+    return (v && std::strcmp(v, "0") == 0) ? 0 : 1;
+  }();
+  return flag;
+}
+
+}  // namespace
+
+void ToBlocked16(const BlockedShape& shape, const void* plain, void* blocked) {
+  Dispatch<true>(shape, plain, blocked);
+}
+
+void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain) {
+  Dispatch<false>(shape, blocked, plain);
+}
+
+bool blocked_layouts_enabled() { return enabled_flag() != 0; }
+void set_blocked_layouts_enabled(bool enabled) { enabled_flag() = enabled ? 1 : 0; }
+
+}  // namespace strata
