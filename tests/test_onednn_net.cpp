@@ -93,6 +93,7 @@ struct Trained {
   std::vector<float> losses;
   std::vector<std::vector<float>> params;  // every parameter blob, running statistics included
   std::vector<std::string> blocked;        // the blobs whose values the last step left channel-blocked
+  std::vector<std::string> absorbed;       // the layers another absorbed (Layer::Absorb)
 };
 
 // Whether nets built in its scope may leave blobs blocked.
@@ -105,12 +106,25 @@ class BlockedLayouts {
   bool before_;
 };
 
-Trained Train(const std::string& engine, int steps, Precision precision = FP32, int width = 8) {
+// Whether nets built in its scope fuse layers.
+class Fusion {
+ public:
+  explicit Fusion(bool enabled) : before_(Net<float>::layer_fusion_enabled()) {
+    Net<float>::set_layer_fusion_enabled(enabled);
+  }
+  ~Fusion() { Net<float>::set_layer_fusion_enabled(before_); }
+
+ private:
+  bool before_;
+};
+
+Trained Train(const std::string& engine, int steps, Precision precision = FP32, int width = 8,
+              const std::string& net_text = "") {
   SolverParameter p;
   ReadProtoFromTextString("base_lr: 0.05 momentum: 0.9 weight_decay: 0.0005 lr_policy: 'fixed' random_seed: 1701 "
                           "display: 0 snapshot_after_train: false max_iter: 100",
                           &p);
-  ReadProtoFromTextString(ResNetStyle(width), p.mutable_net_param());
+  ReadProtoFromTextString(net_text.empty() ? ResNetStyle(width) : net_text, p.mutable_net_param());
   SetEngines(p.mutable_net_param(), engine);
   p.set_precision(precision);
   auto solver = SolverRegistry<float>::Create(p);
@@ -129,6 +143,9 @@ Trained Train(const std::string& engine, int steps, Precision precision = FP32, 
   for (const std::string& name : net.blob_names()) {
     if (net.blob_by_name(name)->data_layout() == Layout::kBlocked16) t.blocked.push_back(name);
   }
+  for (const auto& layer : net.layers()) {
+    if (layer->absorbed()) t.absorbed.push_back(layer->layer_param().name());
+  }
   for (const auto& blob : net.params()) t.params.emplace_back(blob->cpu_data(), blob->cpu_data() + blob->count());
   return t;
 }
@@ -142,19 +159,21 @@ double RelativeError(const std::vector<float>& got, const std::vector<float>& wa
   return scale > 0 ? diff / scale : diff;
 }
 
-TEST(OneDnnNet, ResNetStyleNetTrainsAsOnTheCaffeEngine) {
-  const Trained caffe = Train("CAFFE", 5);
-  const Trained onednn = Train("ONEDNN", 5);
-  ASSERT_EQ(caffe.losses.size(), 5u);
-  // The net learns (the comparison is of a run that moves), and the engines agree on every step's loss.
-  EXPECT_LT(caffe.losses.back(), caffe.losses.front());
-  for (size_t s = 0; s < caffe.losses.size(); ++s)
-    EXPECT_NEAR(onednn.losses[s], caffe.losses[s], 1e-5 * std::fabs(caffe.losses[s])) << "step " << s;
-  ASSERT_EQ(onednn.params.size(), caffe.params.size());
-  for (size_t i = 0; i < caffe.params.size(); ++i) {
-    ASSERT_EQ(onednn.params[i].size(), caffe.params[i].size());
-    EXPECT_LE(RelativeError(onednn.params[i], caffe.params[i]), 1e-5) << "parameter blob " << i;
+// The reference learns (the comparison is of a run that moves), and every loss and parameter blob of `got` is
+// within 1e-5 relative of it.
+void ExpectSameTraining(const Trained& got, const Trained& want) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  EXPECT_LT(want.losses.back(), want.losses.front());
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::fabs(want.losses[s])) << "step " << s;
+  ASSERT_EQ(got.params.size(), want.params.size());
+  for (size_t i = 0; i < want.params.size(); ++i) {
+    EXPECT_LE(RelativeError(got.params[i], want.params[i]), 1e-5) << "parameter blob " << i;
   }
+}
+
+TEST(OneDnnNet, ResNetStyleNetTrainsAsOnTheCaffeEngine) {
+  ExpectSameTraining(Train("ONEDNN", 5), Train("CAFFE", 5));
 }
 
 // The engines really differ in this net (so the test above compares two computations, not one twice): the CAFFE
@@ -226,13 +245,62 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
   for (const std::string& name : expected) {
     EXPECT_NE(std::find(blocked.blocked.begin(), blocked.blocked.end(), name), blocked.blocked.end()) << name;
   }
-  EXPECT_LT(plain.losses.back(), plain.losses.front());
-  for (size_t s = 0; s < plain.losses.size(); ++s)
-    EXPECT_NEAR(blocked.losses[s], plain.losses[s], 1e-5 * std::fabs(plain.losses[s])) << "step " << s;
-  ASSERT_EQ(blocked.params.size(), plain.params.size());
-  for (size_t i = 0; i < plain.params.size(); ++i) {
-    EXPECT_LE(RelativeError(blocked.params[i], plain.params[i]), 1e-5) << "parameter blob " << i;
+  ExpectSameTraining(blocked, plain);
+}
+
+// BatchNorm absorbs the Scale and ReLU after it (two passes forward and backward instead of six and seven): the
+// fused net trains as the unfused one, in the plain layout (width 8) and the blocked one (width 16), and every
+// Scale and ReLU that follows a BatchNorm in place was absorbed (the sums' ReLUs follow an Eltwise: not).
+TEST(OneDnnNet, FusedBatchNormScaleReluTrainsAsSeparateLayers) {
+  for (int width : {8, 16}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    Trained separate, fused;
+    {
+      Fusion off(false);
+      separate = Train("DEFAULT", 5, FP32, width);
+    }
+    {
+      Fusion on(true);
+      fused = Train("DEFAULT", 5, FP32, width);
+    }
+    EXPECT_TRUE(separate.absorbed.empty());
+    const std::vector<std::string> expected{"conv1_Scale",  "conv1_ReLU",  "conv2a_Scale", "conv2a_ReLU",
+                                            "conv2b_Scale", "conv3a_Scale", "conv3a_ReLU", "conv3b_Scale",
+                                            "proj3_Scale"};
+    EXPECT_EQ(fused.absorbed, expected);
+    ExpectSameTraining(fused, separate);
   }
+}
+
+// The other forms: a Scale without bias, a ReLU with a negative slope, and a BatchNorm that is not in place. (The
+// convolution has no bias, as before any BatchNorm: its gradient would be rounding noise around 0, which no
+// relative bound compares.)
+TEST(OneDnnNet, FusedBatchNormWithoutBiasAndWithLeakyReluTrainsAsSeparateLayers) {
+  const std::string net = R"(
+    name: "leaky"
+    layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 dim: 6 dim: 6 } } }
+    layer { name: "y" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+    layer { name: "conv" type: "Convolution" bottom: "x" top: "conv"
+            convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false
+                                weight_filler { type: "msra" } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "bn" }
+    layer { name: "scale" type: "Scale" bottom: "bn" top: "bn" scale_param { bias_term: false } }
+    layer { name: "relu" type: "ReLU" bottom: "bn" top: "bn" relu_param { negative_slope: 0.1 } }
+    layer { name: "fc" type: "InnerProduct" bottom: "bn" top: "fc"
+            inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "y" top: "loss" }
+  )";
+  Trained separate, fused;
+  {
+    Fusion off(false);
+    separate = Train("DEFAULT", 5, FP32, 0, net);
+  }
+  {
+    Fusion on(true);
+    fused = Train("DEFAULT", 5, FP32, 0, net);
+  }
+  EXPECT_EQ(fused.absorbed, (std::vector<std::string>{"scale", "relu"}));
+  ExpectSameTraining(fused, separate);
 }
 
 }  // namespace

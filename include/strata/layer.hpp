@@ -129,6 +129,14 @@ class Layer {
   }
   void set_top_may_block(std::vector<bool> may_block) { top_may_block_ = std::move(may_block); }
 
+  // Fusion (Net, when layer_fusion_enabled()): a layer may absorb the layer right after it, which then reads and
+  // writes exactly this layer's one top in place and needs backward exactly when this one does. Absorb returns
+  // whether it took `next`; an absorbed layer's CPU forward and backward do nothing, the absorbing layer doing its
+  // work in its own (BatchNorm takes a Scale and a ReLU after it). The GPU code runs every layer as it is.
+  virtual bool Absorb(Layer<Dtype>& next) { return false; }
+  bool absorbed() const { return absorbed_; }
+  void set_absorbed(bool absorbed) { absorbed_ = absorbed; }
+
   // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
   // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.
   virtual bool ParamIsStatistic(int param_id) const { return false; }
@@ -174,6 +182,7 @@ class Layer {
  private:
   void SetLossWeights(const BlobVec& top);
   std::vector<bool> top_may_block_;
+  bool absorbed_ = false;
 };
 
 // Runs `forward` (the layers' Forward, or a net's over them) once more as it ran before: the random engine

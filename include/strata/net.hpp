@@ -26,6 +26,11 @@ namespace strata {
 template <typename Dtype>
 class Net {
  public:
+  // Whether nets built from now on fuse layers (Layer::Absorb): on unless STRATA_FUSE_LAYERS=0. Tests and
+  // benchmarks turn it off to compare.
+  static bool layer_fusion_enabled();
+  static void set_layer_fusion_enabled(bool enabled);
+
   using LayerHook = std::function<void(int layer_id)>;
 
   // `param.state()` selects phase, level and stages.

@@ -1,6 +1,7 @@
 #include "strata/net.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "strata/layer_factory.hpp"
@@ -9,6 +10,26 @@
 #include "strata/util/io.hpp"
 
 namespace strata {
+
+namespace {
+int& fusion_flag() {
+  static int flag = [] {
+    const char* v = std::getenv("STRATA_FUSE_LAYERS");
+    return (v && std::string(v) == "0") ? 0 : 1;
+  }();
+  return flag;
+}
+}  // namespace
+
+template <typename Dtype>
+bool Net<Dtype>::layer_fusion_enabled() {
+  return fusion_flag() != 0;
+}
+
+template <typename Dtype>
+void Net<Dtype>::set_layer_fusion_enabled(bool enabled) {
+  fusion_flag() = enabled ? 1 : 0;
+}
 
 namespace {
 
@@ -259,6 +280,24 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     for (int id : top_id_vecs_[layer_id]) {
       net_input_blob_indices_.push_back(id);
       net_input_blobs_.push_back(blobs_[id].get());
+    }
+  }
+
+  // Fusion: each layer absorbs what it can of the layers right after it that work in place on its one top and
+  // need backward as it does (Layer::Absorb).
+  if (layer_fusion_enabled()) {
+    for (int l = 0; l < num_layers; ++l) {
+      if (layers_[l]->absorbed() || top_id_vecs_[l].size() != 1) continue;
+      const int blob = top_id_vecs_[l][0];
+      for (int next = l + 1; next < num_layers; ++next) {
+        const bool in_place_on_blob = bottom_id_vecs_[next].size() == 1 && top_id_vecs_[next].size() == 1 &&
+                                      bottom_id_vecs_[next][0] == blob && top_id_vecs_[next][0] == blob;
+        if (!in_place_on_blob || layer_need_backward_[next] != layer_need_backward_[l] ||
+            !layers_[l]->Absorb(*layers_[next])) {
+          break;
+        }
+        layers_[next]->set_absorbed(true);
+      }
     }
   }
 

@@ -1,6 +1,8 @@
 #pragma once
 
 #include "strata/layer.hpp"
+#include "strata/layers/relu_layer.hpp"
+#include "strata/layers/scale_layer.hpp"
 
 namespace strata {
 
@@ -13,6 +15,9 @@ namespace strata {
 //     factor is 0).
 // The three blobs are statistics, never learned: their param specs get lr_mult 0 (any other is an error).
 // Works in place; backward reads only what forward keeps here (x_hat and 1/std).
+// In TRAIN it absorbs (Layer::Absorb) the per-channel Scale that follows it in place in Caffe nets, and a ReLU in
+// place after that: its CPU forward and backward then compute BatchNorm + Scale (+ ReLU) in two passes over the
+// blob each, instead of six and seven (docs/onednn.md, "Fused BatchNorm, Scale and ReLU").
 template <typename Dtype>
 class BatchNormLayer : public Layer<Dtype> {
  public:
@@ -27,6 +32,7 @@ class BatchNormLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return false; }
   // Per channel, in the channel-blocked layout too.
   bool AcceptsBlockedBottoms() const override { return true; }
+  bool Absorb(Layer<Dtype>& next) override;
   bool IsStochastic() const override { return !use_global_stats_; }
   bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
 
@@ -48,6 +54,13 @@ class BatchNormLayer : public Layer<Dtype> {
   Blob<Dtype> x_hat_;      // the normalised input, kept for backward (TRAIN only)
   Layout layout_ = Layout::kPlain;  // the layout the last forward ran in (and x_hat_ is in)
   Blob<Dtype> grad_mean_;  // per channel: mean(dy) and mean(dy * x_hat), backward scratch (2 x C)
+  ScaleLayer<Dtype>* scale_ = nullptr;  // absorbed, with
+  ReLULayer<Dtype>* relu_ = nullptr;    // absorbed after the Scale
+  std::vector<Dtype> zero_bias_;        // the bias of an absorbed Scale without bias_term
+
+ private:
+  // The absorbed Scale's bias, or zeros without bias_term.
+  const Dtype* AbsorbedBias();
 };
 
 }  // namespace strata

@@ -30,6 +30,7 @@ class ReLULayer : public NeuronLayer<Dtype> {
   bool BackwardNeedsTopData() const override { return negative_slope_ >= 0; }
   // Value by value, so any layout (on either engine: oneDNN's runs over the values as one flat vector).
   bool AcceptsBlockedBottoms() const override { return true; }
+  Dtype negative_slope() const { return negative_slope_; }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 

@@ -23,6 +23,8 @@ class ScaleLayer : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
   // A learned scale per channel of a 4-D bottom runs in the channel-blocked layout too.
   bool AcceptsBlockedBottoms() const override { return per_channel_; }
+  // One bottom of 4 axes, with a learned scale (and bias, with bias_term) per channel (axis 1).
+  bool scales_channels() const { return per_channel_; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

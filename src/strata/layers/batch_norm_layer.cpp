@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include "neuron_math.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/bias_layer.hpp"
 
@@ -208,26 +209,51 @@ void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& to
   for (int c = 0; c < C; ++c) {
     mean[c] = x[blocked ? (c / kChannelBlock16) * S * kChannelBlock16 + c % kChannelBlock16 : c * S];
   }
-  TwoPass<Dtype>(
-      layout_, num_, C, S,
-      // Sums of d = x - x0 and d^2.
-      [=](int i, int c) { return x[i] - mean[c]; },
-      [=](int i, int c) {
-        const Dtype d = x[i] - mean[c];
-        return d * d;
-      },
-      [=](int c, double sum_d, double sum_d2) {
-        const double mean_d = sum_d / m;
-        const double var = std::max(0.0, sum_d2 / m - mean_d * mean_d);
-        mean[c] = static_cast<Dtype>(mean[c] + mean_d);
-        variance[c] = static_cast<Dtype>(var);
-        inv_std[c] = static_cast<Dtype>(1.0 / std::sqrt(var + eps));
-      },
-      [=](int i, int c) {
-        const Dtype v = (x[i] - mean[c]) * inv_std[c];
-        x_hat[i] = v;
-        y[i] = v;
+  // y = post(x_hat, c): x_hat itself, or what an absorbed Scale (and ReLU) make of it.
+  const auto normalise = [&](const auto& post) {
+    TwoPass<Dtype>(
+        layout_, num_, C, S,
+        // Sums of d = x - x0 and d^2.
+        [=](int i, int c) { return x[i] - mean[c]; },
+        [=](int i, int c) {
+          const Dtype d = x[i] - mean[c];
+          return d * d;
+        },
+        [=](int c, double sum_d, double sum_d2) {
+          const double mean_d = sum_d / m;
+          const double var = std::max(0.0, sum_d2 / m - mean_d * mean_d);
+          mean[c] = static_cast<Dtype>(mean[c] + mean_d);
+          variance[c] = static_cast<Dtype>(var);
+          inv_std[c] = static_cast<Dtype>(1.0 / std::sqrt(var + eps));
+        },
+        [=](int i, int c) {
+          const Dtype v = (x[i] - mean[c]) * inv_std[c];
+          x_hat[i] = v;
+          y[i] = post(v, c);
+        });
+  };
+  if (!scale_) {
+    normalise([](Dtype v, int) { return v; });
+  } else {
+    // The absorbed Scale (and ReLU), as their own forwards compute them.
+    const Dtype* gamma = scale_->blobs()[0]->cpu_data();
+    const Dtype* beta = AbsorbedBias();
+    const auto affine = [=](Dtype v, int c) { return v * gamma[c] + beta[c]; };
+    if (!relu_) {
+      normalise(affine);
+    } else if (relu_->negative_slope() == Dtype(0)) {
+      normalise([=](Dtype v, int c) {
+        const Dtype z = affine(v, c);
+        return z < Dtype(0) ? Dtype(0) : z;
       });
+    } else {
+      const Dtype slope = relu_->negative_slope();
+      normalise([=](Dtype v, int c) {
+        const Dtype z = affine(v, c);
+        return z > Dtype(0) ? z : slope * z;
+      });
+    }
+  }
 
   // Running sums; the unbiased variance as Caffe keeps it.
   const Dtype maf = moving_average_fraction_;
@@ -242,7 +268,8 @@ void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& to
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                          const BlobVec& bottom) {
-  if (!propagate_down[0] || bottom[0]->count() == 0) return;
+  // With an absorbed Scale its parameter gradients are due even without the bottom's.
+  if (bottom[0]->count() == 0 || (!propagate_down[0] && !scale_)) return;
   // In the forward's layout, which x_hat_ is in.
   const Dtype* dy = top[0]->cpu_diff_in(layout_);
   Dtype* dx = bottom[0]->mutable_cpu_diff_in(layout_, top[0] == bottom[0]);
@@ -253,19 +280,79 @@ void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<b
     broadcast_affine<Dtype>(BroadcastGeometry{num_, C, spatial_}, dy, inv_std, nullptr, dx, layout_);
     return;
   }
-  // dx = (dy - mean(dy) - x_hat * mean(dy * x_hat)) / std. In place dx is dy, read and written per element.
+  // dx = (g - mean(g) - x_hat * mean(g * x_hat)) / std, g being dy, or with an absorbed Scale gamma times its own
+  // output's gradient (through the absorbed ReLU). In place dx is dy, read and written per element.
   const Dtype* x_hat = x_hat_.cpu_data();
   Dtype* mean_dy = grad_mean_.mutable_cpu_data();
   Dtype* mean_dy_xhat = mean_dy + C;
   const double m = static_cast<double>(num_) * spatial_;
-  TwoPass<Dtype>(
-      layout_, num_, C, spatial_,
-      [=](int i, int c) { return dy[i]; }, [=](int i, int c) { return dy[i] * x_hat[i]; },
-      [=](int c, double sum_dy, double sum_dy_xhat) {
-        mean_dy[c] = static_cast<Dtype>(sum_dy / m);
-        mean_dy_xhat[c] = static_cast<Dtype>(sum_dy_xhat / m);
-      },
-      [=](int i, int c) { dx[i] = inv_std[c] * (dy[i] - mean_dy[c] - x_hat[i] * mean_dy_xhat[c]); });
+  if (!scale_) {
+    TwoPass<Dtype>(
+        layout_, num_, C, spatial_,
+        [=](int i, int c) { return dy[i]; }, [=](int i, int c) { return dy[i] * x_hat[i]; },
+        [=](int c, double sum_dy, double sum_dy_xhat) {
+          mean_dy[c] = static_cast<Dtype>(sum_dy / m);
+          mean_dy_xhat[c] = static_cast<Dtype>(sum_dy_xhat / m);
+        },
+        [=](int i, int c) { dx[i] = inv_std[c] * (dy[i] - mean_dy[c] - x_hat[i] * mean_dy_xhat[c]); });
+    return;
+  }
+  // The Scale's gradients, as its backward computes them: d gamma += sum(g_s * x_hat), d beta += sum(g_s), where g_s
+  // is the gradient of the Scale's output; and the BatchNorm's g = gamma * g_s.
+  const Dtype* gamma = scale_->blobs()[0]->cpu_data();
+  const Dtype* beta = AbsorbedBias();
+  Dtype* dgamma = scale_->param_propagate_down(0) ? scale_->blobs()[0]->mutable_cpu_diff() : nullptr;
+  Dtype* dbeta = scale_->blobs().size() > 1 && scale_->param_propagate_down(1)
+                     ? scale_->blobs()[1]->mutable_cpu_diff() : nullptr;
+  const auto fused = [&](const auto& grad) {  // grad(i, c) = g_s
+    const auto term_a = [=](int i, int c) { return grad(i, c); };
+    const auto term_b = [=](int i, int c) { return grad(i, c) * x_hat[i]; };
+    const auto finish = [=](int c, double sum_g, double sum_g_xhat) {
+      if (dgamma) dgamma[c] = static_cast<Dtype>(dgamma[c] + sum_g_xhat);
+      if (dbeta) dbeta[c] = static_cast<Dtype>(dbeta[c] + sum_g);
+      mean_dy[c] = static_cast<Dtype>(gamma[c] * sum_g / m);
+      mean_dy_xhat[c] = static_cast<Dtype>(gamma[c] * sum_g_xhat / m);
+    };
+    if (propagate_down[0]) {
+      TwoPass<Dtype>(layout_, num_, C, spatial_, term_a, term_b, finish, [=](int i, int c) {
+        dx[i] = inv_std[c] * (gamma[c] * grad(i, c) - mean_dy[c] - x_hat[i] * mean_dy_xhat[c]);
+      });
+    } else {
+      TwoPass<Dtype>(layout_, num_, C, spatial_, term_a, term_b, finish, [](int, int) {});
+    }
+  };
+  if (!relu_) {
+    fused([=](int i, int) { return dy[i]; });
+  } else {
+    // The ReLU's test on its input z = gamma * x_hat + beta, recomputed as the forward computed it; its form
+    // d ((z > 0) + slope (z <= 0)) without branches, so that the loops vectorise (a NaN z gets gradient 0).
+    const Dtype slope = relu_->negative_slope();
+    fused([=](int i, int c) {
+      const Dtype z = x_hat[i] * gamma[c] + beta[c];
+      return dy[i] * neuron::select(z > Dtype(0), Dtype(1), neuron::select(z <= Dtype(0), slope, Dtype(0)));
+    });
+  }
+}
+
+template <typename Dtype>
+bool BatchNormLayer<Dtype>::Absorb(Layer<Dtype>& next) {
+  if (use_global_stats_) return false;
+  if (!scale_) {
+    auto* scale = dynamic_cast<ScaleLayer<Dtype>*>(&next);
+    if (!scale || !scale->scales_channels()) return false;
+    scale_ = scale;
+    return true;
+  }
+  if (relu_) return false;
+  relu_ = dynamic_cast<ReLULayer<Dtype>*>(&next);
+  return relu_ != nullptr;
+}
+
+template <typename Dtype>
+const Dtype* BatchNormLayer<Dtype>::AbsorbedBias() {
+  if (scale_->blobs().size() > 1) return scale_->blobs()[1]->cpu_data();
+  zero_bias_.assign(channels_, Dtype(0));  // no bias_term
+  return zero_bias_.data();
 }
 
 STRATA_INSTANTIATE_CLASS(BatchNormLayer);
