@@ -248,9 +248,9 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
   ExpectSameTraining(blocked, plain);
 }
 
-// BatchNorm absorbs the Scale and ReLU after it (two passes forward and backward instead of six and seven): the
-// fused net trains as the unfused one, in the plain layout (width 8) and the blocked one (width 16), and every
-// Scale and ReLU that follows a BatchNorm in place was absorbed (the sums' ReLUs follow an Eltwise: not).
+// BatchNorm absorbs the Scale and ReLU after it (two passes forward and backward instead of six and seven), and a
+// residual sum its ReLU: the fused net trains as the unfused one, in the plain layout (width 8) and the blocked
+// one (width 16), and every Scale and ReLU that follows a BatchNorm or a sum in place was absorbed.
 TEST(OneDnnNet, FusedBatchNormScaleReluTrainsAsSeparateLayers) {
   for (int width : {8, 16}) {
     SCOPED_TRACE("width " + std::to_string(width));
@@ -264,15 +264,16 @@ TEST(OneDnnNet, FusedBatchNormScaleReluTrainsAsSeparateLayers) {
       fused = Train("DEFAULT", 5, FP32, width);
     }
     EXPECT_TRUE(separate.absorbed.empty());
-    const std::vector<std::string> expected{"conv1_Scale",  "conv1_ReLU",  "conv2a_Scale", "conv2a_ReLU",
-                                            "conv2b_Scale", "conv3a_Scale", "conv3a_ReLU", "conv3b_Scale",
-                                            "proj3_Scale"};
+    const std::vector<std::string> expected{"conv1_Scale", "conv1_ReLU",  "conv2a_Scale", "conv2a_ReLU",
+                                            "conv2b_Scale", "res2_relu",  "conv3a_Scale", "conv3a_ReLU",
+                                            "conv3b_Scale", "proj3_Scale", "res3_relu"};
     EXPECT_EQ(fused.absorbed, expected);
     ExpectSameTraining(fused, separate);
   }
 }
 
-// The other forms: a Scale without bias, a ReLU with a negative slope, and a BatchNorm that is not in place. (The
+// The other forms: a Scale without bias, a ReLU with a negative slope, a BatchNorm that is not in place, and a sum
+// of three with coefficients and a leaky ReLU. (The
 // convolution has no bias, as before any BatchNorm: its gradient would be rounding noise around 0, which no
 // relative bound compares.)
 TEST(OneDnnNet, FusedBatchNormWithoutBiasAndWithLeakyReluTrainsAsSeparateLayers) {
@@ -286,7 +287,14 @@ TEST(OneDnnNet, FusedBatchNormWithoutBiasAndWithLeakyReluTrainsAsSeparateLayers)
     layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "bn" }
     layer { name: "scale" type: "Scale" bottom: "bn" top: "bn" scale_param { bias_term: false } }
     layer { name: "relu" type: "ReLU" bottom: "bn" top: "bn" relu_param { negative_slope: 0.1 } }
-    layer { name: "fc" type: "InnerProduct" bottom: "bn" top: "fc"
+    layer { name: "c2" type: "Convolution" bottom: "x" top: "c2"
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: "msra" } } }
+    layer { name: "c3" type: "Convolution" bottom: "x" top: "c3"
+            convolution_param { num_output: 16 kernel_size: 1 weight_filler { type: "msra" } } }
+    layer { name: "sum" type: "Eltwise" bottom: "bn" bottom: "c2" bottom: "c3" top: "sum"
+            eltwise_param { operation: SUM coeff: 1 coeff: 0.5 coeff: -1 } }
+    layer { name: "sum_relu" type: "ReLU" bottom: "sum" top: "sum" relu_param { negative_slope: 0.2 } }
+    layer { name: "fc" type: "InnerProduct" bottom: "sum" top: "fc"
             inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
     layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "y" top: "loss" }
   )";
@@ -299,7 +307,7 @@ TEST(OneDnnNet, FusedBatchNormWithoutBiasAndWithLeakyReluTrainsAsSeparateLayers)
     Fusion on(true);
     fused = Train("DEFAULT", 5, FP32, 0, net);
   }
-  EXPECT_EQ(fused.absorbed, (std::vector<std::string>{"scale", "relu"}));
+  EXPECT_EQ(fused.absorbed, (std::vector<std::string>{"scale", "relu", "sum_relu"}));
   ExpectSameTraining(fused, separate);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "strata/layer.hpp"
+#include "strata/layers/relu_layer.hpp"
 
 namespace strata {
 
@@ -22,7 +23,11 @@ class EltwiseLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return op_ == EltwiseParameter::PROD; }
   // A sum is value by value in any layout (the other operations read plain bottoms).
   bool AcceptsBlockedBottoms() const override { return op_ == EltwiseParameter::SUM; }
-  bool BackwardNeedsTopData() const override { return op_ == EltwiseParameter::PROD && !stable_prod_grad_; }
+  bool BackwardNeedsTopData() const override {
+    return (op_ == EltwiseParameter::PROD && !stable_prod_grad_) || relu_ != nullptr;
+  }
+  // A sum absorbs a ReLU (negative_slope >= 0) in place after it: the sum's CPU forward and backward apply it.
+  bool Absorb(Layer<Dtype>& next) override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -35,6 +40,8 @@ class EltwiseLayer : public Layer<Dtype> {
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<Dtype> coeffs_;
   bool stable_prod_grad_ = true;
+  Layout layout_ = Layout::kPlain;     // the layout the last forward ran in
+  ReLULayer<Dtype>* relu_ = nullptr;  // absorbed
   Blob<Dtype> max_index_;  // MAX: which bottom gave each output (kept for backward)
 };
 

@@ -1,5 +1,6 @@
 #include "strata/layers/eltwise_layer.hpp"
 
+#include "neuron_math.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -37,11 +38,22 @@ void EltwiseLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 template <typename Dtype>
+bool EltwiseLayer<Dtype>::Absorb(Layer<Dtype>& next) {
+  if (op_ != EltwiseParameter::SUM || relu_) return false;
+  auto* relu = dynamic_cast<ReLULayer<Dtype>*>(&next);
+  // With a negative slope the ReLU's gradient needs its input, which the sum overwrites.
+  if (!relu || relu->negative_slope() < 0) return false;
+  relu_ = relu;
+  return true;
+}
+
+template <typename Dtype>
 void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
-  // A sum runs in any layout, all bottoms in bottom 0's (AcceptsBlockedBottoms).
+  // A sum runs in any layout, all bottoms in the one ElementwiseLayout picks (AcceptsBlockedBottoms).
   const Layout layout = op_ == EltwiseParameter::SUM ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  layout_ = layout;
   const Dtype* x0 = bottom[0]->cpu_data_in(layout);
   const Dtype* x1 = bottom[1]->cpu_data_in(layout);
   // May be x0 (in place): each element is read before it is written.
@@ -49,13 +61,36 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   switch (op_) {
     case EltwiseParameter::SUM: {
       const Dtype c0 = coeffs_[0], c1 = coeffs_[1];
+      // An absorbed ReLU (as its forward computes it) in the last loop over y.
+      const bool relu_now = relu_ && bottom.size() == 2;
+      if (relu_now && relu_->negative_slope() == Dtype(0)) {
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
-      for (int i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
+        for (int i = 0; i < n; ++i) {
+          const Dtype z = c0 * x0[i] + c1 * x1[i];
+          y[i] = z < Dtype(0) ? Dtype(0) : z;
+        }
+      } else if (relu_now) {
+        const Dtype slope = relu_->negative_slope();
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
+        for (int i = 0; i < n; ++i) {
+          const Dtype z = c0 * x0[i] + c1 * x1[i];
+          y[i] = z > Dtype(0) ? z : slope * z;
+        }
+      } else {
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
+        for (int i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
+      }
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype c = coeffs_[b];
         const Dtype* x = bottom[b]->cpu_data_in(layout);
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
         for (int i = 0; i < n; ++i) y[i] += c * x[i];
+      }
+      if (relu_ && !relu_now) {
+        const Dtype slope = relu_->negative_slope();
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
+        for (int i = 0; i < n; ++i) y[i] = slope == Dtype(0) ? (y[i] < Dtype(0) ? Dtype(0) : y[i])
+                                                               : (y[i] > Dtype(0) ? y[i] : slope * y[i]);
       }
       break;
     }
@@ -99,9 +134,12 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
                                        const BlobVec& bottom) {
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
-  // A sum's gradients in bottom 0's layout (AcceptsBlockedBottoms), the other operations' plain.
-  const Layout layout = op_ == EltwiseParameter::SUM ? bottom[0]->data_layout() : Layout::kPlain;
+  // In the forward's layout (a sum's may be blocked: AcceptsBlockedBottoms).
+  const Layout layout = layout_;
   const Dtype* dy = top[0]->cpu_diff_in(layout);
+  // An absorbed ReLU's gradient factor, from the sign of its output as its own backward reads it.
+  const Dtype* y = relu_ ? top[0]->cpu_data_in(layout) : nullptr;
+  const Dtype slope = relu_ ? relu_->negative_slope() : Dtype(0);
   // Bottom 0 last: in place, its diff is the top's.
   for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
     if (!propagate_down[b]) continue;
@@ -109,7 +147,13 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
     switch (op_) {
       case EltwiseParameter::SUM: {
         const Dtype c = coeffs_[b];
-        if (c == Dtype(1)) {
+        if (relu_) {
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
+          for (int i = 0; i < n; ++i) {
+            dx[i] = c * (dy[i] * neuron::select(y[i] > Dtype(0), Dtype(1),
+                                                neuron::select(y[i] <= Dtype(0), slope, Dtype(0))));
+          }
+        } else if (c == Dtype(1)) {
           cpu_copy(n, dy, dx);
         } else {
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
