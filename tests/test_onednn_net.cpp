@@ -272,6 +272,32 @@ TEST(OneDnnNet, FusedBatchNormScaleReluTrainsAsSeparateLayers) {
   }
 }
 
+// An absorbed layer's parameters are read by the absorbing layer's forward and final after its backward: the
+// data-parallel engine and the solver's per-layer updates wait on, and update after, that layer instead.
+TEST(OneDnnNet, AbsorbedParametersBelongToTheAbsorbingLayer) {
+  Fusion on(true);
+  NetParameter p;
+  ReadProtoFromTextString(ResNetStyle(), &p);
+  p.mutable_state()->set_phase(TRAIN);  // BatchNorm absorbs in TRAIN only
+  Net<float> net(p);
+  const auto index = [&](const std::string& name) {
+    const auto& names = net.layer_names();
+    return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  const int bn = index("conv2a_BatchNorm"), scale = index("conv2a_Scale");
+  ASSERT_EQ(scale, bn + 1);
+  ASSERT_TRUE(net.layers()[scale]->absorbed());
+  EXPECT_TRUE(net.learnable_params_final_after(scale).empty());
+  EXPECT_TRUE(net.learnable_params_of_layer(scale).empty());
+  // BatchNorm's three statistics and the Scale's two parameters.
+  EXPECT_EQ(net.learnable_params_final_after(bn).size(), 5u);
+  EXPECT_EQ(net.learnable_params_of_layer(bn).size(), 5u);
+  const Blob<float>* gamma = net.layers()[scale]->blobs()[0].get();
+  const auto& final_after = net.learnable_params_final_after(bn);
+  EXPECT_TRUE(std::any_of(final_after.begin(), final_after.end(),
+                          [&](int id) { return net.learnable_params()[id] == gamma; }));
+}
+
 // The other forms: a Scale without bias, a ReLU with a negative slope, a BatchNorm that is not in place, and a sum
 // of three with coefficients and a leaky ReLU. (The
 // convolution has no bias, as before any BatchNorm: its gradient would be rounding noise around 0, which no

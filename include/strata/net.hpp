@@ -127,10 +127,11 @@ class Net {
   // Whether learnable param `id` holds statistics updated by forward (BatchNorm) rather than learned weights.
   bool learnable_param_is_statistic(int id) const { return learnable_param_statistic_[id]; }
   // The learnable parameter ids whose gradients are final once backward of layer `layer_id` is done
-  // (a shared parameter is final only after the lowest layer that uses it).
+  // (a shared parameter is final only after the lowest layer that uses it; an absorbed layer's, after the layer
+  // that absorbed it: Layer::Absorb).
   const std::vector<int>& learnable_params_final_after(int layer_id) const { return final_after_[layer_id]; }
   // The layer whose update must be done before layer `layer_id` may run forward again: the learnable params
-  // layer `layer_id` reads.
+  // layer `layer_id` reads (with those of the layers it absorbed).
   const std::vector<int>& learnable_params_of_layer(int layer_id) const { return layer_learnable_ids_[layer_id]; }
   // Number of learnable values, counting each shared parameter once. BatchNorm statistics (lr_mult 0 by
   // Caffe's convention, updated by forward rather than by gradients) are excluded.

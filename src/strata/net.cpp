@@ -284,7 +284,9 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   }
 
   // Fusion: each layer absorbs what it can of the layers right after it that work in place on its one top and
-  // need backward as it does (Layer::Absorb).
+  // need backward as it does (Layer::Absorb). The absorbed layers' parameters are then read by the absorbing
+  // layer's forward and their gradients are final after its backward (below).
+  std::vector<int> absorbed_by(num_layers, -1);
   if (layer_fusion_enabled()) {
     for (int l = 0; l < num_layers; ++l) {
       if (layers_[l]->absorbed() || top_id_vecs_[l].size() != 1) continue;
@@ -297,6 +299,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
           break;
         }
         layers_[next]->set_absorbed(true);
+        absorbed_by[next] = l;
       }
     }
   }
@@ -358,7 +361,9 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   for (size_t p = 0; p < params_.size(); ++p) {
     const int owner = param_owners_[p] < 0 ? static_cast<int>(p) : param_owners_[p];
     const int learnable_id = learnable_param_ids_[owner];
-    const int layer_id = param_layer_indices_[p].first;
+    // An absorbed layer's parameters belong to the layer that computes with them.
+    const int layer_id = absorbed_by[param_layer_indices_[p].first] >= 0 ? absorbed_by[param_layer_indices_[p].first]
+                                                                          : param_layer_indices_[p].first;
     lowest_user[learnable_id] = std::min(lowest_user[learnable_id], layer_id);
     layer_learnable_ids_[layer_id].push_back(learnable_id);
   }
