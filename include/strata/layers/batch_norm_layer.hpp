@@ -60,7 +60,7 @@ class BatchNormLayer : public Layer<Dtype> {
 
  private:
   // The absorbed Scale's bias, or zeros without bias_term.
-  const Dtype* AbsorbedBias();
+  const Dtype* AbsorbedBias() const;
 };
 
 }  // namespace strata

@@ -242,16 +242,10 @@ void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& to
     if (!relu_) {
       normalise(affine);
     } else if (relu_->negative_slope() == Dtype(0)) {
-      normalise([=](Dtype v, int c) {
-        const Dtype z = affine(v, c);
-        return z < Dtype(0) ? Dtype(0) : z;
-      });
+      normalise([=](Dtype v, int c) { return neuron::relu(affine(v, c)); });
     } else {
       const Dtype slope = relu_->negative_slope();
-      normalise([=](Dtype v, int c) {
-        const Dtype z = affine(v, c);
-        return z > Dtype(0) ? z : slope * z;
-      });
+      normalise([=](Dtype v, int c) { return neuron::leaky_relu(affine(v, c), slope); });
     }
   }
 
@@ -324,13 +318,9 @@ void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<b
   if (!relu_) {
     fused([=](int i, int) { return dy[i]; });
   } else {
-    // The ReLU's test on its input z = gamma * x_hat + beta, recomputed as the forward computed it; its form
-    // d ((z > 0) + slope (z <= 0)) without branches, so that the loops vectorise (a NaN z gets gradient 0).
+    // The ReLU's test on its input z = gamma * x_hat + beta, recomputed as the forward computed it.
     const Dtype slope = relu_->negative_slope();
-    fused([=](int i, int c) {
-      const Dtype z = x_hat[i] * gamma[c] + beta[c];
-      return dy[i] * neuron::select(z > Dtype(0), Dtype(1), neuron::select(z <= Dtype(0), slope, Dtype(0)));
-    });
+    fused([=](int i, int c) { return dy[i] * neuron::relu_gradient_factor(x_hat[i] * gamma[c] + beta[c], slope); });
   }
 }
 
@@ -341,6 +331,7 @@ bool BatchNormLayer<Dtype>::Absorb(Layer<Dtype>& next) {
     auto* scale = dynamic_cast<ScaleLayer<Dtype>*>(&next);
     if (!scale || !scale->scales_channels()) return false;
     scale_ = scale;
+    if (scale_->blobs().size() == 1) zero_bias_.assign(channels_, Dtype(0));  // no bias_term
     return true;
   }
   if (relu_) return false;
@@ -349,10 +340,8 @@ bool BatchNormLayer<Dtype>::Absorb(Layer<Dtype>& next) {
 }
 
 template <typename Dtype>
-const Dtype* BatchNormLayer<Dtype>::AbsorbedBias() {
-  if (scale_->blobs().size() > 1) return scale_->blobs()[1]->cpu_data();
-  zero_bias_.assign(channels_, Dtype(0));  // no bias_term
-  return zero_bias_.data();
+const Dtype* BatchNormLayer<Dtype>::AbsorbedBias() const {
+  return scale_->blobs().size() > 1 ? scale_->blobs()[1]->cpu_data() : zero_bias_.data();
 }
 
 STRATA_INSTANTIATE_CLASS(BatchNormLayer);

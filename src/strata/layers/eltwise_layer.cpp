@@ -62,23 +62,18 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
     case EltwiseParameter::SUM: {
       const Dtype c0 = coeffs_[0], c1 = coeffs_[1];
       // An absorbed ReLU (as its forward computes it) in the last loop over y.
+      const auto sum_two = [&](const auto& post) {
+#pragma omp parallel for simd schedule(static) if (parallel : parallel)
+        for (int i = 0; i < n; ++i) y[i] = post(c0 * x0[i] + c1 * x1[i]);
+      };
       const bool relu_now = relu_ && bottom.size() == 2;
-      if (relu_now && relu_->negative_slope() == Dtype(0)) {
-#pragma omp parallel for simd schedule(static) if (parallel : parallel)
-        for (int i = 0; i < n; ++i) {
-          const Dtype z = c0 * x0[i] + c1 * x1[i];
-          y[i] = z < Dtype(0) ? Dtype(0) : z;
-        }
-      } else if (relu_now) {
-        const Dtype slope = relu_->negative_slope();
-#pragma omp parallel for simd schedule(static) if (parallel : parallel)
-        for (int i = 0; i < n; ++i) {
-          const Dtype z = c0 * x0[i] + c1 * x1[i];
-          y[i] = z > Dtype(0) ? z : slope * z;
-        }
+      const Dtype slope = relu_ ? relu_->negative_slope() : Dtype(0);
+      if (!relu_now) {
+        sum_two([](Dtype z) { return z; });
+      } else if (slope == Dtype(0)) {
+        sum_two([](Dtype z) { return neuron::relu(z); });
       } else {
-#pragma omp parallel for simd schedule(static) if (parallel : parallel)
-        for (int i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
+        sum_two([slope](Dtype z) { return neuron::leaky_relu(z, slope); });
       }
       for (size_t b = 2; b < bottom.size(); ++b) {
         const Dtype c = coeffs_[b];
@@ -87,10 +82,8 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
         for (int i = 0; i < n; ++i) y[i] += c * x[i];
       }
       if (relu_ && !relu_now) {
-        const Dtype slope = relu_->negative_slope();
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
-        for (int i = 0; i < n; ++i) y[i] = slope == Dtype(0) ? (y[i] < Dtype(0) ? Dtype(0) : y[i])
-                                                               : (y[i] > Dtype(0) ? y[i] : slope * y[i]);
+        for (int i = 0; i < n; ++i) y[i] = slope == Dtype(0) ? neuron::relu(y[i]) : neuron::leaky_relu(y[i], slope);
       }
       break;
     }
@@ -149,10 +142,7 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
         const Dtype c = coeffs_[b];
         if (relu_) {
 #pragma omp parallel for simd schedule(static) if (parallel : parallel)
-          for (int i = 0; i < n; ++i) {
-            dx[i] = c * (dy[i] * neuron::select(y[i] > Dtype(0), Dtype(1),
-                                                neuron::select(y[i] <= Dtype(0), slope, Dtype(0))));
-          }
+          for (int i = 0; i < n; ++i) dx[i] = c * (dy[i] * neuron::relu_gradient_factor(y[i], slope));
         } else if (c == Dtype(1)) {
           cpu_copy(n, dy, dx);
         } else {

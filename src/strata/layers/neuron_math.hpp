@@ -19,6 +19,22 @@ namespace neuron {
 inline float select(bool c, float a, float b) { return act::blend(c, a, b); }
 inline double select(bool c, double a, double b) { return c ? a : b; }
 
+// ReLU as ReLULayer computes it, for the layers that absorb one (BatchNorm, Eltwise): max(v, 0) with slope 0, v or
+// slope * v otherwise; NaN passes in both. Its gradient factor (v > 0) + slope (v <= 0) at v, or at its output for
+// slope >= 0 (the same sign), without branches so that the loops vectorise: NaN gives 0.
+template <typename Dtype>
+inline Dtype relu(Dtype v) {
+  return v < Dtype(0) ? Dtype(0) : v;
+}
+template <typename Dtype>
+inline Dtype leaky_relu(Dtype v, Dtype slope) {
+  return v > Dtype(0) ? v : slope * v;
+}
+template <typename Dtype>
+inline Dtype relu_gradient_factor(Dtype v, Dtype slope) {
+  return select(v > Dtype(0), Dtype(1), select(v <= Dtype(0), slope, Dtype(0)));
+}
+
 // Natural log for float. x = m 2^e with m in [sqrt(1/2), sqrt(2)) (subnormal x scaled by 2^23 first), and
 // log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, by its odd series to s^9 (truncation < 3e-9
 // relative); e ln2 is added in two parts so that e * kLn2Hi is exact. 0 gives -inf, inf gives inf, negative x

@@ -4,6 +4,7 @@
 
 #include "activation_kernels.hpp"
 #include "cpu_engine.hpp"
+#include "neuron_math.hpp"
 #include "onednn_relu.hpp"
 #include "strata/layer_factory.hpp"
 
@@ -37,9 +38,9 @@ void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const Dtype slope = negative_slope_;
   // Both forms let NaN through, as Caffe's max(x, 0) + slope * min(x, 0) does.
   if (slope == Dtype(0)) {
-    act::map(n, x, y, [](Dtype v) { return v < Dtype(0) ? Dtype(0) : v; });
+    act::map(n, x, y, [](Dtype v) { return neuron::relu(v); });
   } else {
-    act::map(n, x, y, [slope](Dtype v) { return v > Dtype(0) ? v : slope * v; });
+    act::map(n, x, y, [slope](Dtype v) { return neuron::leaky_relu(v, slope); });
   }
 }
 
