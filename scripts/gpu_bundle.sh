@@ -74,7 +74,7 @@ if [ -f "$build/CMakeCache.txt" ]; then
 fi
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/*.so* 2>/dev/null || true
 
-XZ_OPT=${XZ_OPT:--3 -T2} tar -C "$stage" -cJf "$out/strata-gpu.tar.xz" .
+XZ_OPT=${XZ_OPT:--9e -T2} tar -C "$stage" -cJf "$out/strata-gpu.tar.xz" .
 ls -l "$out/strata-gpu.tar.xz"
 # The device tool carries 64 MiB in all (checkout, bundle and .gpudata's 30 MB): a build with OpenCV does not fit.
 if [ "$(stat -c %s "$out/strata-gpu.tar.xz")" -gt $((30 << 20)) ]; then

@@ -55,7 +55,7 @@ for step in $steps; do
       for net in models/lenet/deploy.prototxt /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
         for tf in false true; do
           log=$out/time_$(basename "$net" .prototxt)_tf32_$tf.txt
-          timeout 120 strata time --model="$net" --gpu=0 --tf32=$tf --iterations=20 --warmup=3 >"$log" 2>&1
+          timeout "${TIME_TIMEOUT:-120}" strata time --model="$net" --gpu=0 --tf32=$tf --iterations=20 --warmup=3 >"$log" 2>&1
           say "strata time $(basename "$net") tf32=$tf: exit $? $(grep -E 'Average (Forward-Backward|SGD step)' "$log" |
             tr '\n' ' ')"
           pack
@@ -73,7 +73,7 @@ for step in $steps; do
       # NCCL, or its error for ranks sharing a GPU) and training equivalence (N ranks with batch b against one rank
       # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
       for np in 1 2; do
-        timeout 280 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
+        timeout "${MPIGPU_TIMEOUT:-280}" mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
           strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*' \
           >"$out/mpi_gpu_np$np.txt" 2>&1
         say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"

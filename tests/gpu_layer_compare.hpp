@@ -64,8 +64,10 @@ inline double NormalisedError(const float* got, const float* want, int n) {
 
 inline std::vector<float> Copy(const float* p, int n) { return std::vector<float>(p, p + n); }
 
-// Runs the layer forward and backward on the CPU, then the same layer (same weights, same inputs, same top
-// gradients, same random seed) on the GPU, and compares everything it computed.
+// Runs the layer forward and backward on the CPU, then a second one set up alike (same weights, same inputs, same
+// top gradients, same random seed) on the GPU, and compares everything they computed. Two layers, not one run
+// twice: a layer may carry state from one forward to the next (RNN and LSTM without expose_hidden keep their
+// last hidden state for the next batch), which would make the GPU pass start where the CPU pass ended.
 inline void CompareWithCpu(const LayerCase& c) {
   LayerParameter param;
   ReadProtoFromTextString(c.prototxt, &param);
@@ -94,19 +96,21 @@ inline void CompareWithCpu(const LayerCase& c) {
     top_blobs.emplace_back(new Blob<float>());
     top.push_back(top_blobs.back().get());
   }
-  auto layer = LayerRegistry<float>::CreateLayer(param);
-  layer->SetUp(bottom, top);
+  auto cpu_layer = LayerRegistry<float>::CreateLayer(param);
+  cpu_layer->SetUp(bottom, top);
+  auto gpu_layer = LayerRegistry<float>::CreateLayer(param);
+  gpu_layer->SetUp(bottom, top);
 
   std::vector<std::vector<float>> x0, p0;
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
-  for (auto& p : layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
+  for (auto& p : cpu_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
   std::vector<bool> down(bottom.size(), true);
   if (c.label_bottom >= 0) down[c.label_bottom] = false;
 
   // One pass in the current mode; returns tops, then bottom gradients, then parameter gradients, then the
   // parameters themselves (BatchNorm's forward updates its running statistics there).
   std::vector<std::vector<float>> dy;
-  auto run = [&]() {
+  auto run = [&](Layer<float>* layer) {
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
     for (size_t i = 0; i < p0.size(); ++i) {
       std::copy(p0[i].begin(), p0[i].end(), layer->blobs()[i]->mutable_cpu_data());
@@ -132,9 +136,9 @@ inline void CompareWithCpu(const LayerCase& c) {
     for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_data(), p->count()));
     return out;
   };
-  const auto cpu = run();
+  const auto cpu = run(cpu_layer.get());
   Strata::set_mode(Strata::GPU);
-  const auto gpu = run();
+  const auto gpu = run(gpu_layer.get());
   Strata::set_mode(Strata::CPU);
   ASSERT_EQ(cpu.size(), gpu.size());
   const bool cudnn_conv = param.type() == "Convolution" || param.type() == "Deconvolution";
@@ -142,7 +146,7 @@ inline void CompareWithCpu(const LayerCase& c) {
   for (size_t k = 0; k < cpu.size(); ++k) {
     ASSERT_EQ(cpu[k].size(), gpu[k].size());
     const double err = NormalisedError(gpu[k].data(), cpu[k].data(), static_cast<int>(cpu[k].size()));
-    const size_t params = layer->blobs().size();
+    const size_t params = cpu_layer->blobs().size();
     const char* what = k < top.size()                 ? "top"
                        : k + 2 * params < cpu.size() ? "bottom diff"
                        : k + params < cpu.size()     ? "param diff"
