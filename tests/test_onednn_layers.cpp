@@ -126,6 +126,12 @@ std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
   cases.push_back({2, 48, 13, 13, 128, 2, 3, 3, 1, 1, 1, 1, 1, 1, true});   // AlexNet conv4-like, 2 groups
   cases.push_back({2, 64, 14, 14, 256, 1, 1, 1, 1, 1, 0, 0, 1, 1, false});  // ResNet 1x1
   cases.push_back({1, 3, 35, 35, 16, 1, 7, 7, 2, 2, 3, 3, 1, 1, true});     // ResNet conv1-like, stride 2
+  // Channel counts not in blocks of 16, which run on NHWC activations (onednn_convolution.cpp): LeNet's conv2,
+  // an output of 20 after an input of 32, and groups of 24 -> 20 with stride and dilation (where oneDNN may have
+  // no optimised NHWC kernel, and the layer goes back to the blocked layouts).
+  cases.push_back({2, 20, 12, 12, 50, 1, 5, 5, 1, 1, 0, 0, 1, 1, true});
+  cases.push_back({1, 32, 9, 9, 20, 1, 3, 3, 1, 1, 1, 1, 1, 1, true});
+  cases.push_back({2, 48, 11, 11, 40, 2, 3, 3, 2, 2, 1, 1, 2, 2, false});
   return cases;
 }
 

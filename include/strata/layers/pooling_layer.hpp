@@ -52,6 +52,8 @@ class PoolingLayer : public Layer<Dtype> {
 
   // Whether the CPU passes for the current shape run through oneDNN (pooling_param.engine, above).
   bool uses_onednn() const { return onednn_active_; }
+  // oneDNN pools the channel-blocked layout as it is (channels a multiple of 16); Strata's loops read it plain.
+  bool AcceptsBlockedBottoms() const override { return onednn_ != nullptr; }
 
   // One plane's window geometry (public for the loops in the .cpp).
   struct Window {

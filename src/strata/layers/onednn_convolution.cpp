@@ -1,7 +1,12 @@
 #include "onednn_convolution.hpp"
 
+#include <cstdlib>
+#include <string>
+#include <utility>
+
 #include "onednn_weighted.hpp"
 #include "strata/common.hpp"
+#include "strata/layout.hpp"
 
 namespace strata {
 namespace onednn_conv {
@@ -13,6 +18,29 @@ using Tag = memory::format_tag;
 
 using onednn::AnyDesc;
 using onednn::PlainDesc;
+
+// Whether the activations of a convolution with these channel counts per group go in NHWC rather than in the
+// layout oneDNN prefers. Its preferred kernels block channels by 16 and pad the rest with zeros, which costs
+// LeNet's conv2 (20 -> 50 channels, computed as 32 -> 64) twice the arithmetic; on NHWC oneDNN runs kernels that
+// mask the last partial block instead (brgconv forward), 1.4-1.5x faster there (docs/onednn.md). Inputs of fewer
+// than 16 channels (a first layer's 1 or 3) keep oneDNN's choice: its kernel for those reads plain NCHW.
+// STRATA_CONV_NHWC=0 keeps oneDNN's choice everywhere (the before/after measurement).
+bool Nhwc(memory::dim in_per_group, memory::dim out_per_group) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("STRATA_CONV_NHWC");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled && in_per_group >= kChannelBlock16 &&
+         (in_per_group % kChannelBlock16 != 0 || out_per_group % kChannelBlock16 != 0);
+}
+
+// Whether oneDNN gave `pd` its reference kernel (plain loops, many times slower than its optimised ones).
+bool IsReference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
+
+// An activation's descriptor for the primitives: NHWC where `nhwc`, else oneDNN's choice.
+memory::desc ActivationDesc(const memory::dims& dims, bool nhwc, memory::data_type type = memory::data_type::f32) {
+  return nhwc ? memory::desc(dims, type, Tag::nhwc) : AnyDesc(dims, type);
+}
 
 }  // namespace
 
@@ -28,7 +56,11 @@ bool Shape::operator==(const Shape& o) const {
 struct Convolution::Primitives : onednn::WeightedPrimitives {
   // The window in oneDNN's terms.
   memory::dims strides, dilates, pad_l, pad_r;
+  bool nhwc = false;  // activations in NHWC (Nhwc above), else in oneDNN's preferred layout
   dnnl::convolution_forward::primitive_desc fwd_pd;
+
+  // fwd_pd, multiplying in `type`; in the preferred layouts where NHWC has only a reference kernel.
+  void MakeForward(memory::data_type type);
 
 };
 
@@ -51,26 +83,18 @@ void Convolution::Configure(const Shape& shape) {
   // is Caffe's.
   p->pad_l = {g.pad_h, g.pad_w};
   p->pad_r = {g.pad_h, g.pad_w};
-  // The layouts are oneDNN's choice ("any"): on plain NCHW it falls back to a reference kernel, 35 times slower
-  // on CIFAR-10 quick's convolutions than its blocked kernels with the reorders (docs/onednn.md).
-  const auto make_forward = [&p](memory::data_type multiply) {
-    const dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, AnyDesc(p->x.dims(), multiply),
-        AnyDesc(p->w.dims(), multiply), p->b, AnyDesc(p->y.dims()), p->strides, p->dilates, p->pad_l, p->pad_r);
-    p->fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
-    p->multiply = multiply;
-  };
+  p->nhwc = Nhwc(C / G, O / G);
   try {
     if (shape.bf16) {
       try {
-        make_forward(memory::data_type::bf16);
+        p->MakeForward(memory::data_type::bf16);
       } catch (const dnnl::error& e) {
         // No bfloat16 kernels on this CPU (before AVX-512): float, as the precision's definition allows.
         if (e.status != dnnl_unimplemented) throw;
         LOG_FIRST_N(INFO, 1) << "oneDNN has no bfloat16 convolution on this CPU: convolutions compute in float";
       }
     }
-    if (p->multiply == memory::data_type::f32) make_forward(memory::data_type::f32);
+    if (p->multiply == memory::data_type::f32) p->MakeForward(memory::data_type::f32);
     p->InitForward(p->fwd_pd);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the forward primitive");
@@ -78,19 +102,48 @@ void Convolution::Configure(const Shape& shape) {
   p_ = std::move(p);
 }
 
+void Convolution::Primitives::MakeForward(memory::data_type type) {
+  // Otherwise the layouts are oneDNN's choice ("any"): on plain NCHW it falls back to a reference kernel, 35 times
+  // slower on CIFAR-10 quick's convolutions than its blocked kernels with the reorders (docs/onednn.md).
+  const auto make = [&] {
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                            ActivationDesc(x.dims(), nhwc, type), AnyDesc(w.dims(), type), b,
+                                            ActivationDesc(y.dims(), nhwc), strides, dilates, pad_l, pad_r);
+    fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
+  };
+  make();
+  if (nhwc && IsReference(fwd_pd)) {  // no optimised NHWC kernel for this window: the preferred layout
+    nhwc = false;
+    make();
+  }
+  multiply = type;
+}
+
 void Convolution::MakeBackward() {
   Primitives& p = static_cast<Primitives&>(*p_);
-  // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
-  const memory::desc x_any = AnyDesc(p.x.dims(), p.multiply), w_any = AnyDesc(p.w.dims(), p.multiply),
-                     y_any = AnyDesc(p.y.dims(), p.multiply), dx_any = AnyDesc(p.x.dims()),
-                     dw_any = AnyDesc(p.w.dims());
   try {
-    const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any,
-                                                   p.strides, p.dilates, p.pad_l, p.pad_r);
-    const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, p.b,
-                                                      y_any, p.strides, p.dilates, p.pad_l, p.pad_r);
-    p.InitBackward(dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), p.fwd_pd),
-                   dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), p.fwd_pd));
+    // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
+    const auto make = [&p] {
+      const memory::desc x_any = ActivationDesc(p.x.dims(), p.nhwc, p.multiply),
+                         w_any = AnyDesc(p.w.dims(), p.multiply),
+                         y_any = ActivationDesc(p.y.dims(), p.nhwc, p.multiply),
+                         dx_any = ActivationDesc(p.x.dims(), p.nhwc), dw_any = AnyDesc(p.w.dims());
+      const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any,
+                                                     p.strides, p.dilates, p.pad_l, p.pad_r);
+      const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, p.b,
+                                                        y_any, p.strides, p.dilates, p.pad_l, p.pad_r);
+      return std::make_pair(dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), p.fwd_pd),
+                            dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), p.fwd_pd));
+    };
+    auto pds = make();
+    if (p.nhwc && (IsReference(pds.first) || IsReference(pds.second))) {
+      // No optimised NHWC kernel for a backward pass: all three passes in the preferred layouts.
+      p.nhwc = false;
+      p.MakeForward(p.multiply);
+      p.InitForward(p.fwd_pd);
+      pds = make();
+    }
+    p.InitBackward(pds.first, pds.second);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Convolution (engine ONEDNN): creating the backward primitives");
   }

@@ -1,10 +1,11 @@
 // Convolution through oneDNN, the CPU engine ConvolutionLayer runs for `engine: ONEDNN` (and DEFAULT, in float;
 // docs/onednn.md). Private to src/strata/layers.
 //
-// The layer's blobs stay plain N x C x H x W (and O x C/G x KH x KW weights): oneDNN picks the layouts its
-// kernels compute in (blocked ones such as nChw8c where they are faster), and the data is reordered into them
-// and back within each call, so no other layer ever sees a oneDNN layout. The primitives are made once per shape and
-// kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
+// The weights stay plain O x C/G x KH x KW; the activations are plain N x C x H x W or, where the net allows, in
+// the channel-blocked layout (strata/layout.hpp). oneDNN picks the layouts its kernels compute in (nChw16c where
+// the channels come in blocks of 16), except that channel counts which do not run on NHWC (onednn_convolution.cpp,
+// Nhwc); what differs from the blob's layout is reordered within each call. The primitives are made once per shape
+// and kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
 #pragma once
 
 #include "onednn_weighted_engine.hpp"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "strata/common.hpp"
+#include "strata/layout.hpp"
 #include "strata/onednn_context.hpp"
 
 namespace strata {
@@ -45,21 +46,25 @@ struct Pooling::Primitives {
   bool have_backward = false;
   onednn::Operand x, y, dy, dx;
   memory workspace;  // MAX: where each output's maximum came from (oneDNN's format, in the caller's memory)
-  memory::desc x_desc, y_desc;
+  memory::desc x_desc, y_desc;  // the layouts the primitives compute in
+  memory::desc x_plain, y_plain;
   memory::dims strides, kernel, pad_l, pad_r;
   dnnl::algorithm algorithm;
+
+  void MakeBackward();
 };
 
 Pooling::Pooling() = default;
 Pooling::~Pooling() = default;
 
-void Pooling::Configure(const Shape& s) {
-  if (p_ && s == shape_) return;
-  p_.reset();
-  shape_ = s;
+std::unique_ptr<Pooling::Primitives> Pooling::Make(bool blocked) const {
+  const Shape& s = shape_;
   auto p = std::make_unique<Primitives>();
-  p->x_desc = onednn::PlainDesc({s.num, s.channels, s.height, s.width}, Tag::nchw);
-  p->y_desc = onednn::PlainDesc({s.num, s.channels, s.pooled_h, s.pooled_w}, Tag::nchw);
+  const memory::dims x_dims{s.num, s.channels, s.height, s.width}, y_dims{s.num, s.channels, s.pooled_h, s.pooled_w};
+  p->x_plain = onednn::PlainDesc(x_dims, Tag::nchw);
+  p->y_plain = onednn::PlainDesc(y_dims, Tag::nchw);
+  p->x_desc = blocked ? onednn::PlainDesc(x_dims, Tag::aBcd16b) : p->x_plain;
+  p->y_desc = blocked ? onednn::PlainDesc(y_dims, Tag::aBcd16b) : p->y_plain;
   p->strides = {s.stride_h, s.stride_w};
   p->kernel = {s.kernel_h, s.kernel_w};
   p->pad_l = {s.pad_h, s.pad_w};
@@ -73,45 +78,64 @@ void Pooling::Configure(const Shape& s) {
                                         p->strides, p->kernel, p->pad_l, p->pad_r);
     p->fwd_pd = dnnl::pooling_forward::primitive_desc(d, onednn::cpu_engine());
     p->fwd = dnnl::pooling_forward(p->fwd_pd);
-    p->x.Init(p->x_desc, p->fwd_pd.src_desc(), true);
-    p->y.Init(p->y_desc, p->fwd_pd.dst_desc(), false);
+    p->x.Init(p->x_plain, p->fwd_pd.src_desc(), true);
+    p->y.Init(p->y_plain, p->fwd_pd.dst_desc(), false);
     if (s.max) p->workspace = memory(p->fwd_pd.workspace_desc(), onednn::cpu_engine(), DNNL_MEMORY_NONE);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "Pooling (engine ONEDNN): creating the forward primitive");
   }
-  p_ = std::move(p);
+  return p;
+}
+
+void Pooling::Primitives::MakeBackward() {
+  try {
+    const dnnl::pooling_backward::desc d(algorithm, x_desc, y_desc, strides, kernel, pad_l, pad_r);
+    const dnnl::pooling_backward::primitive_desc pd(d, onednn::cpu_engine(), fwd_pd);
+    bwd = dnnl::pooling_backward(pd);
+    dy.Init(y_plain, pd.diff_dst_desc(), true);
+    dx.Init(x_plain, pd.diff_src_desc(), false);
+  } catch (const dnnl::error& e) {
+    onednn::Fail(e, "Pooling (engine ONEDNN): creating the backward primitive");
+  }
+  have_backward = true;
+}
+
+void Pooling::Configure(const Shape& s) {
+  if (plain_ && s == shape_) return;
+  plain_.reset();
+  blocked_.reset();
+  last_ = nullptr;
+  shape_ = s;
+  plain_ = Make(false);
+  if (s.channels % kChannelBlock16 == 0 && blocked_layouts_enabled()) blocked_ = Make(true);
 }
 
 size_t Pooling::workspace_bytes() const {
-  CHECK(p_) << "Configure first";
-  return shape_.max ? p_->fwd_pd.workspace_desc().get_size() : 0;
+  CHECK(plain_) << "Configure first";
+  if (!shape_.max) return 0;
+  size_t bytes = plain_->fwd_pd.workspace_desc().get_size();
+  if (blocked_) bytes = std::max(bytes, blocked_->fwd_pd.workspace_desc().get_size());
+  return bytes;
 }
 
-void Pooling::Forward(const float* x, float* y, void* workspace) {
-  CHECK(p_) << "Configure before Forward";
-  Primitives& p = *p_;
-  onednn::CallBuffer buffer(p.x.bytes() + p.y.bytes());
-  onednn::Execute(p.fwd, {{DNNL_ARG_SRC, p.x.In(x, buffer)}, {DNNL_ARG_DST, p.y.Target(y, buffer)}}, &p.y,
-                  shape_.max ? &p.workspace : nullptr, workspace);
+void Pooling::Forward(const float* x, float* y, void* workspace, bool x_blocked, bool y_blocked) {
+  CHECK(plain_) << "Configure before Forward";
+  CHECK(!x_blocked || blocked_) << "a blocked input to a pooling of " << shape_.channels << " channels";
+  Primitives& p = x_blocked ? *blocked_ : *plain_;
+  last_ = &p;
+  onednn::CallBuffer buffer(p.x.bytes(x_blocked) + p.y.bytes(y_blocked));
+  onednn::Execute(p.fwd, {{DNNL_ARG_SRC, p.x.In(x, buffer, x_blocked)}, {DNNL_ARG_DST, p.y.Target(y, buffer, y_blocked)}},
+                  &p.y, shape_.max ? &p.workspace : nullptr, workspace);
 }
 
-void Pooling::Backward(const float* dy, float* dx, void* workspace) {
-  CHECK(p_) << "Configure before Backward";
-  Primitives& p = *p_;
-  if (!p.have_backward) {
-    try {
-      const dnnl::pooling_backward::desc d(p.algorithm, p.x_desc, p.y_desc, p.strides, p.kernel, p.pad_l, p.pad_r);
-      const dnnl::pooling_backward::primitive_desc pd(d, onednn::cpu_engine(), p.fwd_pd);
-      p.bwd = dnnl::pooling_backward(pd);
-      p.dy.Init(p.y_desc, pd.diff_dst_desc(), true);
-      p.dx.Init(p.x_desc, pd.diff_src_desc(), false);
-    } catch (const dnnl::error& e) {
-      onednn::Fail(e, "Pooling (engine ONEDNN): creating the backward primitive");
-    }
-    p.have_backward = true;
-  }
-  onednn::CallBuffer buffer(p.dy.bytes() + p.dx.bytes());
-  onednn::Execute(p.bwd, {{DNNL_ARG_DIFF_DST, p.dy.In(dy, buffer)}, {DNNL_ARG_DIFF_SRC, p.dx.Target(dx, buffer)}},
+void Pooling::Backward(const float* dy, float* dx, void* workspace, bool dy_blocked, bool dx_blocked) {
+  CHECK(last_) << "Forward before Backward";
+  Primitives& p = *last_;
+  if (!p.have_backward) p.MakeBackward();
+  onednn::CallBuffer buffer(p.dy.bytes(dy_blocked) + p.dx.bytes(dx_blocked));
+  onednn::Execute(p.bwd,
+                  {{DNNL_ARG_DIFF_DST, p.dy.In(dy, buffer, dy_blocked)},
+                   {DNNL_ARG_DIFF_SRC, p.dx.Target(dx, buffer, dx_blocked)}},
                   &p.dx, shape_.max ? &p.workspace : nullptr, workspace);
 }
 

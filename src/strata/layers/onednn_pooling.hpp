@@ -27,19 +27,26 @@ class Pooling {
  public:
   Pooling();
   ~Pooling();
-  // Keeps the primitives when `shape` is the one they were made for, else makes the forward one anew.
+  // Keeps the primitives when `shape` is the one they were made for, else makes the forward ones anew: one set
+  // on plain NCHW and, where the channels are a multiple of 16 (and blocked layouts are enabled), one on the
+  // channel-blocked layout (strata/layout.hpp), so that pooling between two blocked layers reorders nothing.
   void Configure(const Shape& shape);
+  bool has_blocked() const { return blocked_ != nullptr; }
   // Bytes MAX keeps from Forward for Backward (where each maximum came from, in oneDNN's format); 0 for AVE. The
   // caller owns them (PoolingLayer's mask blob, so that they are counted and planned as its argmax was).
   size_t workspace_bytes() const;
-  void Forward(const float* x, float* y, void* workspace);
-  // dx (overwritten) from dy; MAX routes through the workspace its last Forward filled.
-  void Backward(const float* dy, float* dx, void* workspace);
+  // Where an argument is `blocked`, its memory is in the blocked layout (has_blocked() must hold); a blocked x
+  // runs the blocked primitives, whatever y's layout (a plain y is reordered into).
+  void Forward(const float* x, float* y, void* workspace, bool x_blocked = false, bool y_blocked = false);
+  // dx (overwritten) from dy, with the primitives of the last Forward: MAX routes through the workspace it filled.
+  void Backward(const float* dy, float* dx, void* workspace, bool dy_blocked = false, bool dx_blocked = false);
 
  private:
   struct Primitives;
+  std::unique_ptr<Primitives> Make(bool blocked) const;
   Shape shape_;
-  std::unique_ptr<Primitives> p_;
+  std::unique_ptr<Primitives> plain_, blocked_;
+  Primitives* last_ = nullptr;  // the set the last Forward ran
 };
 
 }  // namespace onednn_pool
