@@ -267,6 +267,58 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
   }
 }
 
+// An inception-style block (GoogLeNet's): three branches from one input, a 1x1 and a 3x3 convolution and a 3x3
+// max pooling, joined by Concat along the channels (16 + 32 + 16), then a strided convolution. In the channel-blocked
+// layout Concat copies the same runs as in the plain one; `mask_branch` has the pooling branch also output its
+// argmax, so that branch runs Strata's own loops, reads and writes plain, and Concat joins plain and blocked bottoms.
+std::string InceptionStyle(bool mask_branch) {
+  return R"(
+    name: "inception_style"
+    layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 dim: 12 dim: 12 } } }
+    layer { name: "y" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+  )" + ConvBn("stem", "x", 16, 3, 1, true) + ConvBn("inc_a", "stem", 16, 1, 1, true) +
+         ConvBn("inc_b", "stem", 32, 3, 1, true) +
+         R"(layer { name: "inc_c" type: "Pooling" bottom: "stem" top: "inc_c" )" +
+         (mask_branch ? R"(top: "inc_c_mask" )" : "") + R"(pooling_param { pool: MAX kernel_size: 3 stride: 1 pad: 1 } }
+    layer { name: "inc" type: "Concat" bottom: "inc_a" bottom: "inc_b" bottom: "inc_c" top: "inc" }
+  )" + ConvBn("conv2", "inc", 16, 3, 2, true) + R"(
+    layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2" pooling_param { pool: AVE global_pooling: true } }
+    layer { name: "fc" type: "InnerProduct" bottom: "pool2" top: "fc"
+            inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "y" top: "loss" }
+  )";
+}
+
+TEST(OneDnnNet, BlockedConcatTrainsAsPlain) {
+  for (bool mask_branch : {false, true}) {
+    SCOPED_TRACE(mask_branch ? "a plain branch" : "all blocked");
+    Trained plain, blocked;
+    {
+      BlockedLayouts off(false);
+      plain = Train("DEFAULT", 5, FP32, 16, InceptionStyle(mask_branch));
+    }
+    {
+      BlockedLayouts on(true);
+      blocked = Train("DEFAULT", 5, FP32, 16, InceptionStyle(mask_branch));
+    }
+    EXPECT_TRUE(plain.blocked.empty());
+    const auto was_blocked = [&](const std::string& name) {
+      return std::find(blocked.blocked.begin(), blocked.blocked.end(), name) != blocked.blocked.end();
+    };
+    for (const std::string name : {"inc_a", "inc_b", "inc", "conv2"}) EXPECT_TRUE(was_blocked(name)) << name;
+    EXPECT_FALSE(was_blocked("pool2"));
+    if (mask_branch) {
+      // Strata's pooling loops read the stem, so it stays plain (as does the argmax); the join converted inc_c.
+      EXPECT_FALSE(was_blocked("stem"));
+      EXPECT_FALSE(was_blocked("inc_c_mask"));
+    } else {
+      EXPECT_TRUE(was_blocked("stem"));
+      EXPECT_TRUE(was_blocked("inc_c"));
+    }
+    ExpectSameTraining(blocked, plain);
+  }
+}
+
 // BatchNorm absorbs the Scale and ReLU after it (two passes forward and backward instead of six and seven), and a
 // residual sum its ReLU: the fused net trains as the unfused one, in the plain layout (width 8) and the blocked
 // one (width 16), and every Scale and ReLU that follows a BatchNorm or a sum in place was absorbed.

@@ -17,6 +17,10 @@ class ConcatLayer : public Layer<Dtype> {
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  // Joining 4-axis blobs along the channels, each a multiple of 16 of them, copies the same contiguous runs in the
+  // channel-blocked layout as in the plain one (each bottom's n-th image is C_i x H x W values in both), so the
+  // layer concatenates in either (strata/layout.hpp).
+  bool AcceptsBlockedBottoms() const override { return blockable_; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -29,6 +33,7 @@ class ConcatLayer : public Layer<Dtype> {
   int axis_ = 1;
   int outer_ = 0;  // product of the axes before `axis`
   int inner_ = 0;  // product of the axes after `axis`
+  bool blockable_ = false;  // several bottoms joined along the channels, all in blocks of 16 (Reshape)
 };
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "strata/layer_factory.hpp"
+#include "strata/layout.hpp"
 
 namespace strata {
 
@@ -34,6 +35,8 @@ void ConcatLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
     shape[axis_] += x.shape(axis_);
   }
   top[0]->Reshape(shape);
+  blockable_ = bottom.size() > 1 && axis_ == 1 && first.num_axes() == 4;
+  for (const Blob<Dtype>* x : bottom) blockable_ = blockable_ && x->shape(1) % kChannelBlock16 == 0;
   outer_ = first.count(0, axis_);
   inner_ = first.count(axis_ + 1);
   if (bottom.size() == 1) {
@@ -45,12 +48,14 @@ void ConcatLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
-  Dtype* y = top[0]->mutable_cpu_data();
+  // Blocked where a bottom is and the top may be (the plain bottoms are converted in place), else plain.
+  const Layout layout = blockable_ ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  Dtype* y = top[0]->mutable_cpu_data_in(layout, false);
   const int top_width = top[0]->shape(axis_) * inner_;
   int offset = 0;
   for (Blob<Dtype>* x : bottom) {
     const int width = x->shape(axis_) * inner_;
-    cpu_copy_rows(outer_, width, x->cpu_data(), width, y + offset, top_width);
+    cpu_copy_rows(outer_, width, x->cpu_data_in(layout), width, y + offset, top_width);
     offset += width;
   }
 }
@@ -59,12 +64,16 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
-  const Dtype* dy = top[0]->cpu_diff();
+  // The bottoms' gradients in the layout of the top's.
+  const Layout layout = blockable_ ? top[0]->diff_layout() : Layout::kPlain;
+  const Dtype* dy = top[0]->cpu_diff_in(layout);
   const int top_width = top[0]->shape(axis_) * inner_;
   int offset = 0;
   for (size_t b = 0; b < bottom.size(); ++b) {
     const int width = bottom[b]->shape(axis_) * inner_;
-    if (propagate_down[b]) cpu_copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_cpu_diff(), width);
+    if (propagate_down[b]) {
+      cpu_copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_cpu_diff_in(layout, false), width);
+    }
     offset += width;
   }
 }
