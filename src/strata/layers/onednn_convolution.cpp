@@ -37,6 +37,13 @@ bool Nhwc(memory::dim in_per_group, memory::dim out_per_group) {
 // Whether oneDNN gave `pd` its reference kernel (plain loops, many times slower than its optimised ones).
 bool IsReference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
 
+// Whether `pd`, made for bfloat16 multiplications, runs a kernel slower than float's: oneDNN's reference loops or
+// its GEMM-based convolution (which converts the operands around a float GEMM).
+bool SlowInBf16(const dnnl::primitive_desc& pd) {
+  const std::string impl = pd.impl_info_str();
+  return impl.rfind("ref", 0) == 0 || impl.find("gemm") != std::string::npos;
+}
+
 // An activation's descriptor for the primitives: NHWC where `nhwc`, else oneDNN's choice.
 memory::desc ActivationDesc(const memory::dims& dims, bool nhwc, memory::data_type type = memory::data_type::f32) {
   return nhwc ? memory::desc(dims, type, Tag::nhwc) : AnyDesc(dims, type);
@@ -61,7 +68,9 @@ struct Convolution::Primitives : onednn::WeightedPrimitives {
 
   // fwd_pd, multiplying in `type`; in the preferred layouts where NHWC has only a reference kernel.
   void MakeForward(memory::data_type type);
-
+  // The backward primitive descriptors (data, weights) that go with fwd_pd.
+  std::pair<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_weights::primitive_desc>
+  BackwardDescs() const;
 };
 
 void Convolution::Configure(const Shape& shape) {
@@ -88,6 +97,13 @@ void Convolution::Configure(const Shape& shape) {
     if (shape.bf16) {
       try {
         p->MakeForward(memory::data_type::bf16);
+        // bfloat16 only where oneDNN has bfloat16 kernels of its own for all three passes: its GEMM-based
+        // fallback converts around a float GEMM and is slower than float (LeNet's conv1, one input channel: the
+        // weight gradient took 3.4-4 ms in bfloat16 against 0.65 ms in float).
+        const auto backward = p->BackwardDescs();
+        if (SlowInBf16(p->fwd_pd) || SlowInBf16(backward.first) || SlowInBf16(backward.second)) {
+          p->multiply = memory::data_type::f32;
+        }
       } catch (const dnnl::error& e) {
         // No bfloat16 kernels on this CPU (before AVX-512): float, as the precision's definition allows.
         if (e.status != dnnl_unimplemented) throw;
@@ -119,29 +135,30 @@ void Convolution::Primitives::MakeForward(memory::data_type type) {
   multiply = type;
 }
 
+std::pair<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_weights::primitive_desc>
+Convolution::Primitives::BackwardDescs() const {
+  // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
+  const memory::desc x_any = ActivationDesc(x.dims(), nhwc, multiply), w_any = AnyDesc(w.dims(), multiply),
+                     y_any = ActivationDesc(y.dims(), nhwc, multiply), dx_any = ActivationDesc(x.dims(), nhwc),
+                     dw_any = AnyDesc(w.dims());
+  const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any, strides,
+                                                 dilates, pad_l, pad_r);
+  const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, b, y_any,
+                                                    strides, dilates, pad_l, pad_r);
+  return {dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), fwd_pd),
+          dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), fwd_pd)};
+}
+
 void Convolution::MakeBackward() {
   Primitives& p = static_cast<Primitives&>(*p_);
   try {
-    // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
-    const auto make = [&p] {
-      const memory::desc x_any = ActivationDesc(p.x.dims(), p.nhwc, p.multiply),
-                         w_any = AnyDesc(p.w.dims(), p.multiply),
-                         y_any = ActivationDesc(p.y.dims(), p.nhwc, p.multiply),
-                         dx_any = ActivationDesc(p.x.dims(), p.nhwc), dw_any = AnyDesc(p.w.dims());
-      const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any,
-                                                     p.strides, p.dilates, p.pad_l, p.pad_r);
-      const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, p.b,
-                                                        y_any, p.strides, p.dilates, p.pad_l, p.pad_r);
-      return std::make_pair(dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), p.fwd_pd),
-                            dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), p.fwd_pd));
-    };
-    auto pds = make();
+    auto pds = p.BackwardDescs();
     if (p.nhwc && (IsReference(pds.first) || IsReference(pds.second))) {
       // No optimised NHWC kernel for a backward pass: all three passes in the preferred layouts.
       p.nhwc = false;
       p.MakeForward(p.multiply);
       p.InitForward(p.fwd_pd);
-      pds = make();
+      pds = p.BackwardDescs();
     }
     p.InitBackward(pds.first, pds.second);
   } catch (const dnnl::error& e) {
