@@ -1,7 +1,9 @@
-// The tools' flag-value parsers (util/flag_parsing): byte sizes, geometric size ranges, memory budgets and
-// comma lists. Every malformed value is an Error naming the flag; none is quietly read as something else.
+// The tools' flag-value parsers (util/flag_parsing): byte sizes, geometric size ranges, memory budgets, comma
+// lists and environment switches. Every malformed value is an Error naming the flag; none is quietly read as
+// something else.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -44,6 +46,20 @@ TEST(FlagParsing, ByteSizesRejectZeroNegativeFractionsAndJunk) {
   ExpectErrorContaining([] { ParseByteSize("nan", "--sizes"); }, {"--sizes", "'nan'"});
   ExpectErrorContaining([] { ParseByteSize("1e30", "--sizes"); }, {"--sizes", "too large"});
   ExpectErrorContaining([] { ParseByteSize("99999999999G", "--sizes"); }, {"--sizes", "too large"});
+}
+
+// An environment switch is on unless set to exactly "0".
+TEST(FlagParsing, EnvSwitchIsOnUnlessZero) {
+  const char* name = "STRATA_TEST_ENV_SWITCH";
+  unsetenv(name);
+  EXPECT_TRUE(EnvSwitchOn(name));
+  setenv(name, "0", 1);
+  EXPECT_FALSE(EnvSwitchOn(name));
+  for (const char* on : {"1", "", "00", "off"}) {
+    setenv(name, on, 1);
+    EXPECT_TRUE(EnvSwitchOn(name)) << "'" << on << "'";
+  }
+  unsetenv(name);
 }
 
 TEST(FlagParsing, GeometricSizes) {

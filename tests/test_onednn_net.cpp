@@ -218,6 +218,7 @@ TEST(OneDnnNet, PrecisionPassesFromSolverToNetToLayer) {
 // bfloat16 kernels compute channel-blocked (AVX512-BF16, this machine), they read blocked float activations too;
 // where they compute NHWC (AMX, as on the H200 machines' CPU, docs/gpu.md), the net leaves its activations plain.
 TEST(OneDnnNet, ResNetStyleNetTrainsInBf16) {
+  BlockedLayouts on(true);  // whatever STRATA_BLOCKED_LAYOUTS says
   const Trained fp32 = Train("ONEDNN", 5, FP32, 16);
   const Trained bf16 = Train("ONEDNN", 5, BF16, 16);
   EXPECT_FALSE(fp32.blocked.empty());

@@ -1,10 +1,9 @@
 #include "strata/layout.hpp"
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "strata/common.hpp"
+#include "strata/util/flag_parsing.hpp"
 
 namespace strata {
 
@@ -45,10 +44,7 @@ void Dispatch(const BlockedShape& shape, const void* in, void* out) {
 }
 
 int& enabled_flag() {
-  static int flag = [] {
-    const char* v = std::getenv("STRATA_BLOCKED_LAYOUTS");
-    return (v && std::strcmp(v, "0") == 0) ? 0 : 1;
-  }();
+  static int flag = EnvSwitchOn("STRATA_BLOCKED_LAYOUTS") ? 1 : 0;
   return flag;
 }
 

@@ -1,11 +1,11 @@
 #include "strata/net.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 
 #include "strata/layer_factory.hpp"
 #include "strata/layout.hpp"
+#include "strata/util/flag_parsing.hpp"
 #include "strata/util/insert_splits.hpp"
 #include "strata/util/io.hpp"
 
@@ -13,10 +13,7 @@ namespace strata {
 
 namespace {
 int& fusion_flag() {
-  static int flag = [] {
-    const char* v = std::getenv("STRATA_FUSE_LAYERS");
-    return (v && std::string(v) == "0") ? 0 : 1;
-  }();
+  static int flag = EnvSwitchOn("STRATA_FUSE_LAYERS") ? 1 : 0;
   return flag;
 }
 }  // namespace

@@ -21,6 +21,10 @@ size_t ParseByteSize(const std::string& s, const std::string& flag);
 // 1 <= lo <= hi and factor >= 2.
 std::vector<size_t> GeometricSizes(size_t lo, size_t hi, int factor);
 
+// Whether the environment switch `name` is on: it is unless set to "0" (STRATA_BLOCKED_LAYOUTS,
+// STRATA_FUSE_LAYERS, STRATA_CONV_NHWC: switches that turn an optimisation off for a before/after measurement).
+bool EnvSwitchOn(const char* name);
+
 // A memory budget: a positive byte count ("200000000") or, written with a decimal point or
 // exponent, a fraction of `store_all` ("0.5"). Errors name `flag`.
 size_t ParseMemoryBudget(const std::string& s, size_t store_all, const std::string& flag = "--budget");

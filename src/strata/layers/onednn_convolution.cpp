@@ -1,12 +1,12 @@
 #include "onednn_convolution.hpp"
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "onednn_weighted.hpp"
 #include "strata/common.hpp"
 #include "strata/layout.hpp"
+#include "strata/util/flag_parsing.hpp"
 
 namespace strata {
 namespace onednn_conv {
@@ -26,10 +26,7 @@ using onednn::PlainDesc;
 // than 16 channels (a first layer's 1 or 3) keep oneDNN's choice: its kernel for those reads plain NCHW.
 // STRATA_CONV_NHWC=0 keeps oneDNN's choice everywhere (the before/after measurement).
 bool Nhwc(memory::dim in_per_group, memory::dim out_per_group) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("STRATA_CONV_NHWC");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool enabled = EnvSwitchOn("STRATA_CONV_NHWC");
   return enabled && in_per_group >= kChannelBlock16 &&
          (in_per_group % kChannelBlock16 != 0 || out_per_group % kChannelBlock16 != 0);
 }
@@ -40,8 +37,7 @@ bool IsReference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_in
 // Whether `pd`, made for bfloat16 multiplications, runs a kernel slower than float's: oneDNN's reference loops or
 // its GEMM-based convolution (which converts the operands around a float GEMM).
 bool SlowInBf16(const dnnl::primitive_desc& pd) {
-  const std::string impl = pd.impl_info_str();
-  return impl.rfind("ref", 0) == 0 || impl.find("gemm") != std::string::npos;
+  return IsReference(pd) || std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
 }
 
 // An activation's descriptor for the primitives: NHWC where `nhwc`, else oneDNN's choice.

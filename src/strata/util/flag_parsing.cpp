@@ -76,4 +76,9 @@ size_t ParseMemoryBudget(const std::string& s, size_t store_all, const std::stri
   return static_cast<size_t>(bytes);
 }
 
+bool EnvSwitchOn(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::string(v) == "0");
+}
+
 }  // namespace strata
