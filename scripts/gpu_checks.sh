@@ -61,6 +61,12 @@ for step in $steps; do
           pack
         done
       done
+      # ResNet-50 with its layers fused (BatchNorm + Scale + ReLU, sum + ReLU: Layer::Absorb) and without.
+      log=$out/time_resnet50_64_tf32_true_unfused.txt
+      STRATA_FUSE_LAYERS=0 timeout "${TIME_TIMEOUT:-120}" strata time --model=/tmp/nets/resnet50_64.prototxt --gpu=0 \
+        --tf32=true --iterations=20 --warmup=3 >"$log" 2>&1
+      say "strata time resnet50_64 tf32=true STRATA_FUSE_LAYERS=0: exit $? $(grep -E 'Average (Forward-Backward|SGD step)' \
+        "$log" | tr '\n' ' ')"
       ;;
     pytorch)
       # Without our LD_LIBRARY_PATH: PyTorch brings its own CUDA libraries.

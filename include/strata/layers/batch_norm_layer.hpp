@@ -16,8 +16,9 @@ namespace strata {
 // The three blobs are statistics, never learned: their param specs get lr_mult 0 (any other is an error).
 // Works in place; backward reads only what forward keeps here (x_hat and 1/std).
 // In TRAIN it absorbs (Layer::Absorb) the per-channel Scale that follows it in place in Caffe nets, and a ReLU in
-// place after that: its CPU forward and backward then compute BatchNorm + Scale (+ ReLU) in two passes over the
-// blob each, instead of six and seven (docs/onednn.md, "Fused BatchNorm, Scale and ReLU").
+// place after that: its forward and backward then compute BatchNorm + Scale (+ ReLU) in two passes over the
+// blob each, instead of six and seven on the CPU (docs/onednn.md, "Fused BatchNorm, Scale and ReLU"), and in
+// four passes forward and five backward on the GPU instead of ten and twelve (docs/gpu.md).
 template <typename Dtype>
 class BatchNormLayer : public Layer<Dtype> {
  public:

@@ -26,7 +26,7 @@ class EltwiseLayer : public Layer<Dtype> {
   bool BackwardNeedsTopData() const override {
     return (op_ == EltwiseParameter::PROD && !stable_prod_grad_) || relu_ != nullptr;
   }
-  // A sum absorbs a ReLU (negative_slope >= 0) in place after it: the sum's CPU forward and backward apply it.
+  // A sum absorbs a ReLU (negative_slope >= 0) in place after it: the sum's forward and backward (CPU and GPU) apply it.
   bool Absorb(Layer<Dtype>& next) override;
 
  protected:

@@ -8,14 +8,48 @@ namespace strata {
 
 namespace {
 
+// What follows the normalisation: nothing, or an absorbed Scale (gamma, and beta unless it has no bias) and
+// maybe a ReLU after it (Layer::Absorb), computed as their own forwards and backwards compute them.
 template <typename Dtype>
-__global__ void bn_normalise(long long n, int C, int S, const Dtype* x, const Dtype* mean, const Dtype* inv_std,
-                             Dtype* x_hat, Dtype* y) {
-  STRATA_KERNEL_LOOP(k, n) {
-    const int c = (k / S) % C;
+struct BnPost {
+  const Dtype* gamma = nullptr;  // null: no absorbed Scale
+  const Dtype* beta = nullptr;   // null: no bias
+  bool relu = false;
+  Dtype slope = 0;
+
+  __device__ Dtype affine(Dtype v, int c) const {
+    if (!gamma) return v;
+    return beta ? v * gamma[c] + beta[c] : v * gamma[c];
+  }
+  __device__ Dtype operator()(Dtype v, int c) const {
+    const Dtype z = affine(v, c);
+    if (!relu) return z;
+    return slope == Dtype(0) ? (z < Dtype(0) ? Dtype(0) : z) : (z > Dtype(0) ? z : slope * z);
+  }
+  // d post / d z for the gradient of the Scale's output (the ReLU's factor; NaN gets 0, as in ReLU).
+  __device__ Dtype relu_factor(Dtype v, int c) const {
+    if (!relu) return Dtype(1);
+    const Dtype z = affine(v, c);
+    return Dtype(z > Dtype(0)) + slope * Dtype(z <= Dtype(0));
+  }
+  __device__ Dtype gamma_of(int c) const { return gamma ? gamma[c] : Dtype(1); }
+};
+
+// Element k's channel, in 32-bit arithmetic where the blob allows (64-bit division costs several times more).
+template <typename Index>
+__device__ __forceinline__ int channel_of(Index k, int C, int S) {
+  return static_cast<int>((k / static_cast<Index>(S)) % static_cast<Index>(C));
+}
+
+template <typename Dtype, typename Index>
+__global__ void bn_normalise(Index n, int C, int S, const Dtype* x, const Dtype* mean, const Dtype* inv_std,
+                             BnPost<Dtype> post, Dtype* x_hat, Dtype* y) {
+  for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += static_cast<Index>(blockDim.x) * gridDim.x) {
+    const int c = channel_of(k, C, S);
     const Dtype v = (x[k] - mean[c]) * inv_std[c];
     x_hat[k] = v;
-    y[k] = v;
+    y[k] = post(v, c);
   }
 }
 
@@ -31,13 +65,28 @@ __global__ void bn_global(int C, const Dtype* run_mean, const Dtype* run_var, co
   }
 }
 
-// dx = (dy - mean(dy) - x_hat * mean(dy * x_hat)) / std; in place dx is dy, read and written per element.
-template <typename Dtype>
-__global__ void bn_backward(long long n, int C, int S, const Dtype* dy, const Dtype* x_hat, const Dtype* inv_std,
-                            const Dtype* mean_dy, const Dtype* mean_dy_xhat, Dtype* dx) {
-  STRATA_KERNEL_LOOP(k, n) {
-    const int c = (k / S) % C;
-    dx[k] = inv_std[c] * (dy[k] - mean_dy[c] - x_hat[k] * mean_dy_xhat[c]);
+// dx = (g' - mean(g') - x_hat * mean(g' * x_hat)) / std, g' = gamma * g and g the gradient of the Scale's output
+// (dy through the ReLU), or g' = dy alone; the two means come in mean_g and mean_g_xhat. In place dx is dy, read
+// and written per element.
+template <typename Dtype, typename Index>
+__global__ void bn_backward(Index n, int C, int S, const Dtype* dy, const Dtype* x_hat, const Dtype* inv_std,
+                            BnPost<Dtype> post, const Dtype* mean_g, const Dtype* mean_g_xhat, Dtype* dx) {
+  for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += static_cast<Index>(blockDim.x) * gridDim.x) {
+    const int c = channel_of(k, C, S);
+    const Dtype v = x_hat[k];
+    const Dtype g = post.gamma_of(c) * (dy[k] * post.relu_factor(v, c));
+    dx[k] = inv_std[c] * (g - mean_g[c] - v * mean_g_xhat[c]);
+  }
+}
+
+// Launches an element-wise kernel over n values with a 32-bit index where n leaves room for the grid's stride.
+template <typename Launch>
+void launch_indexed(long long n, const Launch& launch) {
+  if (n < (1LL << 30)) {
+    launch(static_cast<unsigned>(n));
+  } else {
+    launch(n);
   }
 }
 
@@ -69,19 +118,38 @@ void bn_statistics(int num, int C, int S, const Dtype* x, Dtype eps, Dtype maf, 
       });
 }
 
-// mean(dy) and mean(dy * x_hat) per channel.
+// The backward's per-channel sums of g and g * x_hat (g as in bn_backward): the absorbed Scale's gradients
+// accumulate them (d gamma += sum(g * x_hat), d beta += sum(g), as its backward would), and mean_g, mean_g_xhat
+// get gamma times their means.
 template <typename Dtype>
-void bn_grad_means(int num, int C, int S, const Dtype* dy, const Dtype* x_hat, Dtype* mean_dy, Dtype* mean_dy_xhat) {
+void bn_grad_means(int num, int C, int S, const Dtype* dy, const Dtype* x_hat, BnPost<Dtype> post, Dtype* dgamma,
+                   Dtype* dbeta, Dtype* mean_g, Dtype* mean_g_xhat) {
   const double m = static_cast<double>(num) * S;
   channel_reduce(
       num, C, S,
-      [=] __device__(long long k, int) {
-        return make_double2(static_cast<double>(dy[k]), static_cast<double>(dy[k] * x_hat[k]));
+      [=] __device__(long long k, int c) {
+        const double g = static_cast<double>(dy[k] * post.relu_factor(x_hat[k], c));
+        return make_double2(g, g * static_cast<double>(x_hat[k]));
       },
-      [=] __device__(int c, double sum_dy, double sum_dy_xhat) {
-        mean_dy[c] = static_cast<Dtype>(sum_dy / m);
-        mean_dy_xhat[c] = static_cast<Dtype>(sum_dy_xhat / m);
+      [=] __device__(int c, double sum_g, double sum_g_xhat) {
+        if (dgamma) dgamma[c] = static_cast<Dtype>(dgamma[c] + sum_g_xhat);
+        if (dbeta) dbeta[c] = static_cast<Dtype>(dbeta[c] + sum_g);
+        const double gamma = static_cast<double>(post.gamma_of(c));
+        mean_g[c] = static_cast<Dtype>(gamma * sum_g / m);
+        mean_g_xhat[c] = static_cast<Dtype>(gamma * sum_g_xhat / m);
       });
+}
+
+// The absorbed layers' part on the device (no Scale: the normalisation alone).
+template <typename Dtype>
+BnPost<Dtype> device_post(ScaleLayer<Dtype>* scale, ReLULayer<Dtype>* relu) {
+  BnPost<Dtype> post;
+  if (!scale) return post;
+  post.gamma = scale->blobs()[0]->gpu_data();
+  post.beta = scale->blobs().size() > 1 ? scale->blobs()[1]->gpu_data() : nullptr;
+  post.relu = relu != nullptr;
+  post.slope = relu ? relu->negative_slope() : Dtype(0);
+  return post;
 }
 
 }  // namespace
@@ -106,7 +174,11 @@ void BatchNormLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& to
   bn_statistics(num_, C, S, x, eps_, moving_average_fraction_, mean, variance, inv_std,
                 this->blobs_[0]->mutable_gpu_data(), this->blobs_[1]->mutable_gpu_data(),
                 this->blobs_[2]->mutable_gpu_data());
-  bn_normalise<<<cuda::blocks(n), cuda::kThreads>>>(n, C, S, x, mean, inv_std, x_hat_.mutable_gpu_data(), y);
+  const BnPost<Dtype> post = device_post(scale_, relu_);
+  Dtype* x_hat = x_hat_.mutable_gpu_data();
+  launch_indexed(n, [&](auto count) {
+    bn_normalise<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, x, mean, inv_std, post, x_hat, y);
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -114,19 +186,27 @@ template <typename Dtype>
 void BatchNormLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                          const BlobVec& bottom) {
   const long long n = bottom[0]->count();
-  if (!propagate_down[0] || n == 0) return;
+  // With an absorbed Scale its parameter gradients are due even without the bottom's.
+  if (n == 0 || (!propagate_down[0] && !scale_)) return;
   const int C = channels_, S = spatial_;
   const Dtype* dy = top[0]->gpu_diff();
-  Dtype* dx = bottom[0]->mutable_gpu_diff();
   const Dtype* inv_std = inv_std_.gpu_data();
   if (use_global_stats_) {
-    gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, dy, inv_std, nullptr, dx);
+    gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, dy, inv_std, nullptr, bottom[0]->mutable_gpu_diff());
     return;
   }
-  Dtype* mean_dy = grad_mean_.mutable_gpu_data();
-  bn_grad_means(num_, C, S, dy, x_hat_.gpu_data(), mean_dy, mean_dy + C);
-  bn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, C, S, dy, x_hat_.gpu_data(), inv_std, mean_dy, mean_dy + C,
-                                                   dx);
+  const BnPost<Dtype> post = device_post(scale_, relu_);
+  Dtype* dgamma = scale_ && scale_->param_propagate_down(0) ? scale_->blobs()[0]->mutable_gpu_diff() : nullptr;
+  Dtype* dbeta = scale_ && scale_->blobs().size() > 1 && scale_->param_propagate_down(1)
+                     ? scale_->blobs()[1]->mutable_gpu_diff() : nullptr;
+  Dtype* mean_g = grad_mean_.mutable_gpu_data();
+  const Dtype* x_hat = x_hat_.gpu_data();
+  bn_grad_means(num_, C, S, dy, x_hat, post, dgamma, dbeta, mean_g, mean_g + C);
+  if (!propagate_down[0]) return;
+  launch_indexed(n, [&](auto count) {
+    bn_backward<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, dy, x_hat, inv_std, post, mean_g, mean_g + C,
+                                                     bottom[0]->mutable_gpu_diff());
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 

@@ -16,15 +16,17 @@ namespace channel_reduce_detail {
 constexpr int kTarget = 1024;  // blocks to aim for: several per multiprocessor
 constexpr int kMinPerBlock = 2048;
 
-template <typename F>
-__global__ void partials(long long per_d, int dim, int inner, long long chunk, int splits, F f, double2* out) {
+// Index is unsigned where the whole blob fits in 32 bits: the division per value then costs a fraction of a
+// 64-bit one, which would bound these kernels instead of memory.
+template <typename Index, typename F>
+__global__ void partials(Index per_d, int dim, Index inner, Index chunk, int splits, F f, double2* out) {
   __shared__ double s0[cuda::kThreads], s1[cuda::kThreads];
   const int d = blockIdx.x, s = blockIdx.y;  // channels on x: up to 2^31 - 1 of them
-  const long long begin = s * chunk, end = min(per_d, begin + chunk);
+  const Index begin = s * chunk, end = min(per_d, begin + chunk);
   double a = 0, b = 0;
-  for (long long j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const long long k = ((j / inner) * dim + d) * inner + j % inner;
-    const double2 v = f(k, d);
+  for (Index j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const Index k = ((j / inner) * dim + d) * inner + j % inner;
+    const double2 v = f(static_cast<long long>(k), d);
     a += v.x;
     b += v.y;
   }
@@ -66,7 +68,14 @@ void channel_reduce(int outer, int dim, int inner, F f, G finish) {
   const int splits = static_cast<int>(std::max(1LL, std::min(by_size, static_cast<long long>((kTarget + dim - 1) / dim))));
   const long long chunk = (per_d + splits - 1) / splits;
   double2* partial = static_cast<double2*>(cuda::workspace(sizeof(double2) * dim * splits));
-  partials<<<dim3(dim, splits), cuda::kThreads>>>(per_d, dim, inner, chunk, splits, f, partial);
+  if (per_d * dim < (1LL << 31)) {
+    partials<unsigned><<<dim3(dim, splits), cuda::kThreads>>>(static_cast<unsigned>(per_d), dim,
+                                                               static_cast<unsigned>(inner),
+                                                               static_cast<unsigned>(chunk), splits, f, partial);
+  } else {
+    partials<long long><<<dim3(dim, splits), cuda::kThreads>>>(per_d, dim, static_cast<long long>(inner), chunk,
+                                                                splits, f, partial);
+  }
   STRATA_CUDA_KERNEL_CHECK();
   channel_reduce_detail::finish<<<cuda::blocks(dim), cuda::kThreads>>>(dim, splits, partial, finish);
   STRATA_CUDA_KERNEL_CHECK();

@@ -5,9 +5,34 @@ namespace strata {
 
 namespace {
 
+// An absorbed ReLU (Layer::Absorb) as its own forward and backward compute it (its slope is never negative here).
 template <typename Dtype>
-__global__ void sum2(long long n, Dtype c0, const Dtype* x0, Dtype c1, const Dtype* x1, Dtype* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = c0 * x0[i] + c1 * x1[i];
+__device__ __forceinline__ Dtype relu_of(Dtype z, Dtype slope) {
+  return slope == Dtype(0) ? (z < Dtype(0) ? Dtype(0) : z) : (z > Dtype(0) ? z : slope * z);
+}
+template <typename Dtype>
+__device__ __forceinline__ Dtype relu_factor(Dtype y, Dtype slope) {
+  return Dtype(y > Dtype(0)) + slope * Dtype(y <= Dtype(0));
+}
+
+template <typename Dtype>
+__global__ void sum2(long long n, Dtype c0, const Dtype* x0, Dtype c1, const Dtype* x1, bool relu, Dtype slope,
+                     Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const Dtype z = c0 * x0[i] + c1 * x1[i];
+    y[i] = relu ? relu_of(z, slope) : z;
+  }
+}
+
+template <typename Dtype>
+__global__ void relu_in_place(long long n, Dtype slope, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = relu_of(y[i], slope);
+}
+
+// dx = c * (dy through the absorbed ReLU, whose output is y).
+template <typename Dtype>
+__global__ void sum_relu_backward(long long n, Dtype c, const Dtype* dy, const Dtype* y, Dtype slope, Dtype* dx) {
+  STRATA_KERNEL_LOOP(i, n) dx[i] = c * (dy[i] * relu_factor(y[i], slope));
 }
 
 // The CPU's tie rule: between the first two a tie goes to bottom 1, after that an equal value keeps the earlier.
@@ -45,11 +70,20 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   const Dtype* x1 = bottom[1]->gpu_data();
   Dtype* y = top[0]->mutable_gpu_data();  // may be x0 (in place): each element is read before it is written
   switch (op_) {
-    case EltwiseParameter::SUM:
-      sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, y);
+    case EltwiseParameter::SUM: {
+      // An absorbed ReLU in the last pass over y.
+      const bool relu_now = relu_ && bottom.size() == 2;
+      const Dtype slope = relu_ ? relu_->negative_slope() : Dtype(0);
+      sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, relu_now,
+                                                slope, y);
       STRATA_CUDA_KERNEL_CHECK();
       for (size_t b = 2; b < bottom.size(); ++b) gpu_axpy(n, coeffs_[b], bottom[b]->gpu_data(), y);
+      if (relu_ && !relu_now) {
+        relu_in_place<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), slope, y);
+        STRATA_CUDA_KERNEL_CHECK();
+      }
       break;
+    }
     case EltwiseParameter::PROD:
       gpu_mul(n, x0, x1, y);
       for (size_t b = 2; b < bottom.size(); ++b) gpu_mul(n, static_cast<const Dtype*>(y), bottom[b]->gpu_data(), y);
@@ -82,7 +116,11 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
     Dtype* dx = bottom[b]->mutable_gpu_diff();
     switch (op_) {
       case EltwiseParameter::SUM:
-        if (coeffs_[b] == Dtype(1)) {
+        if (relu_) {
+          sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy,
+                                                                 top[0]->gpu_data(), relu_->negative_slope(), dx);
+          STRATA_CUDA_KERNEL_CHECK();
+        } else if (coeffs_[b] == Dtype(1)) {
           gpu_copy(n, dy, dx);
         } else {
           gpu_scale(n, coeffs_[b], dy, dx);
