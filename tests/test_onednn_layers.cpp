@@ -22,6 +22,7 @@
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/layers/deconvolution_layer.hpp"
 #include "strata/layers/inner_product_layer.hpp"
 #include "strata/layers/lrn_layer.hpp"
 #include "strata/layers/pooling_layer.hpp"
@@ -64,19 +65,21 @@ struct ConvCase {
   int num, channels, height, width, num_output, group, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
       dilation_h, dilation_w;
   bool bias;
+  // A Deconvolution with this convolution_param instead: channels, height and width are its input's.
+  bool deconv = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const ConvCase& c) {
   return os << "N" << c.num << " C" << c.channels << " " << c.height << "x" << c.width << " O" << c.num_output
             << " G" << c.group << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x"
             << c.stride_w << " p" << c.pad_h << "x" << c.pad_w << " d" << c.dilation_h << "x" << c.dilation_w
-            << (c.bias ? " bias" : " no bias");
+            << (c.bias ? " bias" : " no bias") << (c.deconv ? " deconvolution" : "");
 }
 
 LayerParameter ConvParam(const ConvCase& c, ConvolutionParameter::Engine engine) {
   LayerParameter p;
   p.set_name("conv");
-  p.set_type("Convolution");
+  p.set_type(c.deconv ? "Deconvolution" : "Convolution");
   ConvolutionParameter* cp = p.mutable_convolution_param();
   cp->set_num_output(c.num_output);
   cp->set_group(c.group);
@@ -136,6 +139,23 @@ std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
   return cases;
 }
 
+// The same random windows as deconvolutions, those that leave an output (its size is
+// stride * (in - 1) + dilation * (kernel - 1) + 1 - 2 * pad); the channel counts of 16 and more are FCN's
+// up-sampling ones (group = channels, and a 2x one of 32 -> 16).
+std::vector<ConvCase> RandomDeconvCases(int count, unsigned seed) {
+  std::vector<ConvCase> cases;
+  for (ConvCase c : RandomConvCases(count, seed)) {
+    c.deconv = true;
+    const bool has_output =
+        c.stride_h * (c.height - 1) + c.dilation_h * (c.kernel_h - 1) + 1 - 2 * c.pad_h > 0 &&
+        c.stride_w * (c.width - 1) + c.dilation_w * (c.kernel_w - 1) + 1 - 2 * c.pad_w > 0;
+    if (has_output) cases.push_back(c);
+  }
+  cases.push_back({2, 16, 7, 7, 16, 16, 4, 4, 2, 2, 1, 1, 1, 1, false, true});
+  cases.push_back({2, 32, 6, 5, 16, 1, 2, 2, 2, 2, 0, 0, 1, 1, true, true});
+  return cases;
+}
+
 // `v` rounded to the nearest bfloat16 (ties to even), as oneDNN's conversions round.
 float RoundToBf16(float v) {
   uint32_t u;
@@ -176,17 +196,21 @@ struct ConvRun {
 };
 
 ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned seed,
-                ConvolutionLayer<float>* reuse = nullptr, Precision precision = FP32, bool round_operands = false) {
+                Layer<float>* reuse = nullptr, Precision precision = FP32, bool round_operands = false) {
   std::mt19937 rng(seed);
   Blob<float> x({c.num, c.channels, c.height, c.width}), y;
   Fill(&x, &rng);
   if (round_operands) RoundToBf16(x.mutable_cpu_data(), x.count());
-  std::unique_ptr<ConvolutionLayer<float>> own;
-  ConvolutionLayer<float>* layer = reuse;
+  std::unique_ptr<Layer<float>> own;
+  Layer<float>* layer = reuse;
   if (!layer) {
     LayerParameter param = ConvParam(c, engine);
     if (precision != FP32) param.set_precision(precision);
-    own = std::make_unique<ConvolutionLayer<float>>(param);
+    if (c.deconv) {
+      own = std::make_unique<DeconvolutionLayer<float>>(param);
+    } else {
+      own = std::make_unique<ConvolutionLayer<float>>(param);
+    }
     layer = own.get();
   }
   // A reused layer, once set up, only reshapes, as a net's layer does when its input changes shape.
@@ -220,17 +244,30 @@ class OneDnnTest : public ::testing::Test {
   int saved_ = compute_threads();
 };
 
+// The ONEDNN engine against CAFFE on every case: top, bottom gradient, weight and bias gradients.
+void ExpectEnginesAgree(const std::vector<ConvCase>& cases) {
+  for (const ConvCase& c : cases) {
+    const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5);
+    const ConvRun got = RunConv(c, ConvolutionParameter::ONEDNN, 5);
+    ExpectClose(got.top, ref.top, "top", c);
+    ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
+    ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
+    ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
+  }
+}
+
 TEST_F(OneDnnTest, ConvolutionMatchesCaffeEngineOnRandomShapes) {
   for (int threads : {1, 2}) {
     set_compute_threads(threads);
-    for (const ConvCase& c : RandomConvCases(24, 20 + threads)) {
-      const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5);
-      const ConvRun got = RunConv(c, ConvolutionParameter::ONEDNN, 5);
-      ExpectClose(got.top, ref.top, "top", c);
-      ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
-      ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
-      ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
-    }
+    ExpectEnginesAgree(RandomConvCases(24, 20 + threads));
+  }
+}
+
+// Deconvolution runs oneDNN's deconvolution primitives over the same weights (Caffe's C_in x C_out/G x KH x KW).
+TEST_F(OneDnnTest, DeconvolutionMatchesCaffeEngineOnRandomShapes) {
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    ExpectEnginesAgree(RandomDeconvCases(24, 80 + threads));
   }
 }
 
@@ -315,47 +352,66 @@ TEST_F(OneDnnTest, ConvolutionRepeatsItsBitsForAGivenThreadCount) {
   }
 }
 
+// precision: BF16 rounds the input, the weights and the output gradient to bfloat16 and sums in float: the
+// result is the float convolution of the rounded operands (CAFFE engine), within float's summation-order bound.
+// On a CPU without oneDNN's bfloat16 kernels the layer computes in float: then it is the float convolution.
+// The small random shapes mostly compute in float (oneDNN would run their bfloat16 passes in its GEMM-based
+// fallback, slower than float: onednn_convolution.cpp), so the same windows with 16 to 48 channels per group join
+// them (`to_widen`), where its bfloat16 kernels run. Returns how many cases computed in bfloat16 and how many of
+// those moved away from the unrounded result by more than float's rounding.
+std::pair<int, int> CheckBf16AgainstRoundedFloat(std::vector<ConvCase> cases,
+                                                const std::vector<ConvCase>& to_widen) {
+  int rounded_differs = 0, bf16_cases = 0;
+  for (ConvCase c : to_widen) {
+    c.channels = c.group * kChannelBlock16 * (1 + (c.channels / c.group) % 3);
+    c.num_output = c.group * kChannelBlock16 * (1 + (c.num_output / c.group) % 3);
+    cases.push_back(c);
+  }
+  for (const ConvCase& c : cases) {
+    // DEFAULT: bfloat16 takes oneDNN whatever DEFAULT means for float convolutions.
+    const ConvRun got = RunConv(c, ConvolutionParameter::DEFAULT, 5, nullptr, BF16);
+    const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5, nullptr, FP32, got.bf16);
+    ExpectClose(got.top, ref.top, "top", c);
+    ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
+    ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
+    ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
+    if (!got.bf16) continue;
+    ++bf16_cases;
+    // The rounding is real: against the unrounded operands the outputs move by bfloat16's precision (2^-9
+    // relative per operand), far beyond float's, yet stay within 2e-2 of the blob's largest value.
+    const ConvRun exact = RunConv(c, ConvolutionParameter::CAFFE, 5);
+    const double top_error = RelativeError(got.top.data(), exact.top.data(), static_cast<int>(exact.top.size()));
+    rounded_differs += top_error > 10 * kRelTol;
+    EXPECT_LE(top_error, 2e-2) << c;
+    EXPECT_LE(RelativeError(got.weight_diff.data(), exact.weight_diff.data(),
+                            static_cast<int>(exact.weight_diff.size())),
+              2e-2)
+        << c;
+  }
+  return {bf16_cases, rounded_differs};
+}
+
 TEST_F(OneDnnTest, Bf16ConvolutionIsTheFloatOneOnRoundedOperands) {
-  // precision: BF16 rounds the input, the weights and the output gradient to bfloat16 and sums in float: the
-  // result is the float convolution of the rounded operands (CAFFE engine), within float's summation-order bound.
-  // On a CPU without oneDNN's bfloat16 kernels the layer computes in float: then it is the float convolution.
-  // The small random shapes mostly compute in float (oneDNN would run their bfloat16 passes in its GEMM-based
-  // fallback, slower than float: onednn_convolution.cpp), so the same windows with 16 to 48 channels per group join
-  // them, where its bfloat16 kernels run.
   int rounded_differs = 0, bf16_cases = 0;
   for (int threads : {1, 2}) {
     set_compute_threads(threads);
-    std::vector<ConvCase> cases = RandomConvCases(16, 40 + threads);
-    for (ConvCase c : RandomConvCases(8, 60 + threads)) {
-      c.channels = c.group * kChannelBlock16 * (1 + (c.channels / c.group) % 3);
-      c.num_output = c.group * kChannelBlock16 * (1 + (c.num_output / c.group) % 3);
-      cases.push_back(c);
-    }
-    for (const ConvCase& c : cases) {
-      // DEFAULT: bfloat16 takes oneDNN whatever DEFAULT means for float convolutions.
-      const ConvRun got = RunConv(c, ConvolutionParameter::DEFAULT, 5, nullptr, BF16);
-      const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5, nullptr, FP32, got.bf16);
-      ExpectClose(got.top, ref.top, "top", c);
-      ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
-      ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
-      ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
-      if (!got.bf16) continue;
-      ++bf16_cases;
-      // The rounding is real: against the unrounded operands the outputs move by bfloat16's precision (2^-9
-      // relative per operand), far beyond float's, yet stay within 2e-2 of the blob's largest value.
-      const ConvRun exact = RunConv(c, ConvolutionParameter::CAFFE, 5);
-      const double top_error = RelativeError(got.top.data(), exact.top.data(), static_cast<int>(exact.top.size()));
-      rounded_differs += top_error > 10 * kRelTol;
-      EXPECT_LE(top_error, 2e-2) << c;
-      EXPECT_LE(RelativeError(got.weight_diff.data(), exact.weight_diff.data(),
-                              static_cast<int>(exact.weight_diff.size())),
-                2e-2)
-          << c;
-    }
+    const auto counts =
+        CheckBf16AgainstRoundedFloat(RandomConvCases(16, 40 + threads), RandomConvCases(8, 60 + threads));
+    bf16_cases += counts.first;
+    rounded_differs += counts.second;
   }
   if (onednn_has_bf16()) {
     EXPECT_GT(bf16_cases, 16) << "precision BF16 computed in float almost everywhere";
     EXPECT_GT(rounded_differs, 16) << "precision BF16 changed almost nothing: is it computing in float?";
+  }
+}
+
+TEST_F(OneDnnTest, Bf16DeconvolutionIsTheFloatOneOnRoundedOperands) {
+  set_compute_threads(2);
+  const auto counts = CheckBf16AgainstRoundedFloat(RandomDeconvCases(12, 90), RandomDeconvCases(8, 91));
+  if (onednn_has_bf16()) {
+    EXPECT_GT(counts.first, 3) << "precision BF16 computed in float almost everywhere";
+    EXPECT_GT(counts.second, 3) << "precision BF16 changed almost nothing: is it computing in float?";
   }
 }
 
@@ -400,14 +456,14 @@ TEST_F(OneDnnTest, EngineChoice) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("float only"), std::string::npos) << e.what();
   }
-  LayerParameter deconv = ConvParam(c, ConvolutionParameter::ONEDNN);
-  deconv.set_type("Deconvolution");
-  auto layer = LayerRegistry<float>::CreateLayer(deconv);
+  LayerParameter im2col = ConvParam(c, ConvolutionParameter::ONEDNN);
+  im2col.set_type("Im2col");
+  auto layer = LayerRegistry<float>::CreateLayer(im2col);
   try {
     layer->SetUp({&x}, {&y});
-    ADD_FAILURE() << "Deconvolution accepted engine ONEDNN";
+    ADD_FAILURE() << "Im2col accepted engine ONEDNN";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Convolution's only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Convolution and Deconvolution only"), std::string::npos) << e.what();
   }
 
   // What device_query reports.

@@ -238,6 +238,18 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
   const std::string pool1 = R"(bottom: "conv1" top: "pool1")";
   ASSERT_NE(with_mask.find(pool1), std::string::npos);
   with_mask.replace(with_mask.find(pool1), pool1.size(), pool1 + R"( top: "pool1_mask")");
+  // A U-Net-style way back: res3 (32 channels, 3 x 3) up-sampled by a Deconvolution to res2's 16 x 6 x 6 and added
+  // to it; the global pooling then reads that sum.
+  std::string with_deconv = ResNetStyle(16);
+  const std::string pool3 = R"(bottom: "res3" top: "pool3")";
+  ASSERT_NE(with_deconv.find(pool3), std::string::npos);
+  with_deconv.replace(with_deconv.find(pool3), pool3.size(), R"(bottom: "mix" top: "pool3")");
+  const std::string up = R"(
+    layer { name: "up" type: "Deconvolution" bottom: "res3" top: "up"
+            convolution_param { num_output: 16 kernel_size: 2 stride: 2 weight_filler { type: "msra" } } }
+    layer { name: "mix" type: "Eltwise" bottom: "up" bottom: "res2" top: "mix" eltwise_param { operation: SUM } }
+  )";
+  with_deconv.insert(with_deconv.find(R"(layer { name: "pool3")"), up);
   struct Case {
     std::string name, net;
     std::vector<std::string> blocked, plain;
@@ -248,6 +260,7 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
        {"pool3", "fc"}},
       {"pool1 plain", with_mask, {"conv2a", "conv2b", "res2", "conv3a", "conv3b", "proj3", "res3"},
        {"conv1", "pool1_mask", "pool3"}},
+      {"deconvolution", with_deconv, {"res2", "res3", "up", "mix"}, {"pool3", "fc"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -204,7 +204,8 @@ const std::vector<CpuEngineChoice>& cpu_engine_choices() {
   // The DEFAULT column is the measurement in docs/benchmarks.md ("oneDNN CPU engine"); change it only with a
   // new measurement there.
   static const std::vector<CpuEngineChoice> choices{
-      {"Convolution", true, true}, {"InnerProduct", true, false}, {"LRN", true, false},
+      {"Convolution", true, true}, {"Deconvolution", true, true}, {"InnerProduct", true, false},
+      {"LRN", true, false},
       {"Pooling", true, true},     {"ReLU", true, false},         {"Sigmoid", false, false},
       {"Softmax", true, false},    {"SPP", false, false},         {"TanH", false, false},
   };

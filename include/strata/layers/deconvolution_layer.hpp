@@ -7,6 +7,11 @@
 
 namespace strata {
 
+namespace onednn_conv {
+// oneDNN's primitives for the current shape (src/strata/layers/onednn_convolution.hpp).
+class Convolution;
+}  // namespace onednn_conv
+
 #ifdef STRATA_USE_CUDNN
 namespace cudnn_conv {
 // cuDNN's descriptors of a convolution and its chosen algorithms (src/strata/layers/cudnn_convolution.cuh).
@@ -22,8 +27,10 @@ struct Convolution;
 // stride * (in - 1) + dilation * (kernel - 1) + 1 - 2 * pad. Each bottom gets its own top, all through the same
 // weights. The "bilinear" weight filler gives FCN's up-sampling kernels (group = channels = num_output).
 //
-// On the CPU, one image at a time: a GEMM into the column matrix and col2im onto the top (forward), im2col of
-// the top gradient and GEMMs for the weight and bottom gradients (backward). On the GPU through cuDNN's
+// On the CPU, convolution_param.engine chooses as for Convolution: oneDNN's deconvolution primitives (ONEDNN, and
+// DEFAULT in float; bfloat16 with precision: BF16; activations kept channel-blocked where the net allows), or
+// CAFFE, the reference: one image at a time, a GEMM into the column matrix and col2im onto the top (forward),
+// im2col of the top gradient and GEMMs for the weight and bottom gradients (backward). On the GPU through cuDNN's
 // convolution routines with the same algorithm choice as Convolution.
 template <typename Dtype>
 class DeconvolutionLayer : public Layer<Dtype> {
@@ -39,6 +46,10 @@ class DeconvolutionLayer : public Layer<Dtype> {
   // The weight gradient needs the input; nothing needs the output.
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return false; }
+  // The oneDNN engine reads and writes the channel-blocked layout.
+  bool AcceptsBlockedBottoms() const override;
+  bool ComputesInBf16() const override;
+  bool uses_onednn() const { return onednn_ != nullptr; }
 
   // The convolution this layer transposes, over one top image: channels num_output, the top's height and width,
   // and its out_h() x out_w() is the bottom's spatial size.
@@ -63,6 +74,8 @@ class DeconvolutionLayer : public Layer<Dtype> {
   int num_output_ = 0;  // the top's channels
   int group_ = 1;
   bool bias_term_ = true;
+  bool bf16_ = false;  // precision: BF16 asked for (oneDNN's bfloat16 where the CPU has it)
+  std::shared_ptr<onednn_conv::Convolution> onednn_;  // null: the CAFFE path
 #ifdef STRATA_USE_CUDNN
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
 #endif

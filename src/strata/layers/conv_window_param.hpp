@@ -36,8 +36,10 @@ inline void ReadPair(const google::protobuf::RepeatedField<uint32_t>& values, bo
 template <typename Dtype>
 void Read(const ConvolutionParameter& p, const Blob<Dtype>& bottom, const char* layer, int* channel_axis,
           ConvGeometry* g) {
-  STRATA_REQUIRE(p.engine() != ConvolutionParameter::ONEDNN || std::string(layer) == "Convolution")
-      << layer << ": convolution_param.engine ONEDNN is Convolution's only (docs/onednn.md); use DEFAULT or CAFFE";
+  STRATA_REQUIRE(p.engine() != ConvolutionParameter::ONEDNN || std::string(layer) == "Convolution" ||
+                 std::string(layer) == "Deconvolution")
+      << layer << ": convolution_param.engine ONEDNN is for Convolution and Deconvolution only (docs/onednn.md); "
+      << "use DEFAULT or CAFFE";
   *channel_axis = bottom.CanonicalAxisIndex(p.axis());
   const int spatial_axes = bottom.num_axes() - *channel_axis - 1;
   STRATA_REQUIRE(spatial_axes == 2) << layer << ": only 2-D windows are supported: input of shape "

@@ -197,17 +197,7 @@ template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
-      if (num_ == 0) return;
-      const float* b = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
-      for (size_t i = 0; i < bottom.size(); ++i) {
-        // The bottom as it is; the top blocked where its readers take that and the kernel writes it.
-        const bool x_blocked = bottom[i]->data_layout() == Layout::kBlocked16;
-        const bool y_blocked = this->top_may_block(static_cast<int>(i)) && top[i]->can_block() &&
-                               onednn_->writes_blocked_output();
-        const Layout y_layout = y_blocked ? Layout::kBlocked16 : Layout::kPlain;
-        onednn_->Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), this->blobs_[0]->cpu_data(), b,
-                         top[i]->mutable_cpu_data_in(y_layout, false), {x_blocked, y_blocked});
-      }
+      onednn_conv::ForwardEach(*onednn_, *this, bias_term_, bottom, top);
       return;
     }
   }
@@ -267,15 +257,7 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
-      for (size_t i = 0; i < top.size() && num_ > 0; ++i) {
-        if (!weight_grad && !bias_grad && !propagate_down[i]) continue;
-        // The gradients in their data's layouts (the layers reading the top wrote its gradient so).
-        const Layout x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
-        onednn_->Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout),
-                          this->blobs_[0]->cpu_data(),
-                          propagate_down[i] ? bottom[i]->mutable_cpu_diff_in(x_layout, false) : nullptr, dw, db,
-                          {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16});
-      }
+      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, dw, db);
       return;
     }
   }

@@ -1,6 +1,10 @@
 #include "strata/layers/deconvolution_layer.hpp"
 
+#include <type_traits>
+
 #include "conv_window_param.hpp"
+#include "cpu_engine.hpp"
+#include "onednn_convolution.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 #include "weight_and_bias.hpp"
@@ -29,6 +33,20 @@ void DeconvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec&
   const std::vector<int> weight_shape{channels_, num_output_ / group_, geom_.kernel_h, geom_.kernel_w};
   SetUpWeightAndBias(&this->blobs_, weight_shape, bias_term_, num_output_, p.weight_filler(), p.bias_filler());
   this->param_propagate_down_.assign(this->blobs_.size(), true);
+
+  // As Convolution: bfloat16 is oneDNN's, so DEFAULT then means oneDNN; CAFFE (and a double net) compute in float.
+  bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
+  onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Deconvolution", this->layer_param_.name(), bf16_);
+}
+
+template <typename Dtype>
+bool DeconvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
+  return onednn_ != nullptr;
+}
+
+template <typename Dtype>
+bool DeconvolutionLayer<Dtype>::ComputesInBf16() const {
+  return onednn_ && onednn_->bf16();
 }
 
 template <typename Dtype>
@@ -56,6 +74,13 @@ void DeconvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& to
   std::vector<int> top_shape(shape.begin(), shape.begin() + channel_axis_);
   top_shape.insert(top_shape.end(), {num_output_, geom_.height, geom_.width});
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
+  // oneDNN's primitives for this shape (kept when it is the last one's): the transpose of the convolution of
+  // geom_ to the bottom's channels.
+  if (onednn_ && num_ > 0) {
+    onednn_conv::Shape s{num_, channels_, group_, bias_term_, geom_, bf16_};
+    s.transposed = true;
+    onednn_->Configure(s);
+  }
 }
 
 // Per image and group g, with W_g the M x K block of rows g*M.. of the weights seen as C_in x K*group
@@ -65,6 +90,12 @@ void DeconvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& to
 //   weights:        dW_g (M x K) += x_g im2col(dy)_g^T
 template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      onednn_conv::ForwardEach(*onednn_, *this, bias_term_, bottom, top);
+      return;
+    }
+  }
   const Dtype* w = this->blobs_[0]->cpu_data();
   const Dtype* bias = bias_term_ ? this->blobs_[1]->cpu_data() : nullptr;
   const int M = channels_ / group_, K = geom_.col_rows() / group_, P = geom_.out_count();
@@ -97,6 +128,12 @@ void DeconvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vect
   const Dtype* w = this->blobs_[0]->cpu_data();
   Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (onednn_) {
+      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, dw, db);
+      return;
+    }
+  }
   const int M = channels_ / group_, K = geom_.col_rows() / group_, P = geom_.out_count();
   const long top_plane = static_cast<long>(geom_.height) * geom_.width;
   const long top_dim = num_output_ * top_plane, bottom_dim = static_cast<long>(channels_) * P;

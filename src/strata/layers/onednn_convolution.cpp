@@ -53,20 +53,26 @@ bool Shape::operator==(const Shape& o) const {
   return num == o.num && num_output == o.num_output && group == o.group && bias == o.bias &&
          a.channels == b.channels && a.height == b.height && a.width == b.width && a.kernel_h == b.kernel_h &&
          a.kernel_w == b.kernel_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h &&
-         a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && bf16 == o.bf16;
+         a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && bf16 == o.bf16 &&
+         transposed == o.transposed;
 }
 
 struct Convolution::Primitives : onednn::WeightedPrimitives {
   // The window in oneDNN's terms.
   memory::dims strides, dilates, pad_l, pad_r;
   bool nhwc = false;  // activations in NHWC (Nhwc above), else in oneDNN's preferred layout
-  dnnl::convolution_forward::primitive_desc fwd_pd;
+  bool transposed = false;  // oneDNN's deconvolution primitives (Shape::transposed)
+  dnnl::convolution_forward::primitive_desc conv_pd;
+  dnnl::deconvolution_forward::primitive_desc deconv_pd;
 
-  // fwd_pd, multiplying in `type`; in the preferred layouts where NHWC has only a reference kernel.
+  const dnnl::primitive_desc& fwd_pd() const {
+    return transposed ? static_cast<const dnnl::primitive_desc&>(deconv_pd) : conv_pd;
+  }
+  // The forward primitive descriptor, multiplying in `type`; in the preferred layouts where NHWC has only a
+  // reference kernel.
   void MakeForward(memory::data_type type);
-  // The backward primitive descriptors (data, weights) that go with fwd_pd.
-  std::pair<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_weights::primitive_desc>
-  BackwardDescs() const;
+  // The backward primitive descriptors (data, weights) that go with it.
+  std::pair<dnnl::primitive_desc, dnnl::primitive_desc> BackwardDescs() const;
 };
 
 void Convolution::Configure(const Shape& shape) {
@@ -76,19 +82,28 @@ void Convolution::Configure(const Shape& shape) {
   const ConvGeometry& g = shape.geom;
   auto p = std::make_unique<Primitives>();
   const memory::dim N = shape.num, C = g.channels, O = shape.num_output, G = shape.group;
-  p->x = PlainDesc({N, C, g.height, g.width}, Tag::nchw);
-  p->y = PlainDesc({N, O, g.out_h(), g.out_w()}, Tag::nchw);
-  // Strata's weights, O x C/G x KH x KW, are oneDNN's goihw read as G x O/G x C/G x KH x KW.
-  p->w = G == 1 ? PlainDesc({O, C, g.kernel_h, g.kernel_w}, Tag::oihw)
-                : PlainDesc({G, O / G, C / G, g.kernel_h, g.kernel_w}, Tag::goihw);
-  p->b = shape.bias ? PlainDesc({O}, Tag::x) : memory::desc();
+  const memory::dims conv_in{N, C, g.height, g.width}, conv_out{N, O, g.out_h(), g.out_w()};
+  p->transposed = shape.transposed;
+  p->x = PlainDesc(shape.transposed ? conv_out : conv_in, Tag::nchw);
+  p->y = PlainDesc(shape.transposed ? conv_in : conv_out, Tag::nchw);
+  if (!shape.transposed) {
+    // Strata's weights, O x C/G x KH x KW, are oneDNN's goihw read as G x O/G x C/G x KH x KW.
+    p->w = G == 1 ? PlainDesc({O, C, g.kernel_h, g.kernel_w}, Tag::oihw)
+                  : PlainDesc({G, O / G, C / G, g.kernel_h, g.kernel_w}, Tag::goihw);
+  } else {
+    // The same memory is the deconvolution's weights (its outputs C, its inputs O) with the input channels
+    // outermost: giohw read as G x C/G x O/G x KH x KW.
+    p->w = G == 1 ? PlainDesc({C, O, g.kernel_h, g.kernel_w}, Tag::iohw)
+                  : PlainDesc({G, C / G, O / G, g.kernel_h, g.kernel_w}, Tag::giohw);
+  }
+  p->b = shape.bias ? PlainDesc({shape.transposed ? C : O}, Tag::x) : memory::desc();
   p->strides = {g.stride_h, g.stride_w};
   p->dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps: 0 is a dense window
   // Caffe pads both sides alike; with the right padding equal to the left, oneDNN's output size (rounded down)
   // is Caffe's.
   p->pad_l = {g.pad_h, g.pad_w};
   p->pad_r = {g.pad_h, g.pad_w};
-  p->nhwc = Nhwc(C / G, O / G);
+  p->nhwc = shape.transposed ? Nhwc(O / G, C / G) : Nhwc(C / G, O / G);
   try {
     if (shape.bf16) {
       try {
@@ -97,7 +112,7 @@ void Convolution::Configure(const Shape& shape) {
         // fallback converts around a float GEMM and is slower than float (LeNet's conv1, one input channel: the
         // weight gradient took 3.4-4 ms in bfloat16 against 0.65 ms in float).
         const auto backward = p->BackwardDescs();
-        if (SlowInBf16(p->fwd_pd) || SlowInBf16(backward.first) || SlowInBf16(backward.second)) {
+        if (SlowInBf16(p->fwd_pd()) || SlowInBf16(backward.first) || SlowInBf16(backward.second)) {
           p->multiply = memory::data_type::f32;
         }
       } catch (const dnnl::error& e) {
@@ -107,9 +122,10 @@ void Convolution::Configure(const Shape& shape) {
       }
     }
     if (p->multiply == memory::data_type::f32) p->MakeForward(memory::data_type::f32);
-    p->InitForward(p->fwd_pd);
+    p->InitForward(p->fwd_pd());
   } catch (const dnnl::error& e) {
-    onednn::Fail(e, "Convolution (engine ONEDNN): creating the forward primitive");
+    onednn::Fail(e, std::string(shape.transposed ? "Deconvolution" : "Convolution") +
+                        " (engine ONEDNN): creating the forward primitive");
   }
   p_ = std::move(p);
 }
@@ -118,31 +134,46 @@ void Convolution::Primitives::MakeForward(memory::data_type type) {
   // Otherwise the layouts are oneDNN's choice ("any"): on plain NCHW it falls back to a reference kernel, 35 times
   // slower on CIFAR-10 quick's convolutions than its blocked kernels with the reorders (docs/onednn.md).
   const auto make = [&] {
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                            ActivationDesc(x.dims(), nhwc, type), AnyDesc(w.dims(), type), b,
-                                            ActivationDesc(y.dims(), nhwc), strides, dilates, pad_l, pad_r);
-    fwd_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
+    const memory::desc x_desc = ActivationDesc(x.dims(), nhwc, type), w_desc = AnyDesc(w.dims(), type),
+                       y_desc = ActivationDesc(y.dims(), nhwc);
+    if (transposed) {
+      const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_training,
+                                                dnnl::algorithm::deconvolution_direct, x_desc, w_desc, b, y_desc,
+                                                strides, dilates, pad_l, pad_r);
+      deconv_pd = dnnl::deconvolution_forward::primitive_desc(d, onednn::cpu_engine());
+    } else {
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              x_desc, w_desc, b, y_desc, strides, dilates, pad_l, pad_r);
+      conv_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
+    }
   };
   make();
-  if (nhwc && IsReference(fwd_pd)) {  // no optimised NHWC kernel for this window: the preferred layout
+  if (nhwc && IsReference(fwd_pd())) {  // no optimised NHWC kernel for this window: the preferred layout
     nhwc = false;
     make();
   }
   multiply = type;
 }
 
-std::pair<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_weights::primitive_desc>
-Convolution::Primitives::BackwardDescs() const {
+std::pair<dnnl::primitive_desc, dnnl::primitive_desc> Convolution::Primitives::BackwardDescs() const {
   // The gradients (of the input, the weights and the bias) are float, whatever the multiplications read.
   const memory::desc x_any = ActivationDesc(x.dims(), nhwc, multiply), w_any = AnyDesc(w.dims(), multiply),
                      y_any = ActivationDesc(y.dims(), nhwc, multiply), dx_any = ActivationDesc(x.dims(), nhwc),
                      dw_any = AnyDesc(w.dims());
+  if (transposed) {
+    const dnnl::deconvolution_backward_data::desc dd(dnnl::algorithm::deconvolution_direct, dx_any, w_any, y_any,
+                                                     strides, dilates, pad_l, pad_r);
+    const dnnl::deconvolution_backward_weights::desc wd(dnnl::algorithm::deconvolution_direct, x_any, dw_any, b,
+                                                        y_any, strides, dilates, pad_l, pad_r);
+    return {dnnl::deconvolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), deconv_pd),
+            dnnl::deconvolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), deconv_pd)};
+  }
   const dnnl::convolution_backward_data::desc dd(dnnl::algorithm::convolution_direct, dx_any, w_any, y_any, strides,
                                                  dilates, pad_l, pad_r);
   const dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, x_any, dw_any, b, y_any,
                                                     strides, dilates, pad_l, pad_r);
-  return {dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), fwd_pd),
-          dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), fwd_pd)};
+  return {dnnl::convolution_backward_data::primitive_desc(dd, onednn::cpu_engine(), conv_pd),
+          dnnl::convolution_backward_weights::primitive_desc(wd, onednn::cpu_engine(), conv_pd)};
 }
 
 void Convolution::MakeBackward() {
@@ -153,12 +184,40 @@ void Convolution::MakeBackward() {
       // No optimised NHWC kernel for a backward pass: all three passes in the preferred layouts.
       p.nhwc = false;
       p.MakeForward(p.multiply);
-      p.InitForward(p.fwd_pd);
+      p.InitForward(p.fwd_pd());
       pds = p.BackwardDescs();
     }
     p.InitBackward(pds.first, pds.second);
   } catch (const dnnl::error& e) {
-    onednn::Fail(e, "Convolution (engine ONEDNN): creating the backward primitives");
+    onednn::Fail(e, std::string(p.transposed ? "Deconvolution" : "Convolution") +
+                        " (engine ONEDNN): creating the backward primitives");
+  }
+}
+
+void ForwardEach(Convolution& engine, Layer<float>& layer, bool bias, const std::vector<Blob<float>*>& bottom,
+                 const std::vector<Blob<float>*>& top) {
+  const float* b = bias ? layer.blobs()[1]->cpu_data() : nullptr;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    if (bottom[i]->count() == 0) continue;
+    const bool x_blocked = bottom[i]->data_layout() == Layout::kBlocked16;
+    const bool y_blocked =
+        layer.top_may_block(static_cast<int>(i)) && top[i]->can_block() && engine.writes_blocked_output();
+    engine.Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), layer.blobs()[0]->cpu_data(), b,
+                   top[i]->mutable_cpu_data_in(y_blocked ? Layout::kBlocked16 : Layout::kPlain, false),
+                   {x_blocked, y_blocked});
+  }
+}
+
+void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Blob<float>*>& top,
+                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, float* dw,
+                  float* db) {
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (bottom[i]->count() == 0 || (!dw && !db && !propagate_down[i])) continue;
+    // The gradients in their data's layouts (the layers reading the top wrote its gradient so).
+    const Layout x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
+    engine.Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout), layer.blobs()[0]->cpu_data(),
+                    propagate_down[i] ? bottom[i]->mutable_cpu_diff_in(x_layout, false) : nullptr, dw, db,
+                    {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16});
   }
 }
 

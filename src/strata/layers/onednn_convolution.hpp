@@ -1,5 +1,5 @@
 // Convolution through oneDNN, the CPU engine ConvolutionLayer runs for `engine: ONEDNN` (and DEFAULT, in float;
-// docs/onednn.md). Private to src/strata/layers.
+// docs/onednn.md), and its transpose, the engine of DeconvolutionLayer. Private to src/strata/layers.
 //
 // The weights stay plain O x C/G x KH x KW; the activations are plain N x C x H x W or, where the net allows, in
 // the channel-blocked layout (strata/layout.hpp). oneDNN picks the layouts its kernels compute in (nChw16c where
@@ -8,8 +8,11 @@
 // and kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
 #pragma once
 
+#include <vector>
+
 #include "onednn_weighted_engine.hpp"
 #include "strata/im2col.hpp"
+#include "strata/layer.hpp"
 
 namespace strata {
 namespace onednn_conv {
@@ -18,10 +21,15 @@ namespace onednn_conv {
 struct Shape {
   int num = 0, num_output = 0, group = 1;
   bool bias = false;
+  // The convolution of `geom` (input geom.channels x height x width) to num_output channels.
   ConvGeometry geom;
   // Multiply in bfloat16 (input, weights and output gradient rounded to it; sums, results and gradients in
   // float), where oneDNN has bfloat16 kernels for this CPU.
   bool bf16 = false;
+  // Its transpose instead (Deconvolution): the engine's x is the convolution's output (num_output channels), its y
+  // the convolution's input (geom.channels x height x width, with the bias), and the weights are still
+  // num_output x geom.channels/group x KH x KW, Caffe's Deconvolution weights.
+  bool transposed = false;
   bool operator==(const Shape& o) const;
 };
 
@@ -36,6 +44,16 @@ class Convolution : public onednn::WeightedEngine {
   void MakeBackward() override;
   Shape shape_;
 };
+
+// The passes of `layer` (a Convolution or Deconvolution whose engine this is) over each bottom and its top, with
+// weights blob 0 and the bias blob 1 if `bias`. Forward reads each bottom in its layout and writes the top
+// blocked where the layer may (top_may_block) and the kernel writes it so; Backward takes the gradients in their
+// data's layouts, dw and db (null: not wanted) accumulate.
+void ForwardEach(Convolution& engine, Layer<float>& layer, bool bias, const std::vector<Blob<float>*>& bottom,
+                 const std::vector<Blob<float>*>& top);
+void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Blob<float>*>& top,
+                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, float* dw,
+                  float* db);
 
 }  // namespace onednn_conv
 }  // namespace strata
