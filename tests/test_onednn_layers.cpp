@@ -652,12 +652,15 @@ struct LayerRun {
   std::vector<std::vector<float>> param_diffs;
 };
 
-LayerRun RunLayer(Layer<float>* layer, const std::vector<int>& shape, unsigned seed) {
+// `round_to_bf16` rounds the input, the weights and the top gradient to bfloat16 (the float reference of a BF16
+// layer).
+LayerRun RunLayer(Layer<float>* layer, const std::vector<int>& shape, unsigned seed, bool round_to_bf16 = false) {
   std::mt19937 rng(seed);
   Blob<float> x(shape), y;
   Fill(&x, &rng);
+  if (round_to_bf16) RoundToBf16(x.mutable_cpu_data(), x.count());
   layer->SetUp({&x}, {&y});
-  RunPasses(layer, &x, &y, &rng, 2);
+  RunPasses(layer, &x, &y, &rng, 2, round_to_bf16);
   auto values = [](const float* p, int n) { return std::vector<float>(p, p + n); };
   LayerRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()), {}};
   for (auto& b : layer->blobs()) r.param_diffs.push_back(values(b->cpu_diff(), b->count()));
@@ -812,6 +815,39 @@ std::vector<IpCase> RandomIpCases(int count, unsigned seed) {
 TEST_F(OneDnnTest, InnerProductMatchesCaffeEngineOnRandomShapes) {
   ExpectOneDnnMatchesCaffe<InnerProductLayer, IpCase>([](int threads) { return RandomIpCases(30, 60 + threads); },
                                                       IpParam);
+}
+
+// precision: BF16 with engine ONEDNN multiplies the rounded input, weights and top gradient and sums in float: the
+// float (CAFFE) inner product of the rounded operands, within float's summation-order bound; against the unrounded
+// ones its output moves by bfloat16's precision. With DEFAULT the layer stays where float's DEFAULT puts it.
+TEST_F(OneDnnTest, Bf16InnerProductIsTheFloatOneOnRoundedOperands) {
+  int bf16_cases = 0, rounded_differs = 0;
+  for (const IpCase& c : RandomIpCases(20, 70)) {
+    LayerParameter by_default = IpParam(c, "DEFAULT");
+    by_default.set_precision(BF16);
+    InnerProductLayer<float> default_layer(by_default);
+    Blob<float> x(c.shape()), y;
+    default_layer.SetUp({&x}, {&y});
+    EXPECT_EQ(default_layer.uses_onednn(), onednn_by_default("InnerProduct")) << c;
+    LayerParameter p = IpParam(c, "ONEDNN");
+    p.set_precision(BF16);
+    InnerProductLayer<float> bf16(p), caffe(IpParam(c, "CAFFE")), exact(IpParam(c, "CAFFE"));
+    const LayerRun got = RunLayer(&bf16, c.shape(), 7);
+    ASSERT_TRUE(bf16.uses_onednn()) << c;
+    std::ostringstream what;
+    what << c;
+    ExpectRunsClose(got, RunLayer(&caffe, c.shape(), 7, bf16.ComputesInBf16()), what.str());
+    if (!bf16.ComputesInBf16()) continue;
+    ++bf16_cases;
+    const LayerRun unrounded = RunLayer(&exact, c.shape(), 7);
+    const double error = RelativeError(got.top.data(), unrounded.top.data(), static_cast<int>(got.top.size()));
+    rounded_differs += error > 10 * kRelTol;
+    EXPECT_LE(error, 2e-2) << c;
+  }
+  if (onednn_has_bf16()) {
+    EXPECT_GT(bf16_cases, 12) << "precision BF16 computed in float almost everywhere";
+    EXPECT_GT(rounded_differs, 8) << "precision BF16 changed almost nothing: is it computing in float?";
+  }
 }
 
 TEST_F(OneDnnTest, InnerProductFollowsShapeChanges) {

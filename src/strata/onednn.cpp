@@ -152,6 +152,8 @@ dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims, dnnl::memory::data_ty
   return dnnl::memory::desc(dims, type, dnnl::memory::format_tag::any);
 }
 
+bool IsReference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
+
 void Fail(const dnnl::error& e, const std::string& what) {
   STRATA_FAIL() << what << ": oneDNN refused (" << e.what() << ", status " << static_cast<int>(e.status) << ")";
   throw;  // not reached: STRATA_FAIL throws at the end of its statement

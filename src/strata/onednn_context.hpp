@@ -84,6 +84,9 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::forma
 dnnl::memory::desc AnyDesc(const dnnl::memory::dims& dims,
                            dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 
+// Whether oneDNN gave `pd` its reference kernel (plain loops, many times slower than its optimised ones).
+bool IsReference(const dnnl::primitive_desc& pd);
+
 // Rethrows a dnnl::error from `what` (e.g. "Convolution: creating the forward primitive") as a strata::Error.
 [[noreturn]] void Fail(const dnnl::error& e, const std::string& what);
 

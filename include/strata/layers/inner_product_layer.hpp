@@ -16,7 +16,8 @@ class InnerProduct;
 //
 // On the CPU, inner_product_param.engine (Strata's field 1000) picks who computes: CAFFE the GEMMs above (the
 // reference), ONEDNN oneDNN's inner product (float only; transposed weights too), DEFAULT oneDNN in float where
-// measured faster (docs/onednn.md), the GEMMs above otherwise and in double.
+// measured faster (docs/onednn.md), the GEMMs above otherwise and in double. precision: BF16 multiplies in
+// bfloat16 with engine ONEDNN where the CPU has the kernels (DEFAULT stays on the float GEMMs: measured faster).
 template <typename Dtype>
 class InnerProductLayer : public Layer<Dtype> {
  public:
@@ -30,6 +31,7 @@ class InnerProductLayer : public Layer<Dtype> {
 
   // Whether the CPU passes run through oneDNN (inner_product_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
+  bool ComputesInBf16() const override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -47,6 +49,7 @@ class InnerProductLayer : public Layer<Dtype> {
   Blob<Dtype> bias_multiplier_;  // a column of ones, for adding the bias with a GEMM
   // Set when the engine picks oneDNN (float only).
   std::shared_ptr<onednn_ip::InnerProduct> onednn_;
+  bool bf16_ = false;  // precision: BF16 asked for
 };
 
 }  // namespace strata

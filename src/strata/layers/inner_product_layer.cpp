@@ -36,7 +36,16 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
   }
   this->param_propagate_down_.assign(this->blobs_.size(), true);
 
+  // bfloat16 (precision: BF16) is oneDNN's, with engine: ONEDNN. Unlike Convolution's, DEFAULT keeps the float
+  // GEMMs even then: measured faster (docs/onednn.md; the weights' conversion and the separate addition of the
+  // weight gradient cost more than bfloat16 saves at the models' batch sizes).
+  bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
   onednn_ = MakeOneDnnEngine<onednn_ip::InnerProduct, Dtype>(p, "InnerProduct", this->layer_param_.name());
+}
+
+template <typename Dtype>
+bool InnerProductLayer<Dtype>::ComputesInBf16() const {
+  return onednn_ && onednn_->bf16();
 }
 
 template <typename Dtype>
@@ -55,7 +64,7 @@ void InnerProductLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top
     cpu_set(M_, Dtype(1), bias_multiplier_.mutable_cpu_data());
   }
   // oneDNN's primitives for this shape (kept when it is the last one's); no rows, nothing to compute.
-  if (onednn_ && M_ > 0) onednn_->Configure({M_, K_, N_, transpose_, bias_term_});
+  if (onednn_ && M_ > 0) onednn_->Configure({M_, K_, N_, transpose_, bias_term_, bf16_});
 }
 
 template <typename Dtype>

@@ -31,8 +31,7 @@ bool Nhwc(memory::dim in_per_group, memory::dim out_per_group) {
          (in_per_group % kChannelBlock16 != 0 || out_per_group % kChannelBlock16 != 0);
 }
 
-// Whether oneDNN gave `pd` its reference kernel (plain loops, many times slower than its optimised ones).
-bool IsReference(const dnnl::primitive_desc& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
+using onednn::IsReference;
 
 // Whether `pd`, made for bfloat16 multiplications, runs a kernel slower than float's: oneDNN's reference loops or
 // its GEMM-based convolution (which converts the operands around a float GEMM).

@@ -1,6 +1,7 @@
 #include "onednn_inner_product.hpp"
 
 #include <type_traits>
+#include <utility>
 
 #include "onednn_weighted.hpp"
 #include "strata/common.hpp"
@@ -39,16 +40,52 @@ PrimitiveDesc PlainOrChosen(const MakeDesc& make, const dnnl::inner_product_forw
 }  // namespace
 
 bool Shape::operator==(const Shape& o) const {
-  return rows == o.rows && inputs == o.inputs && outputs == o.outputs && transpose == o.transpose && bias == o.bias;
+  return rows == o.rows && inputs == o.inputs && outputs == o.outputs && transpose == o.transpose &&
+         bias == o.bias && bf16 == o.bf16;
 }
 
 struct InnerProduct::Primitives : onednn::WeightedPrimitives {
   dnnl::inner_product_forward::primitive_desc fwd_pd;
 
-  memory::desc X(bool plain) const { return plain ? x : AnyDesc(x.dims()); }
-  memory::desc W(bool plain) const { return plain ? w : AnyDesc(w.dims()); }
-  memory::desc Y(bool plain) const { return plain ? y : AnyDesc(y.dims()); }
+  Tag w_tag = Tag::oi;  // the weights' layout: oi, or io when transposed
+
+  // An operand in the layer's layout `tag` (or oneDNN's choice) and in `type`: `multiply` for what the
+  // multiplications read, float for outputs and gradients.
+  static memory::desc Operand(const memory::desc& plain, Tag tag, bool as_plain, memory::data_type type) {
+    return as_plain ? memory::desc(plain.dims(), type, tag) : AnyDesc(plain.dims(), type);
+  }
+  memory::data_type Type(bool multiplied) const { return multiplied ? multiply : memory::data_type::f32; }
+  memory::desc X(bool plain, bool multiplied = true) const { return Operand(x, Tag::nc, plain, Type(multiplied)); }
+  memory::desc W(bool plain, bool multiplied = true) const { return Operand(w, w_tag, plain, Type(multiplied)); }
+  memory::desc Y(bool plain, bool multiplied = true) const { return Operand(y, Tag::nc, plain, Type(multiplied)); }
+
+  void MakeForward();
+  std::pair<dnnl::inner_product_backward_data::primitive_desc, dnnl::inner_product_backward_weights::primitive_desc>
+  BackwardDescs();
 };
+
+void InnerProduct::Primitives::MakeForward() {
+  fwd_pd = PlainOrChosen<dnnl::inner_product_forward::primitive_desc>(
+      [&](bool plain) {
+        return dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, X(plain), W(plain), b,
+                                                 Y(plain, false));
+      },
+      nullptr);
+}
+
+std::pair<dnnl::inner_product_backward_data::primitive_desc, dnnl::inner_product_backward_weights::primitive_desc>
+InnerProduct::Primitives::BackwardDescs() {
+  return {PlainOrChosen<dnnl::inner_product_backward_data::primitive_desc>(
+              [&](bool plain) {
+                return dnnl::inner_product_backward_data::desc(X(plain, false), W(plain), Y(plain));
+              },
+              &fwd_pd),
+          PlainOrChosen<dnnl::inner_product_backward_weights::primitive_desc>(
+              [&](bool plain) {
+                return dnnl::inner_product_backward_weights::desc(X(plain), W(plain, false), b, Y(plain));
+              },
+              &fwd_pd)};
+}
 
 void InnerProduct::Configure(const Shape& s) {
   if (p_ && s == shape_) return;
@@ -59,16 +96,26 @@ void InnerProduct::Configure(const Shape& s) {
   p->x = PlainDesc({M, K}, Tag::nc);
   p->y = PlainDesc({M, N}, Tag::nc);
   // oneDNN's weights are O x I; Strata's transposed ones (K x N, row-major) are the same matrix column-major.
-  p->w = PlainDesc({N, K}, s.transpose ? Tag::io : Tag::oi);
+  p->w_tag = s.transpose ? Tag::io : Tag::oi;
+  p->w = PlainDesc({N, K}, p->w_tag);
   p->b = s.bias ? PlainDesc({N}, Tag::x) : memory::desc();
   try {
-    Primitives& q = *p;
-    p->fwd_pd = PlainOrChosen<dnnl::inner_product_forward::primitive_desc>(
-        [&](bool plain) {
-          return dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, q.X(plain), q.W(plain), q.b,
-                                                   q.Y(plain));
-        },
-        nullptr);
+    if (s.bf16) {
+      try {
+        p->multiply = memory::data_type::bf16;
+        p->MakeForward();
+        // bfloat16 only where all three passes have kernels of their own for it, as for convolutions.
+        const auto backward = p->BackwardDescs();
+        if (onednn::IsReference(p->fwd_pd) || onednn::IsReference(backward.first) ||
+            onednn::IsReference(backward.second)) {
+          p->multiply = memory::data_type::f32;
+        }
+      } catch (const dnnl::error& e) {
+        if (e.status != dnnl_unimplemented) throw;
+        p->multiply = memory::data_type::f32;  // no bfloat16 inner product on this CPU: float
+      }
+    }
+    if (p->multiply == memory::data_type::f32) p->MakeForward();
     p->InitForward(p->fwd_pd);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "InnerProduct (engine ONEDNN): creating the forward primitive");
@@ -79,16 +126,8 @@ void InnerProduct::Configure(const Shape& s) {
 void InnerProduct::MakeBackward() {
   Primitives& p = static_cast<Primitives&>(*p_);
   try {
-    p.InitBackward(PlainOrChosen<dnnl::inner_product_backward_data::primitive_desc>(
-                     [&](bool plain) {
-                       return dnnl::inner_product_backward_data::desc(p.X(plain), p.W(plain), p.Y(plain));
-                     },
-                     &p.fwd_pd),
-                 PlainOrChosen<dnnl::inner_product_backward_weights::primitive_desc>(
-                     [&](bool plain) {
-                       return dnnl::inner_product_backward_weights::desc(p.X(plain), p.W(plain), p.b, p.Y(plain));
-                     },
-                     &p.fwd_pd));
+    const auto pds = p.BackwardDescs();
+    p.InitBackward(pds.first, pds.second);
   } catch (const dnnl::error& e) {
     onednn::Fail(e, "InnerProduct (engine ONEDNN): creating the backward primitives");
   }

@@ -15,6 +15,9 @@ namespace onednn_ip {
 struct Shape {
   int rows = 0, inputs = 0, outputs = 0;  // M, K, N
   bool transpose = false, bias = false;
+  // Multiply in bfloat16 (input, weights and output gradient rounded to it; sums, results and gradients in
+  // float), where oneDNN has bfloat16 kernels for this CPU (as onednn_conv::Shape::bf16).
+  bool bf16 = false;
   bool operator==(const Shape& o) const;
 };
 
