@@ -55,6 +55,13 @@ void Fill(Blob<float>* b, std::mt19937* rng, bool diff = false) {
   for (int i = 0; i < b->count(); ++i) p[i] = u(*rng);
 }
 
+// A layer's parameters from prototxt text.
+LayerParameter FromText(const std::string& text) {
+  LayerParameter p;
+  ReadProtoFromTextString(text, &p);
+  return p;
+}
+
 // Uniform integers in [lo, hi] from a seeded stream (the random shapes).
 struct Picker {
   std::mt19937 rng;
@@ -269,6 +276,30 @@ TEST_F(OneDnnTest, DeconvolutionMatchesCaffeEngineOnRandomShapes) {
     set_compute_threads(threads);
     ExpectEnginesAgree(RandomDeconvCases(24, 80 + threads));
   }
+}
+
+// Which ReLUs a convolution absorbs (Layer::Absorb): one without slope, on the oneDNN engine only (the CAFFE
+// engine's passes and a double net's have no post-op), and one only.
+TEST_F(OneDnnTest, ConvolutionAbsorbsOneReluWithoutSlopeOnOneDnn) {
+  const ConvCase c{1, 2, 5, 5, 2, 1, 3, 3, 1, 1, 0, 0, 1, 1, true};
+  Blob<float> x({1, 2, 5, 5}), y;
+  Blob<double> xd({1, 2, 5, 5}), yd;
+  LayerParameter relu_param = FromText("name: 'r' type: 'ReLU'");
+  LayerParameter leaky_param = FromText("name: 'r' type: 'ReLU' relu_param { negative_slope: 0.1 }");
+  ReLULayer<float> relu(relu_param), another(relu_param), leaky(leaky_param);
+  ReLULayer<double> relu_double(relu_param);
+  ConvolutionLayer<float> onednn(ConvParam(c, ConvolutionParameter::ONEDNN)),
+      caffe(ConvParam(c, ConvolutionParameter::CAFFE)), onednn2(ConvParam(c, ConvolutionParameter::ONEDNN));
+  ConvolutionLayer<double> in_double(ConvParam(c, ConvolutionParameter::DEFAULT));
+  for (ConvolutionLayer<float>* l : {&onednn, &caffe, &onednn2}) l->SetUp({&x}, {&y});
+  in_double.SetUp({&xd}, {&yd});
+  EXPECT_FALSE(onednn.Absorb(leaky));
+  EXPECT_TRUE(onednn.Absorb(relu));
+  EXPECT_FALSE(onednn.Absorb(another));
+  EXPECT_FALSE(caffe.Absorb(relu));
+  EXPECT_FALSE(in_double.Absorb(relu_double));
+  EXPECT_TRUE(onednn.BackwardNeedsTopData());
+  EXPECT_FALSE(onednn2.BackwardNeedsTopData());
 }
 
 TEST_F(OneDnnTest, ConvolutionFollowsShapeChangesAndSeveralBottoms) {
@@ -768,13 +799,6 @@ struct IpCase {
 std::ostream& operator<<(std::ostream& os, const IpCase& c) {
   return os << "input " << ShapeString(c.input) << "axis " << c.axis << " N" << c.num_output
             << (c.transpose ? " transposed" : "") << (c.bias ? " bias" : " no bias");
-}
-
-// A layer's parameters from prototxt text.
-LayerParameter FromText(const std::string& text) {
-  LayerParameter p;
-  ReadProtoFromTextString(text, &p);
-  return p;
 }
 
 LayerParameter IpParam(const IpCase& c, const std::string& engine) {

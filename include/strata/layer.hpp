@@ -132,7 +132,8 @@ class Layer {
   // Fusion (Net, when layer_fusion_enabled()): a layer may absorb the layer right after it, which then reads and
   // writes exactly this layer's one top in place and needs backward exactly when this one does. Absorb returns
   // whether it took `next`; an absorbed layer's forward and backward (CPU and GPU) do nothing, the absorbing layer
-  // doing its work in its own (BatchNorm takes a Scale and a ReLU after it, a sum a ReLU).
+  // doing its work in its own (BatchNorm takes a Scale and a ReLU after it, a sum a ReLU, a convolution on oneDNN a
+  // ReLU).
   virtual bool Absorb(Layer<Dtype>& next) { return false; }
   bool absorbed() const { return absorbed_; }
   void set_absorbed(bool absorbed) { absorbed_ = absorbed; }

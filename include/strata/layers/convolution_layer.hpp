@@ -4,6 +4,7 @@
 
 #include "strata/im2col.hpp"
 #include "strata/layer.hpp"
+#include "strata/layers/relu_layer.hpp"
 
 namespace strata {
 
@@ -46,7 +47,8 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool EqualNumBottomTopBlobs() const override { return true; }
   // The weight gradient needs the input; nothing needs the output.
   bool BackwardNeedsBottomData() const override { return true; }
-  bool BackwardNeedsTopData() const override { return false; }
+  // Only an absorbed ReLU's gradient reads the output.
+  bool BackwardNeedsTopData() const override { return relu_ != nullptr; }
 
   // The shape as of the last Reshape (K-FAC reads its patches with it).
   const ConvGeometry& geometry() const { return geom_; }
@@ -59,6 +61,10 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool ComputesInBf16() const override;
   // On oneDNN: its kernels read and write the channel-blocked layout themselves.
   bool AcceptsBlockedBottoms() const override;
+  // On the oneDNN engine, absorbs (Layer::Absorb) a ReLU without slope in place after it: the forward primitive
+  // applies it as a post-op, the backward takes its gradient from the output's sign before the convolution's
+  // (on the GPU, kernels after cuDNN's forward and before its backward).
+  bool Absorb(Layer<Dtype>& next) override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -102,6 +108,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   // Set when the CPU passes run through oneDNN; its primitives follow the shape (configured in Reshape).
   std::shared_ptr<onednn_conv::Convolution> onednn_;
   bool bf16_ = false;  // precision BF16 asked for (in float)
+  ReLULayer<Dtype>* relu_ = nullptr;  // absorbed
 };
 
 }  // namespace strata

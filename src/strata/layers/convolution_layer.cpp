@@ -5,9 +5,11 @@
 
 #include "conv_window_param.hpp"
 #include "cpu_engine.hpp"
+#include "neuron_math.hpp"
 #include "onednn_convolution.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
+#include "strata/layout.hpp"
 #include "weight_and_bias.hpp"
 #include "strata/parallel.hpp"
 
@@ -115,7 +117,11 @@ void ConvolutionLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top)
   chunk_ = static_cast<int>(std::max(1L, std::min({wanted, kColumnBytes / per_image, static_cast<long>(num_)})));
   direct_ = geom_.is_pointwise() && wanted == 1;
   // oneDNN's primitives for this shape (kept when it is the last one's); an empty batch has nothing to compute.
-  if (onednn_ && num_ > 0) onednn_->Configure({num_, num_output_, group_, bias_term_, geom_, bf16_});
+  if (onednn_ && num_ > 0) {
+    onednn_conv::Shape s{num_, num_output_, group_, bias_term_, geom_, bf16_};
+    s.relu = relu_ != nullptr;
+    onednn_->Configure(s);
+  }
   const int ones = std::max(1, chunk_ * out_count_);
   if (bias_multiplier_.count() != ones) {
     bias_multiplier_.set_memory_category(MemoryCategory::kWorkspace);
@@ -194,6 +200,15 @@ bool ConvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
 }
 
 template <typename Dtype>
+bool ConvolutionLayer<Dtype>::Absorb(Layer<Dtype>& next) {
+  if (!onednn_ || relu_) return false;
+  auto* relu = dynamic_cast<ReLULayer<Dtype>*>(&next);
+  if (!relu || relu->negative_slope() != Dtype(0)) return false;
+  relu_ = relu;
+  return true;
+}
+
+template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
@@ -257,6 +272,17 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
+      if (relu_) {
+        // The absorbed ReLU's backward, in place on the top's gradient: dy where the output is positive, else 0.
+        for (Blob<float>* t : top) {
+          const Layout layout = t->diff_layout();
+          const float* y = t->cpu_data_in(layout);
+          float* dy = t->mutable_cpu_diff_in(layout, true);
+          const int n = t->count();
+#pragma omp parallel for simd schedule(static) if (parallel : n >= (1 << 15))
+          for (int k = 0; k < n; ++k) dy[k] = dy[k] * neuron::relu_gradient_factor(y[k], 0.f);
+        }
+      }
       onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, dw, db);
       return;
     }

@@ -9,6 +9,22 @@
 
 namespace strata {
 
+namespace {
+
+// An absorbed ReLU (ConvolutionLayer::Absorb), as its own GPU passes compute it: forward in place on the output,
+// backward in place on the output's gradient (NaN passes forward and gets gradient 0).
+template <typename Dtype>
+__global__ void relu_in_place(long long n, Dtype* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] = y[i] < Dtype(0) ? Dtype(0) : y[i];
+}
+
+template <typename Dtype>
+__global__ void relu_gradient_in_place(long long n, const Dtype* y, Dtype* dy) {
+  STRATA_KERNEL_LOOP(i, n) dy[i] = dy[i] * Dtype(y[i] > Dtype(0));
+}
+
+}  // namespace
+
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
@@ -26,6 +42,11 @@ void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
     if (bias_term_) {
       STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, c.y_bias, this->blobs_[1]->gpu_data(), &one, c.y, y));
     }
+    if (relu_) {
+      const long long n = top[i]->count();
+      relu_in_place<<<cuda::blocks(n), cuda::kThreads>>>(n, y);
+      STRATA_CUDA_KERNEL_CHECK();
+    }
   }
 }
 
@@ -40,6 +61,11 @@ void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector
   void* ws = cuda::workspace(std::max(c.algo.bwd_data_bytes, c.algo.bwd_filter_bytes));
   const Dtype one = 1, zero = 0;
   for (size_t i = 0; i < top.size(); ++i) {
+    if (relu_) {
+      const long long n = top[i]->count();
+      relu_gradient_in_place<<<cuda::blocks(n), cuda::kThreads>>>(n, top[i]->gpu_data(), top[i]->mutable_gpu_diff());
+      STRATA_CUDA_KERNEL_CHECK();
+    }
     const Dtype* dy = top[i]->gpu_diff();
     // Parameter gradients accumulate (beta = 1), as the CPU's GEMMs do.
     if (bias_term_ && this->param_propagate_down(1)) {

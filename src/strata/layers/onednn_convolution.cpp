@@ -53,7 +53,7 @@ bool Shape::operator==(const Shape& o) const {
          a.channels == b.channels && a.height == b.height && a.width == b.width && a.kernel_h == b.kernel_h &&
          a.kernel_w == b.kernel_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h &&
          a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w && bf16 == o.bf16 &&
-         transposed == o.transposed;
+         transposed == o.transposed && relu == o.relu;
 }
 
 struct Convolution::Primitives : onednn::WeightedPrimitives {
@@ -61,6 +61,7 @@ struct Convolution::Primitives : onednn::WeightedPrimitives {
   memory::dims strides, dilates, pad_l, pad_r;
   bool nhwc = false;  // activations in NHWC (Nhwc above), else in oneDNN's preferred layout
   bool transposed = false;  // oneDNN's deconvolution primitives (Shape::transposed)
+  dnnl::primitive_attr attr;  // the forward's: a ReLU post-op (Shape::relu), or none
   dnnl::convolution_forward::primitive_desc conv_pd;
   dnnl::deconvolution_forward::primitive_desc deconv_pd;
 
@@ -83,6 +84,11 @@ void Convolution::Configure(const Shape& shape) {
   const memory::dim N = shape.num, C = g.channels, O = shape.num_output, G = shape.group;
   const memory::dims conv_in{N, C, g.height, g.width}, conv_out{N, O, g.out_h(), g.out_w()};
   p->transposed = shape.transposed;
+  if (shape.relu) {
+    dnnl::post_ops relu;
+    relu.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    p->attr.set_post_ops(relu);
+  }
   p->x = PlainDesc(shape.transposed ? conv_out : conv_in, Tag::nchw);
   p->y = PlainDesc(shape.transposed ? conv_in : conv_out, Tag::nchw);
   if (!shape.transposed) {
@@ -139,11 +145,11 @@ void Convolution::Primitives::MakeForward(memory::data_type type) {
       const dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_training,
                                                 dnnl::algorithm::deconvolution_direct, x_desc, w_desc, b, y_desc,
                                                 strides, dilates, pad_l, pad_r);
-      deconv_pd = dnnl::deconvolution_forward::primitive_desc(d, onednn::cpu_engine());
+      deconv_pd = dnnl::deconvolution_forward::primitive_desc(d, attr, onednn::cpu_engine());
     } else {
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                               x_desc, w_desc, b, y_desc, strides, dilates, pad_l, pad_r);
-      conv_pd = dnnl::convolution_forward::primitive_desc(d, onednn::cpu_engine());
+      conv_pd = dnnl::convolution_forward::primitive_desc(d, attr, onednn::cpu_engine());
     }
   };
   make();

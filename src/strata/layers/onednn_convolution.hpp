@@ -30,6 +30,8 @@ struct Shape {
   // the convolution's input (geom.channels x height x width, with the bias), and the weights are still
   // num_output x geom.channels/group x KH x KW, Caffe's Deconvolution weights.
   bool transposed = false;
+  // max(y, 0) applied to the output as a post-op (an absorbed ReLU: ConvolutionLayer::Absorb).
+  bool relu = false;
   bool operator==(const Shape& o) const;
 };
 
