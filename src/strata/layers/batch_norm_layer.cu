@@ -3,6 +3,7 @@
 #include "strata/layers/bias_layer.hpp"
 
 #include "channel_reduce.cuh"
+#include "relu_device.cuh"
 
 namespace strata {
 
@@ -23,14 +24,11 @@ struct BnPost {
   }
   __device__ Dtype operator()(Dtype v, int c) const {
     const Dtype z = affine(v, c);
-    if (!relu) return z;
-    return slope == Dtype(0) ? (z < Dtype(0) ? Dtype(0) : z) : (z > Dtype(0) ? z : slope * z);
+    return relu ? relu_value(z, slope) : z;
   }
   // d post / d z for the gradient of the Scale's output (the ReLU's factor; NaN gets 0, as in ReLU).
   __device__ Dtype relu_factor(Dtype v, int c) const {
-    if (!relu) return Dtype(1);
-    const Dtype z = affine(v, c);
-    return Dtype(z > Dtype(0)) + slope * Dtype(z <= Dtype(0));
+    return relu ? relu_gradient_factor(affine(v, c), slope) : Dtype(1);
   }
   __device__ Dtype gamma_of(int c) const { return gamma ? gamma[c] : Dtype(1); }
 };

@@ -5,22 +5,18 @@
 #include <algorithm>
 
 #include "cudnn_convolution.cuh"
+#include "relu_device.cuh"
 #include "strata/layers/convolution_layer.hpp"
 
 namespace strata {
 
 namespace {
 
-// An absorbed ReLU (ConvolutionLayer::Absorb), as its own GPU passes compute it: forward in place on the output,
-// backward in place on the output's gradient (NaN passes forward and gets gradient 0).
-template <typename Dtype>
-__global__ void relu_in_place(long long n, Dtype* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = y[i] < Dtype(0) ? Dtype(0) : y[i];
-}
-
+// An absorbed ReLU's gradient (ConvolutionLayer::Absorb), in place on the output's gradient; its forward is
+// relu_in_place.
 template <typename Dtype>
 __global__ void relu_gradient_in_place(long long n, const Dtype* y, Dtype* dy) {
-  STRATA_KERNEL_LOOP(i, n) dy[i] = dy[i] * Dtype(y[i] > Dtype(0));
+  STRATA_KERNEL_LOOP(i, n) dy[i] = dy[i] * relu_gradient_factor(y[i], Dtype(0));
 }
 
 }  // namespace
@@ -44,7 +40,7 @@ void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
     }
     if (relu_) {
       const long long n = top[i]->count();
-      relu_in_place<<<cuda::blocks(n), cuda::kThreads>>>(n, y);
+      relu_in_place<<<cuda::blocks(n), cuda::kThreads>>>(n, Dtype(0), y);
       STRATA_CUDA_KERNEL_CHECK();
     }
   }

@@ -1,38 +1,26 @@
 #include "strata/cuda.hpp"
 #include "strata/layers/eltwise_layer.hpp"
 
+#include "relu_device.cuh"
+
 namespace strata {
 
 namespace {
 
-// An absorbed ReLU (Layer::Absorb) as its own forward and backward compute it (its slope is never negative here).
-template <typename Dtype>
-__device__ __forceinline__ Dtype relu_of(Dtype z, Dtype slope) {
-  return slope == Dtype(0) ? (z < Dtype(0) ? Dtype(0) : z) : (z > Dtype(0) ? z : slope * z);
-}
-template <typename Dtype>
-__device__ __forceinline__ Dtype relu_factor(Dtype y, Dtype slope) {
-  return Dtype(y > Dtype(0)) + slope * Dtype(y <= Dtype(0));
-}
-
+// An absorbed ReLU (Layer::Absorb; its slope is never negative here) in the sum's passes.
 template <typename Dtype>
 __global__ void sum2(long long n, Dtype c0, const Dtype* x0, Dtype c1, const Dtype* x1, bool relu, Dtype slope,
                      Dtype* y) {
   STRATA_KERNEL_LOOP(i, n) {
     const Dtype z = c0 * x0[i] + c1 * x1[i];
-    y[i] = relu ? relu_of(z, slope) : z;
+    y[i] = relu ? relu_value(z, slope) : z;
   }
-}
-
-template <typename Dtype>
-__global__ void relu_in_place(long long n, Dtype slope, Dtype* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = relu_of(y[i], slope);
 }
 
 // dx = c * (dy through the absorbed ReLU, whose output is y).
 template <typename Dtype>
 __global__ void sum_relu_backward(long long n, Dtype c, const Dtype* dy, const Dtype* y, Dtype slope, Dtype* dx) {
-  STRATA_KERNEL_LOOP(i, n) dx[i] = c * (dy[i] * relu_factor(y[i], slope));
+  STRATA_KERNEL_LOOP(i, n) dx[i] = c * (dy[i] * relu_gradient_factor(y[i], slope));
 }
 
 // The CPU's tie rule: between the first two a tie goes to bottom 1, after that an equal value keeps the earlier.

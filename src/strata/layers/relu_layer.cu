@@ -1,25 +1,20 @@
 #include "strata/cuda.hpp"
 #include "strata/layers/relu_layer.hpp"
 
+#include "relu_device.cuh"
+
 namespace strata {
 
 namespace {
 
-// The CPU's forms exactly: NaN passes through forward and gets gradient 0 backward.
 template <typename Dtype>
 __global__ void relu_forward(long long n, const Dtype* x, Dtype* y, Dtype slope) {
-  STRATA_KERNEL_LOOP(i, n) {
-    const Dtype v = x[i];
-    y[i] = slope == Dtype(0) ? (v < Dtype(0) ? Dtype(0) : v) : (v > Dtype(0) ? v : slope * v);
-  }
+  STRATA_KERNEL_LOOP(i, n) y[i] = relu_value(x[i], slope);
 }
 
 template <typename Dtype>
 __global__ void relu_backward(long long n, const Dtype* s, const Dtype* dy, Dtype* dx, Dtype slope) {
-  STRATA_KERNEL_LOOP(i, n) {
-    const Dtype sv = s[i];
-    dx[i] = dy[i] * (Dtype(sv > Dtype(0)) + slope * Dtype(sv <= Dtype(0)));
-  }
+  STRATA_KERNEL_LOOP(i, n) dx[i] = dy[i] * relu_gradient_factor(s[i], slope);
 }
 
 }  // namespace
