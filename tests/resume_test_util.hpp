@@ -3,7 +3,9 @@
 // solver restore and train to 30. The resumed run must repeat iterations 20..29 bit for bit: the same losses,
 // the same final weights, the same test scores. The net reads an LMDB through a Data layer (random crop and
 // mirror on or off) and has a Dropout layer and a test net, so the snapshot must carry the data positions
-// (train and test), the transform seed and every rank's random engine.
+// (train and test), the transform seed and every rank's random engine. The convolution's 16 outputs have oneDNN keep
+// its weights, their gradient and the solver's history in a blocked layout of its own (strata/layout.hpp): the
+// snapshot must write them plain and the restored run take them back.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -46,7 +48,7 @@ inline SolverParameter Param(const std::string& source, bool random_transforms, 
       << (random_transforms ? "crop_size: 6 mirror: true" : "") << " }\n"
       << "        data_param { source: '" << source << "' batch_size: 5 } }\n"
       << "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv'\n"
-      << "        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+      << "        convolution_param { num_output: 16 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
       << "layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' }\n"
       << "layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv' top: 'ip1'\n"
       << "        inner_product_param { num_output: 10 weight_filler { type: 'gaussian' std: 0.2 } } }\n"

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "strata/blob.hpp"
@@ -349,6 +352,84 @@ TYPED_TEST(BlobTest, PlainReadersSeePlainValuesWhateverTheLayout) {
   b.cpu_data_in(Layout::kBlocked16);
   b.release_memory();
   EXPECT_EQ(b.data_layout(), Layout::kPlain);
+}
+
+// A CustomLayout for the tests: the elements in reverse order, or rotated by `shift` (a different arrangement).
+class Reversed : public CustomLayout {
+ public:
+  Reversed(int count, size_t elem_size, int shift = 0) : count_(count), elem_(elem_size), shift_(shift) {}
+  size_t bytes() const override { return count_ * elem_; }
+  void ToLayout(const void* plain, void* laid) const override { Move(plain, laid, true); }
+  void FromLayout(const void* laid, void* plain) const override { Move(laid, plain, false); }
+  bool Same(const CustomLayout& o) const override {
+    const auto* r = dynamic_cast<const Reversed*>(&o);
+    return r && r->count_ == count_ && r->elem_ == elem_ && r->shift_ == shift_;
+  }
+  std::string name() const override { return "reversed " + std::to_string(shift_); }
+  // Where plain element i lies.
+  int at(int i) const { return (count_ - 1 - i + shift_) % count_; }
+
+ private:
+  void Move(const void* from, void* to, bool to_layout) const {
+    const char* f = static_cast<const char*>(from);
+    char* t = static_cast<char*>(to);
+    for (int i = 0; i < count_; ++i) {
+      const int j = at(i);
+      std::memcpy(t + (to_layout ? j : i) * elem_, f + (to_layout ? i : j) * elem_, elem_);
+    }
+  }
+  int count_;
+  size_t elem_;
+  int shift_;
+};
+
+// A parameter in a layer's CustomLayout: plain readers see plain values; the gradient and a solver's history are
+// brought into the value's layout; sums, scales, clearing and Update work there without converting back; a
+// snapshot writes plain values; another CustomLayout converts through the plain one.
+TYPED_TEST(BlobTest, ParametersInACustomLayoutConvertOnlyWhereRead) {
+  Blob<TypeParam> w({3, 4});
+  const int n = w.count();
+  auto rev = std::make_shared<Reversed>(n, sizeof(TypeParam));
+  for (int i = 0; i < n; ++i) w.mutable_cpu_data()[i] = static_cast<TypeParam>(i + 1);
+  for (int i = 0; i < n; ++i) w.mutable_cpu_diff()[i] = static_cast<TypeParam>(10 * (i + 1));
+  const TypeParam* laid = w.cpu_data_as(rev);
+  ASSERT_TRUE(w.data_custom_layout());
+  for (int i = 0; i < n; ++i) ASSERT_EQ(laid[rev->at(i)], static_cast<TypeParam>(i + 1));
+  // Only the value moved; Update brings the gradient along and subtracts in the value's layout.
+  Blob<TypeParam> history({3, 4});
+  for (int i = 0; i < n; ++i) history.mutable_cpu_data()[i] = static_cast<TypeParam>(100 * (i + 1));
+  w.AlignWithData(history);
+  EXPECT_TRUE(history.data_custom_layout());
+  for (int i = 0; i < n; ++i) ASSERT_EQ(history.cpu_data_as_is()[rev->at(i)], static_cast<TypeParam>(100 * (i + 1)));
+  EXPECT_EQ(w.sumsq_diff(), static_cast<TypeParam>(100 * 650));  // 100 x (1 + 4 + ... + 144)
+  w.scale_diff(TypeParam(0.5));
+  w.Update();
+  EXPECT_TRUE(w.data_custom_layout());
+  const TypeParam* as_is = w.cpu_data_as_is();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(as_is[rev->at(i)], static_cast<TypeParam>(i + 1 - 5 * (i + 1)));
+  // A snapshot writes plain values (and leaves the memory plain: the next layer pass converts it again).
+  BlobProto proto;
+  w.ToProto(&proto, true);
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(static_cast<TypeParam>(proto.double_data_size() ? proto.double_data(i) : proto.data(i)),
+              static_cast<TypeParam>(-4 * (i + 1)));
+    ASSERT_EQ(static_cast<TypeParam>(proto.double_diff_size() ? proto.double_diff(i) : proto.diff(i)),
+              static_cast<TypeParam>(5 * (i + 1)));
+  }
+  EXPECT_FALSE(w.data_custom_layout());
+  // Clearing keeps the layout; another arrangement converts through plain.
+  TypeParam* g = w.mutable_cpu_diff_as(rev);
+  g[rev->at(0)] = 7;
+  w.clear_diff();
+  EXPECT_EQ(w.diff()->layout(), Layout::kCustom);
+  auto rotated = std::make_shared<Reversed>(n, sizeof(TypeParam), 5);
+  const TypeParam* r = w.cpu_data_as(rotated);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(r[rotated->at(i)], static_cast<TypeParam>(-4 * (i + 1)));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(w.cpu_diff()[i], TypeParam(0));
+  // Overwritten whole, nothing is converted: the bytes are relabelled.
+  TypeParam* fresh = w.mutable_cpu_data_as(rev, false);
+  for (int i = 0; i < n; ++i) fresh[i] = static_cast<TypeParam>(i);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(w.cpu_data()[i], static_cast<TypeParam>(n - 1 - i));
 }
 
 }  // namespace

@@ -94,29 +94,23 @@ struct Trained {
   std::vector<std::vector<float>> params;  // every parameter blob, running statistics included
   std::vector<std::string> blocked;        // the blobs whose values the last step left channel-blocked
   std::vector<std::string> absorbed;       // the layers another absorbed (Layer::Absorb)
+  std::vector<int> custom;                 // the parameter blobs the last step left in a layer's CustomLayout
 };
 
-// Whether nets built in its scope may leave blobs blocked.
-class BlockedLayouts {
+// Sets a process-wide switch for its scope and restores it after: whether nets built in the scope may leave blobs
+// blocked (BlockedLayouts), fuse layers (Fusion), keep parameters in their layers' layouts (ParamLayouts).
+template <bool (*Get)(), void (*Set)(bool)>
+class ScopedSwitch {
  public:
-  explicit BlockedLayouts(bool enabled) : before_(blocked_layouts_enabled()) { set_blocked_layouts_enabled(enabled); }
-  ~BlockedLayouts() { set_blocked_layouts_enabled(before_); }
+  explicit ScopedSwitch(bool enabled) : before_(Get()) { Set(enabled); }
+  ~ScopedSwitch() { Set(before_); }
 
  private:
   bool before_;
 };
-
-// Whether nets built in its scope fuse layers.
-class Fusion {
- public:
-  explicit Fusion(bool enabled) : before_(Net<float>::layer_fusion_enabled()) {
-    Net<float>::set_layer_fusion_enabled(enabled);
-  }
-  ~Fusion() { Net<float>::set_layer_fusion_enabled(before_); }
-
- private:
-  bool before_;
-};
+using BlockedLayouts = ScopedSwitch<blocked_layouts_enabled, set_blocked_layouts_enabled>;
+using Fusion = ScopedSwitch<Net<float>::layer_fusion_enabled, Net<float>::set_layer_fusion_enabled>;
+using ParamLayouts = ScopedSwitch<param_layouts_enabled, set_param_layouts_enabled>;
 
 Trained Train(const std::string& engine, int steps, Precision precision = FP32, int width = 8,
               const std::string& net_text = "") {
@@ -145,6 +139,9 @@ Trained Train(const std::string& engine, int steps, Precision precision = FP32, 
   }
   for (const auto& layer : net.layers()) {
     if (layer->absorbed()) t.absorbed.push_back(layer->layer_param().name());
+  }
+  for (size_t i = 0; i < net.params().size(); ++i) {
+    if (net.params()[i]->data_custom_layout()) t.custom.push_back(static_cast<int>(i));
   }
   for (const auto& blob : net.params()) t.params.emplace_back(blob->cpu_data(), blob->cpu_data() + blob->count());
   return t;
@@ -297,6 +294,33 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
     for (const std::string& name : c.blocked) EXPECT_TRUE(was_blocked(name)) << name;
     for (const std::string& name : c.plain) EXPECT_FALSE(was_blocked(name)) << name;
     ExpectSameTraining(blocked, plain);
+  }
+}
+
+// The convolutions on oneDNN keep their weights and weight gradients in the layout oneDNN computes the gradient in,
+// and the solver updates them there: in float and in bfloat16, the run trains bit for bit as the one with plain
+// weights (the same kernels read the same values; the update is elementwise), and every convolution's weights end
+// in such a layout while no other parameter does (BatchNorm's statistics, Scale's, the inner product's stay plain).
+TEST(OneDnnNet, WeightsInOneDnnLayoutsTrainBitForBitAsPlainOnes) {
+  for (Precision precision : {FP32, BF16}) {
+    SCOPED_TRACE(Precision_Name(precision));
+    Trained plain, laid_out;
+    {
+      ParamLayouts off(false);
+      plain = Train("DEFAULT", 5, precision, 16);
+    }
+    {
+      ParamLayouts on(true);
+      laid_out = Train("DEFAULT", 5, precision, 16);
+    }
+    EXPECT_TRUE(plain.custom.empty());
+    // ResNetStyle's parameters: conv1 (0), its BatchNorm (1-3) and Scale (4-5), and so on, 6 per ConvBn.
+    const std::vector<int> conv_weights{0, 6, 12, 18, 24, 30};
+    EXPECT_EQ(laid_out.custom, conv_weights);
+    EXPECT_LT(plain.losses.back(), plain.losses.front());
+    EXPECT_EQ(laid_out.losses, plain.losses);
+    ASSERT_EQ(laid_out.params.size(), plain.params.size());
+    for (size_t i = 0; i < plain.params.size(); ++i) EXPECT_EQ(laid_out.params[i], plain.params[i]) << "blob " << i;
   }
 }
 

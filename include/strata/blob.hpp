@@ -67,6 +67,21 @@ class Blob {
   const Dtype* cpu_diff_in(Layout layout) const;
   Dtype* mutable_cpu_data_in(Layout layout, bool keep_values = true);
   Dtype* mutable_cpu_diff_in(Layout layout, bool keep_values = true);
+  // Parameters in a layer's CustomLayout (strata/layout.hpp): the memory in `layout`, converted in place when it is
+  // in another, and the CustomLayout the value is in now (null when none).
+  const Dtype* cpu_data_as(const CustomLayoutPtr& layout) const;
+  Dtype* mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values = true);
+  Dtype* mutable_cpu_diff_as(const CustomLayoutPtr& layout, bool keep_values = true);
+  CustomLayoutPtr data_custom_layout() const;
+  // Brings the gradient, and `other`'s value (a solver's history for this parameter), into the layout the value is
+  // in; then the *_as_is accessors give all of them in one layout, for elementwise work on the host.
+  void AlignDiffWithData();
+  void AlignWithData(Blob& other) const;
+  // The host memory as it is, in whatever layout (sums, scales, elementwise work on aligned memory).
+  const Dtype* cpu_data_as_is() const;
+  const Dtype* cpu_diff_as_is() const;
+  Dtype* mutable_cpu_data_as_is();
+  Dtype* mutable_cpu_diff_as_is();
   // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.
   void set_cpu_data(Dtype* data);
 

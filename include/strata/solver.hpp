@@ -68,6 +68,11 @@ class Solver {
   // allocates lazily and is not thread-safe, so threads that call UpdateSlice on slices of one param must
   // not be the first to touch it (two would each allocate a history, and one's updates would be lost).
   void AllocateUpdateState();
+  // Brings param `param_id`'s gradient and history into the layout its value is in (a layer may keep its weights
+  // in oneDNN's order, strata/layout.hpp's CustomLayout), so that the update's elementwise sweeps read all of them
+  // alike. The update paths call it; the data-parallel engine calls it on its main thread before threads update
+  // slices of the param (a conversion is not thread-safe, and is then already done).
+  void AlignLayouts(int param_id);
   // Whether this solver has a one-pass CPU rule (the SGD family; a custom solver that only defines
   // ComputeUpdateValue does not, and is updated in separate passes).
   virtual bool has_fused_update() const { return false; }

@@ -27,6 +27,15 @@ class SyncedMemory {
   const void* cpu_data_in(Layout layout, const BlockedShape& shape);
   void* mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values = true);
   Layout layout() const { return layout_; }
+  // The host bytes in a parameter's CustomLayout (strata/layout.hpp), converted in place when they are in another.
+  const void* cpu_data_as(const CustomLayoutPtr& layout);
+  void* mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values = true);
+  // The CustomLayout the host bytes are in (null unless layout() is kCustom).
+  const CustomLayoutPtr& custom_layout() const { return custom_; }
+  // The host bytes as they are, in whatever layout: for sums, scales and elementwise work with memory known to be
+  // in the same layout (a parameter's value, gradient and solver history).
+  const void* cpu_data_as_is();
+  void* mutable_cpu_data_as_is();
   // What the blocked layout was made for (meaningful while layout() is kBlocked16).
   const BlockedShape& blocked_shape() const { return blocked_shape_; }
   // Points the host side at memory owned by someone else (not freed, not counted).
@@ -57,8 +66,8 @@ class SyncedMemory {
  private:
   void to_cpu();
   void to_gpu();
-  // Rearranges the host bytes into `to` (for `shape` when that is blocked).
-  void relayout(Layout to, const BlockedShape& shape);
+  // Rearranges the host bytes into `to` (for `shape` when that is blocked, as `custom` says when that is custom).
+  void relayout(Layout to, const BlockedShape& shape, const CustomLayoutPtr& custom = nullptr);
   void free_cpu();
   void free_gpu();
   void alloc_gpu();  // device memory of our own, on the current device (GPU builds)
@@ -74,6 +83,7 @@ class SyncedMemory {
   int device_ = -1;
   Layout layout_ = Layout::kPlain;
   BlockedShape blocked_shape_;
+  CustomLayoutPtr custom_;
 };
 
 }  // namespace strata

@@ -161,6 +161,69 @@ Dtype* Blob<Dtype>::mutable_cpu_diff_in(Layout layout, bool keep_values) {
 }
 
 template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_data_as(const CustomLayoutPtr& layout) const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->cpu_data_as(layout));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values) {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_cpu_data_as(layout, keep_values));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_diff_as(const CustomLayoutPtr& layout, bool keep_values) {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_cpu_data_as(layout, keep_values));
+}
+template <typename Dtype>
+CustomLayoutPtr Blob<Dtype>::data_custom_layout() const {
+  return data_ && data_->layout() == Layout::kCustom ? data_->custom_layout() : nullptr;
+}
+
+namespace {
+// Brings `m` into the layout `like` is in (plain unless `like` is custom: a parameter's value is plain or custom).
+void align_memory(SyncedMemory& m, const SyncedMemory& like) {
+  if (like.layout() == Layout::kCustom) {
+    if (m.layout() != Layout::kCustom || !SameLayout(m.custom_layout().get(), like.custom_layout().get())) {
+      m.cpu_data_as(like.custom_layout());
+    }
+  } else if (m.layout() != Layout::kPlain) {
+    m.cpu_data();
+  }
+}
+}  // namespace
+
+template <typename Dtype>
+void Blob<Dtype>::AlignDiffWithData() {
+  if (data_ && diff_ && data_ != diff_) align_memory(*diff_, *data_);
+}
+template <typename Dtype>
+void Blob<Dtype>::AlignWithData(Blob& other) const {
+  CHECK_EQ(other.count(), count_) << "aligning blobs of different sizes";
+  if (data_ && other.data_ && other.data_ != data_) align_memory(*other.data_, *data_);
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_data_as_is() const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->cpu_data_as_is());
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_diff_as_is() const {
+  CHECK(diff_);
+  return static_cast<const Dtype*>(diff_->cpu_data_as_is());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_data_as_is() {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_cpu_data_as_is());
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_diff_as_is() {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_cpu_data_as_is());
+}
+
+template <typename Dtype>
 const Dtype* Blob<Dtype>::gpu_data() const {
   CHECK(data_);
   return static_cast<const Dtype*>(data_->gpu_data());
@@ -211,7 +274,9 @@ void Blob<Dtype>::Update() {
     return;
   }
 #endif
-  cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff(), mutable_cpu_data());
+  // Elementwise: in whatever layout the value is (a layer's CustomLayout), with the gradient brought into it.
+  AlignDiffWithData();
+  cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff_as_is(), mutable_cpu_data_as_is());
 }
 
 template <typename Dtype>
@@ -220,7 +285,7 @@ Dtype Blob<Dtype>::asum_data() const {
 #ifdef STRATA_USE_CUDA
   if (data_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_asum(count_, gpu_data());
 #endif
-  return cpu_asum(count_, cpu_data());
+  return cpu_asum(count_, cpu_data_as_is());  // the same in every layout
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::asum_diff() const {
@@ -228,7 +293,7 @@ Dtype Blob<Dtype>::asum_diff() const {
 #ifdef STRATA_USE_CUDA
   if (diff_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_asum(count_, gpu_diff());
 #endif
-  return cpu_asum(count_, cpu_diff());
+  return cpu_asum(count_, cpu_diff_as_is());
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_data() const {
@@ -236,7 +301,7 @@ Dtype Blob<Dtype>::sumsq_data() const {
 #ifdef STRATA_USE_CUDA
   if (data_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_dot(count_, gpu_data(), gpu_data());
 #endif
-  return cpu_dot(count_, cpu_data(), cpu_data());
+  return cpu_dot(count_, cpu_data_as_is(), cpu_data_as_is());
 }
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_diff() const {
@@ -244,7 +309,7 @@ Dtype Blob<Dtype>::sumsq_diff() const {
 #ifdef STRATA_USE_CUDA
   if (diff_->head() == SyncedMemory::HEAD_AT_GPU) return gpu_dot(count_, gpu_diff(), gpu_diff());
 #endif
-  return cpu_dot(count_, cpu_diff(), cpu_diff());
+  return cpu_dot(count_, cpu_diff_as_is(), cpu_diff_as_is());
 }
 template <typename Dtype>
 void Blob<Dtype>::scale_data(Dtype factor) {
@@ -252,7 +317,7 @@ void Blob<Dtype>::scale_data(Dtype factor) {
 #ifdef STRATA_USE_CUDA
   if (on_gpu(data_) && Strata::mode() == Strata::GPU) return gpu_scal(count_, factor, mutable_gpu_data());
 #endif
-  cpu_scal(count_, factor, mutable_cpu_data());
+  cpu_scal(count_, factor, mutable_cpu_data_as_is());
 }
 template <typename Dtype>
 void Blob<Dtype>::scale_diff(Dtype factor) {
@@ -260,7 +325,7 @@ void Blob<Dtype>::scale_diff(Dtype factor) {
 #ifdef STRATA_USE_CUDA
   if (on_gpu(diff_) && Strata::mode() == Strata::GPU) return gpu_scal(count_, factor, mutable_gpu_diff());
 #endif
-  cpu_scal(count_, factor, mutable_cpu_diff());
+  cpu_scal(count_, factor, mutable_cpu_diff_as_is());
 }
 
 template <typename Dtype>
@@ -269,7 +334,7 @@ void Blob<Dtype>::clear_diff() {
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) return gpu_set(count_, Dtype(0), mutable_gpu_diff());
 #endif
-  cpu_set(count_, Dtype(0), mutable_cpu_diff());
+  cpu_set(count_, Dtype(0), mutable_cpu_diff_as_is());  // zeros in whatever layout: it stays
 }
 
 template <typename Dtype>

@@ -48,6 +48,11 @@ int& enabled_flag() {
   return flag;
 }
 
+int& param_layouts_flag() {
+  static int flag = EnvSwitchOn("STRATA_PARAM_LAYOUTS") ? 1 : 0;
+  return flag;
+}
+
 }  // namespace
 
 void ToBlocked16(const BlockedShape& shape, const void* plain, void* blocked) {
@@ -60,5 +65,13 @@ void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain) 
 
 bool blocked_layouts_enabled() { return enabled_flag() != 0; }
 void set_blocked_layouts_enabled(bool enabled) { enabled_flag() = enabled ? 1 : 0; }
+
+bool param_layouts_enabled() { return param_layouts_flag() != 0; }
+void set_param_layouts_enabled(bool enabled) { param_layouts_flag() = enabled ? 1 : 0; }
+
+bool SameLayout(const CustomLayout* a, const CustomLayout* b) {
+  if (a == b) return true;
+  return a && b && a->Same(*b);
+}
 
 }  // namespace strata

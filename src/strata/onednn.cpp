@@ -80,6 +80,13 @@ void Operand::Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& ch
   inner_bytes_ = CallBuffer::Aligned(chosen.get_size());
 }
 
+void Operand::SetAlternate(const dnnl::memory::desc& alternate) {
+  blocked_ = dnnl::memory(alternate, cpu_engine(), DNNL_MEMORY_NONE);
+  blocked_copy_ = dnnl::reorder();
+  blockable_ = true;
+  direct_blocked_ = inner_.get_desc() == alternate;
+}
+
 void Operand::Copy(dnnl::memory& outer, dnnl::reorder& copy) {
   if (!copy) copy = input_ ? dnnl::reorder(outer, inner_) : dnnl::reorder(inner_, outer);
   if (input_) {

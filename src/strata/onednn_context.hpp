@@ -49,6 +49,9 @@ class CallBuffer {
 class Operand {
  public:
   void Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input);
+  // Makes `alternate` the layout the operand comes in when `blocked` (instead of the channel-blocked one): a
+  // parameter's CustomLayout (strata/layout.hpp). After Init.
+  void SetAlternate(const dnnl::memory::desc& alternate);
   // What the reordered copy takes of a CallBuffer (for an operand in the blocked layout when `blocked`): 0 when the
   // primitive computes on the layer's memory itself.
   size_t bytes(bool blocked = false) const {

@@ -121,17 +121,24 @@ void SyncedMemory::release() {
   free_gpu();
   head_ = UNINITIALIZED;
   layout_ = Layout::kPlain;
+  custom_ = nullptr;
 }
 
-void SyncedMemory::relayout(Layout to, const BlockedShape& shape) {
-  if (to == layout_) return;
-  const BlockedShape& s = to == Layout::kBlocked16 ? shape : blocked_shape_;
-  CHECK_LE(s.count() * s.elem_size, size_) << "a blocked layout larger than its memory";
+void SyncedMemory::relayout(Layout to, const BlockedShape& shape, const CustomLayoutPtr& custom) {
+  if (to == layout_ && (to != Layout::kCustom || SameLayout(custom.get(), custom_.get()))) return;
+  if (to != Layout::kPlain && layout_ != Layout::kPlain) relayout(Layout::kPlain, {});
+  size_t bytes = 0;
+  if (to == Layout::kBlocked16 || layout_ == Layout::kBlocked16) {
+    const BlockedShape& s = to == Layout::kBlocked16 ? shape : blocked_shape_;
+    bytes = s.count() * s.elem_size;
+  } else {
+    bytes = (to == Layout::kCustom ? custom : custom_)->bytes();
+  }
+  CHECK_LE(bytes, size_) << "a layout larger than its memory";
   // Through a scratch copy of this thread's (kept for the next conversion): only the first layer that cannot read
   // the blocked layout converts, once per pass.
   thread_local std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
   thread_local size_t scratch_size = 0;
-  const size_t bytes = s.count() * s.elem_size;
   if (bytes > scratch_size) {
     scratch.reset();
     scratch.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
@@ -139,13 +146,18 @@ void SyncedMemory::relayout(Layout to, const BlockedShape& shape) {
     scratch_size = (bytes + 63) / 64 * 64;
   }
   if (to == Layout::kBlocked16) {
-    ToBlocked16(s, cpu_ptr_, scratch.get());
+    ToBlocked16(shape, cpu_ptr_, scratch.get());
+  } else if (to == Layout::kCustom) {
+    custom->ToLayout(cpu_ptr_, scratch.get());
+  } else if (layout_ == Layout::kBlocked16) {
+    FromBlocked16(blocked_shape_, cpu_ptr_, scratch.get());
   } else {
-    FromBlocked16(s, cpu_ptr_, scratch.get());
+    custom_->FromLayout(cpu_ptr_, scratch.get());
   }
   std::memcpy(cpu_ptr_, scratch.get(), bytes);
   layout_ = to;
   if (to == Layout::kBlocked16) blocked_shape_ = shape;
+  custom_ = to == Layout::kCustom ? custom : nullptr;
 }
 
 void SyncedMemory::to_cpu() {
@@ -155,6 +167,7 @@ void SyncedMemory::to_cpu() {
       std::memset(cpu_ptr_, 0, size_);
       own_cpu_data_ = true;
       layout_ = Layout::kPlain;
+      custom_ = nullptr;
       MemoryTracker::allocated(category_, size_);
       head_ = HEAD_AT_CPU;
       break;
@@ -168,6 +181,7 @@ void SyncedMemory::to_cpu() {
       STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
       head_ = SYNCED;
       layout_ = Layout::kPlain;
+      custom_ = nullptr;
 #else
       LOG(FATAL) << "GPU memory in a CPU-only build";
 #endif
@@ -214,6 +228,38 @@ const void* SyncedMemory::cpu_data_in(Layout layout, const BlockedShape& shape) 
   return cpu_ptr_;
 }
 
+const void* SyncedMemory::cpu_data_as(const CustomLayoutPtr& layout) {
+  CHECK(layout) << "no custom layout given";
+  CHECK_EQ(layout->bytes(), size_) << "a custom layout of another size than its memory";
+  to_cpu();
+  relayout(Layout::kCustom, {}, layout);
+  return cpu_ptr_;
+}
+
+void* SyncedMemory::mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values) {
+  if (keep_values && head_ != UNINITIALIZED) {
+    cpu_data_as(layout);
+  } else {
+    CHECK(layout) << "no custom layout given";
+    to_cpu();
+    layout_ = Layout::kCustom;
+    custom_ = layout;
+  }
+  head_ = HEAD_AT_CPU;
+  return cpu_ptr_;
+}
+
+const void* SyncedMemory::cpu_data_as_is() {
+  to_cpu();
+  return cpu_ptr_;
+}
+
+void* SyncedMemory::mutable_cpu_data_as_is() {
+  to_cpu();
+  head_ = HEAD_AT_CPU;
+  return cpu_ptr_;
+}
+
 void* SyncedMemory::mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values) {
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_in(layout, shape);
@@ -222,6 +268,7 @@ void* SyncedMemory::mutable_cpu_data_in(Layout layout, const BlockedShape& shape
     to_cpu();
     layout_ = layout;
     if (layout == Layout::kBlocked16) blocked_shape_ = shape;
+    custom_ = nullptr;
   }
   head_ = HEAD_AT_CPU;
   return cpu_ptr_;
@@ -231,6 +278,7 @@ void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data);
   free_cpu();
   layout_ = Layout::kPlain;
+  custom_ = nullptr;
   cpu_ptr_ = data;
   own_cpu_data_ = false;
   head_ = HEAD_AT_CPU;

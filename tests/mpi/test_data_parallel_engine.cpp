@@ -39,6 +39,7 @@
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/layout.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -57,13 +58,13 @@ using mpi_test::same_on_all_ranks;
 // Record i: a 1 x 6 x 6 image of hashed pixels (mpi_test::HashedRecord).
 Datum Record(int i) { return mpi_test::HashedRecord(i, 1); }
 
-std::string NetText(const std::string& source, int batch, bool batch_norm) {
+std::string NetText(const std::string& source, int batch, bool batch_norm, int conv_outputs = 3) {
   std::ostringstream s;
   s << "name: 'sync'\n"
     << "layer { name: 'data' type: 'Data' top: 'data' top: 'label' transform_param { scale: 0.00390625 }\n"
     << "        data_param { source: '" << source << "' batch_size: " << batch << " } }\n"
     << "layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'\n"
-    << "        convolution_param { num_output: 3 kernel_size: 3\n"
+    << "        convolution_param { num_output: " << conv_outputs << " kernel_size: 3\n"
     << "          weight_filler { type: 'gaussian' std: 0.3 } bias_filler { type: 'constant' value: 0.1 } } }\n";
   std::string below = "conv1";
   if (batch_norm) {
@@ -91,8 +92,11 @@ struct SolverSetting {
   // K-FAC instead of SGD: 0 no, 1 each layer inverted by its owner rank, 2 every layer by every rank.
   int kfac = 0;
   bool gpu = false;  // GPU training (the reference too)
+  // conv1's outputs: 16 has oneDNN keep its weights in a blocked layout of its own (strata/layout.hpp), which the
+  // allreduce then sums as it is.
+  int conv_outputs = 3;
   bool operator<(const SolverSetting& o) const {
-    return std::tie(iter_size, clip, kfac, gpu) < std::tie(o.iter_size, o.clip, o.kfac, o.gpu);
+    return std::tie(iter_size, clip, kfac, gpu, conv_outputs) < std::tie(o.iter_size, o.clip, o.kfac, o.gpu, o.conv_outputs);
   }
 };
 
@@ -105,6 +109,7 @@ struct Config {
   int checksum_interval = 0;
   int poll_sleep_us = 0;
   bool staged = false;  // CPU training through the GPU path's HOST staging (plain copies)
+  bool plain_on_rank1 = false;  // rank 1 keeps its parameters plain, as a CPU of another kind might
   CommParameter::GpuPath gpu_path = CommParameter::HOST;
   SolverSetting solver;
   std::string describe() const {
@@ -113,7 +118,8 @@ struct Config {
       << fusion_bytes << " B, " << threads << " thread(s), poll sleep " << poll_sleep_us << " us, iter_size "
       << solver.iter_size << ", clip " << solver.clip << ", K-FAC " << solver.kfac
       << (solver.gpu ? std::string(", GPU, ") + CommParameter::GpuPath_Name(gpu_path) : "")
-      << (staged ? ", HOST staging in CPU training" : "");
+      << (staged ? ", HOST staging in CPU training" : "") << ", conv1 outputs " << solver.conv_outputs
+      << (plain_on_rank1 ? ", rank 1's parameters plain" : "");
     return s.str();
   }
 };
@@ -147,7 +153,7 @@ class DataParallelEngineTest : public ::testing::Test {
 
   static SolverParameter MakeSolverParam(int batch, const SolverSetting& s, bool batch_norm = false) {
     SolverParameter p;
-    ReadProtoFromTextString(NetText(db_, batch, batch_norm), p.mutable_net_param());
+    ReadProtoFromTextString(NetText(db_, batch, batch_norm, s.conv_outputs), p.mutable_net_param());
     p.set_type("SGD");
     p.set_base_lr(0.1f);
     p.set_momentum(0.9f);
@@ -211,19 +217,24 @@ class DataParallelEngineTest : public ::testing::Test {
   }
 
   // Trains with the data-parallel engine under `c` and checks the weights against the reference and across ranks; their
-  // digest is left in digest_.
+  // digest is left in digest_, and whether conv1's weights ended in a layer's CustomLayout in conv1_laid_out_.
   void Check(const Config& c, float tolerance = 1e-5f) {
     SCOPED_TRACE(c.describe());
     const Weights& reference = Reference(c.solver);
     Strata::set_solver_rank(world_rank());
     Strata::set_solver_count(world_size());
     Strata::set_mode(c.solver.gpu ? Strata::GPU : Strata::CPU);
+    const bool layouts_before = param_layouts_enabled();
+    if (c.plain_on_rank1 && world_rank() == 1) set_param_layouts_enabled(false);
     auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, c.solver));
     uint64_t digest = 0;
     Weights w;
     {
       DataParallelEngine<float>* engine = Install(solver.get(), OptionsOf(c), c.algorithm);
       solver->Solve();  // drains at the end
+      // The gradient's layout: the end of training reads the values plain (the weights' digest).
+      conv1_laid_out_ = solver->net()->learnable_params()[0]->diff()->layout() == Layout::kCustom;
+      set_param_layouts_enabled(layouts_before);
       digest = engine->WeightsDigest();
       w = WeightsOf(*solver);
       solver->set_engine(nullptr);
@@ -265,6 +276,7 @@ class DataParallelEngineTest : public ::testing::Test {
   }
 
   uint64_t digest_ = 0;
+  bool conv1_laid_out_ = false;
   static std::unique_ptr<testing_data::TempDir> dir_;
   static std::string db_;
   static std::unique_ptr<Communicator> comm_;
@@ -287,6 +299,23 @@ TEST_F(DataParallelEngineTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWi
     c.algorithm = name;
     Check(c);
   }
+}
+
+// conv1 with 16 outputs: oneDNN computes its weight gradient in a blocked layout, and the convolution keeps its
+// weights and gradient in it (strata/layout.hpp, CustomLayout); the threads sum and update the chunks as they are.
+// The ranks agree on the layout, so it stays; N ranks still equal one rank with the whole batch, with and without
+// overlap and fusion. Where one rank keeps its parameters plain (a CPU of another kind would choose another
+// layout), every rank finds it out after the first forward and goes on plain, with the same result.
+TEST_F(DataParallelEngineTest, WeightsInOneDnnLayoutsEqualOneRankWithTheWholeBatch) {
+  Config c;
+  c.solver.conv_outputs = 16;
+  CheckOverlapAndFusion(c);
+  EXPECT_TRUE(conv1_laid_out_) << "conv1's weights stayed plain: the test would prove nothing";
+  c.fusion_bytes = 0;
+  c.plain_on_rank1 = true;
+  Check(c);
+  EXPECT_EQ(conv1_laid_out_, world_size() == 1);
+  EXPECT_TRUE(param_layouts_enabled());
 }
 
 TEST_F(DataParallelEngineTest, OverlapOffEqualsOneRankWithTheWholeBatch) {

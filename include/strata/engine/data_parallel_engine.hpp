@@ -90,6 +90,10 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
 
   // Copies rank 0's learnable parameters (statistics included) to every rank.
   void BroadcastParams();
+  // After the first forward: whether every rank keeps each parameter in the same layout (a layer's CustomLayout,
+  // the same on CPUs of one kind), so that the allreduce may sum the gradients as they are; where they differ,
+  // every rank turns the layouts off and goes on with plain parameters. Collective.
+  void AgreeOnParamLayouts();
   // Drains, then ends the job if the ranks' weights differ.
   void CheckConsistency(int iter);
   // A digest of this rank's weights (WeightsDigest).
@@ -163,6 +167,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   int pending_params_ = 0;               // submitted, not yet updated
   int unreduced_params_ = 0;             // submitted, not yet reduced
   bool last_pass_ = true;
+  bool layouts_agreed_ = false;
   Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
   int pending_iter_ = 0;
   bool whole_gradient_ = false;  // the solver updates the whole net at once (clipping, K-FAC)

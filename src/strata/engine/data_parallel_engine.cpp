@@ -146,6 +146,7 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
     const double f0 = timeline_.now_us();
     Dtype l = 0;
     net_->Forward(&l);  // each layer first waits for its own parameters' update (WaitForLayer)
+    if (!layouts_agreed_) AgreeOnParamLayouts();  // the communication threads have no work yet
     loss += l;
     solver_->BeforeBackward(pass);
     const double b0 = timeline_.now_us();
@@ -225,6 +226,10 @@ void DataParallelEngine<Dtype>::Submit(int bucket_id) {
       ++unreduced_params_;
     }
   }
+  // Here, on the main thread: the threads then update slices of each param with its memory in one layout.
+  if (fused_update_) {
+    for (int p : b.params) solver_->AlignLayouts(p);
+  }
   if (staging_) staging_->Stage(bucket_id);
   // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
   for (const ElementRange& c : plan_.chunks(bucket_id)) {
@@ -301,19 +306,20 @@ void DataParallelEngine<Dtype>::Reduce(Worker& w, const Task& t) {
     // GPU training: summed in host staging (or by NCCL), and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
   } else if (!b.fused()) {
-    Dtype* g = params[b.params[0]]->mutable_cpu_diff() + t.offset;
+    // The gradient as it is (in a layer's CustomLayout, aligned in Submit): every rank arranges it alike.
+    Dtype* g = params[b.params[0]]->mutable_cpu_diff_as_is() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
   } else {
     Dtype* fused = fused_[t.bucket].data();
     size_t at = 0;
     for (int p : b.params) {
-      std::memcpy(fused + at, params[p]->cpu_diff(), sizeof(Dtype) * params[p]->count());
+      std::memcpy(fused + at, params[p]->cpu_diff_as_is(), sizeof(Dtype) * params[p]->count());
       at += params[p]->count();
     }
     if (ranks_ > 1) w.allreduce->run(fused, b.elements);
     at = 0;
     for (int p : b.params) {
-      std::memcpy(params[p]->mutable_cpu_diff(), fused + at, sizeof(Dtype) * params[p]->count());
+      std::memcpy(params[p]->mutable_cpu_diff_as_is(), fused + at, sizeof(Dtype) * params[p]->count());
       at += params[p]->count();
     }
   }
@@ -429,6 +435,33 @@ void DataParallelEngine<Dtype>::BroadcastParams() {
   for (Blob<Dtype>* p : net_->learnable_params()) {
     if (p->count() == 0) continue;
     STRATA_MPI_CHECK(MPI_Bcast(p->mutable_cpu_data(), p->count(), type, 0, comm_.world()));
+  }
+}
+
+template <typename Dtype>
+void DataParallelEngine<Dtype>::AgreeOnParamLayouts() {
+  layouts_agreed_ = true;
+  if (ranks_ == 1) return;
+  // FNV-1a over the layouts' names: the same on every build, unlike std::hash.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s + ";") h = (h ^ c) * 1099511628211ull;
+  };
+  for (Blob<Dtype>* p : net_->learnable_params()) {
+    const CustomLayoutPtr l = p->data_custom_layout();
+    mix(l ? l->name() : "plain");
+  }
+  // max(h) and max(~h) = ~min(h): all ranks agree exactly when the two meet.
+  unsigned long long v[2] = {h, ~h};
+  STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_.world()));
+  if (v[0] == ~v[1]) return;
+  LOG_IF(WARNING, comm_.rank() == 0)
+      << "The ranks keep their weights in different oneDNN layouts (CPUs of different kinds?): every rank keeps "
+         "them plain from now on, and its gradients are reordered for the allreduce";
+  set_param_layouts_enabled(false);
+  for (Blob<Dtype>* p : net_->learnable_params()) {
+    p->cpu_data();
+    p->cpu_diff();
   }
 }
 

@@ -268,7 +268,6 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
                                            const BlobVec& bottom) {
   const bool weight_grad = this->param_propagate_down(0);
   const bool bias_grad = bias_term_ && this->param_propagate_down(1);
-  Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
@@ -283,10 +282,11 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
           for (int k = 0; k < n; ++k) dy[k] = dy[k] * neuron::relu_gradient_factor(y[k], 0.f);
         }
       }
-      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, dw, db);
+      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, weight_grad, db);
       return;
     }
   }
+  Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   SyncParams();
   const int teams = Teams();
   // Threads other than the first accumulate their images' parameter gradients privately; the sums are added

@@ -125,15 +125,15 @@ void DeconvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vect
                                              const BlobVec& bottom) {
   const bool weight_grad = this->param_propagate_down(0);
   const bool bias_grad = bias_term_ && this->param_propagate_down(1);
-  const Dtype* w = this->blobs_[0]->cpu_data();
-  Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
-      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, dw, db);
+      onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, weight_grad, db);
       return;
     }
   }
+  const Dtype* w = this->blobs_[0]->cpu_data();
+  Dtype* dw = weight_grad ? this->blobs_[0]->mutable_cpu_diff() : nullptr;
   const int M = channels_ / group_, K = geom_.col_rows() / group_, P = geom_.out_count();
   const long top_plane = static_cast<long>(geom_.height) * geom_.width;
   const long top_dim = num_output_ * top_plane, bottom_dim = static_cast<long>(channels_) * P;

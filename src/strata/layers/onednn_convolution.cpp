@@ -199,30 +199,52 @@ void Convolution::MakeBackward() {
   }
 }
 
+namespace {
+
+// The weights where the engine reads them: in its weights_layout() if it has one (converted in place once, then
+// kept so by the solver), else plain.
+const float* Weights(Convolution& engine, Layer<float>& layer, CustomLayoutPtr* layout) {
+  *layout = engine.weights_layout();
+  Blob<float>& w = *layer.blobs()[0];
+  return *layout ? w.cpu_data_as(*layout) : w.cpu_data();
+}
+
+}  // namespace
+
 void ForwardEach(Convolution& engine, Layer<float>& layer, bool bias, const std::vector<Blob<float>*>& bottom,
                  const std::vector<Blob<float>*>& top) {
+  // A training net's layer makes its backward primitives now: its weights take their layout from the first pass.
+  if (layer.phase() == TRAIN && param_layouts_enabled()) engine.PrepareBackward();
+  CustomLayoutPtr w_layout;
+  const float* w = Weights(engine, layer, &w_layout);
   const float* b = bias ? layer.blobs()[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->count() == 0) continue;
     const bool x_blocked = bottom[i]->data_layout() == Layout::kBlocked16;
     const bool y_blocked =
         layer.top_may_block(static_cast<int>(i)) && top[i]->can_block() && engine.writes_blocked_output();
-    engine.Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), layer.blobs()[0]->cpu_data(), b,
+    engine.Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), w, b,
                    top[i]->mutable_cpu_data_in(y_blocked ? Layout::kBlocked16 : Layout::kPlain, false),
-                   {x_blocked, y_blocked});
+                   {x_blocked, y_blocked, w_layout != nullptr});
   }
 }
 
 void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Blob<float>*>& top,
-                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, float* dw,
+                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, bool weight_grad,
                   float* db) {
+  engine.PrepareBackward();
+  CustomLayoutPtr w_layout;
+  const float* w = Weights(engine, layer, &w_layout);
+  Blob<float>& weights = *layer.blobs()[0];
+  // The gradient accumulates in the weights' layout.
+  float* dw = !weight_grad ? nullptr : w_layout ? weights.mutable_cpu_diff_as(w_layout) : weights.mutable_cpu_diff();
   for (size_t i = 0; i < top.size(); ++i) {
     if (bottom[i]->count() == 0 || (!dw && !db && !propagate_down[i])) continue;
     // The gradients in their data's layouts (the layers reading the top wrote its gradient so).
     const Layout x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
-    engine.Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout), layer.blobs()[0]->cpu_data(),
+    engine.Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout), w,
                     propagate_down[i] ? bottom[i]->mutable_cpu_diff_in(x_layout, false) : nullptr, dw, db,
-                    {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16});
+                    {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16, w_layout != nullptr});
   }
 }
 

@@ -1,7 +1,8 @@
 // Convolution through oneDNN, the CPU engine ConvolutionLayer runs for `engine: ONEDNN` (and DEFAULT, in float;
 // docs/onednn.md), and its transpose, the engine of DeconvolutionLayer. Private to src/strata/layers.
 //
-// The weights stay plain O x C/G x KH x KW; the activations are plain N x C x H x W or, where the net allows, in
+// The weights are plain O x C/G x KH x KW, or in a training net kept in the layout oneDNN computes their gradient
+// in (WeightedEngine::weights_layout, a CustomLayout of the blob); the activations are plain N x C x H x W or, where the net allows, in
 // the channel-blocked layout (strata/layout.hpp). oneDNN picks the layouts its kernels compute in (nChw16c where
 // the channels come in blocks of 16), except that channel counts which do not run on NHWC (onednn_convolution.cpp,
 // Nhwc); what differs from the blob's layout is reordered within each call. The primitives are made once per shape
@@ -50,11 +51,13 @@ class Convolution : public onednn::WeightedEngine {
 // The passes of `layer` (a Convolution or Deconvolution whose engine this is) over each bottom and its top, with
 // weights blob 0 and the bias blob 1 if `bias`. Forward reads each bottom in its layout and writes the top
 // blocked where the layer may (top_may_block) and the kernel writes it so; Backward takes the gradients in their
-// data's layouts, dw and db (null: not wanted) accumulate.
+// data's layouts, the weight gradient (where `weight_grad`) and db (null: not wanted) accumulate. The weights and
+// their gradient are read and written in the engine's weights_layout() where it has one (a training net's layer
+// from its first forward on), else plain.
 void ForwardEach(Convolution& engine, Layer<float>& layer, bool bias, const std::vector<Blob<float>*>& bottom,
                  const std::vector<Blob<float>*>& top);
 void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Blob<float>*>& top,
-                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, float* dw,
+                  const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, bool weight_grad,
                   float* db);
 
 }  // namespace onednn_conv

@@ -5,15 +5,17 @@
 
 #include <memory>
 
+#include "strata/layout.hpp"
+
 namespace strata {
 namespace onednn {
 
 struct WeightedPrimitives;
 
 // Which activations (and their gradients) are in the channel-blocked layout (strata/layout.hpp) rather than plain:
-// x (and dx), y (and dy). Weights are always plain.
+// x (and dx), y (and dy); and whether the weights and their gradient are in the engine's weights_layout().
 struct Blocked {
-  bool x = false, y = false;
+  bool x = false, y = false, w = false;
 };
 
 class WeightedEngine {
@@ -31,6 +33,12 @@ class WeightedEngine {
   bool writes_blocked_output() const;
   // Whether the primitives multiply in bfloat16 (the layer asked for it and this CPU has the kernels).
   bool bf16() const;
+  // The layout the layer keeps its weights and their gradient in between calls: the one oneDNN computes the weight
+  // gradient in, as a CustomLayout, so that neither is reordered per iteration; null (plain) before the backward
+  // primitives exist, where that layout pads or is plain, and while param_layouts_enabled() is off.
+  CustomLayoutPtr weights_layout() const;
+  // Makes the backward primitives now (a training net's first forward: its weights' layout is then known).
+  void PrepareBackward();
 
  protected:
   // Makes the backward primitives of *p_ (on the first Backward: test nets never make them).

@@ -484,6 +484,7 @@ void KfacSolver<Dtype>::ApplyUpdate() {
   for (size_t p = 0; p < params.size(); ++p) {
     const int id = static_cast<int>(p);
     if (this->net_->params_lr()[id] == 0) continue;
+    this->AlignLayouts(id);  // the preconditioner wrote a plain gradient
     this->Regularize(id);
     this->ComputeUpdateValue(id, this->rate_, iter);
     params[id]->Update();

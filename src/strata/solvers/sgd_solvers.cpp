@@ -28,7 +28,8 @@ namespace {
 // sweeps: Caffe's ComputeUpdateValue (the step replaces the gradient) or the one-pass update.
 template <typename Dtype, typename Rule>
 STRATA_HOT_KERNEL void step_sweep(Blob<Dtype>* p, Rule rule) {
-  Dtype* g = p->mutable_cpu_diff();
+  // In whatever layout the gradient and history are (Solver::AlignLayouts made them alike): elementwise.
+  Dtype* g = p->mutable_cpu_diff_as_is();
   const size_t n = static_cast<size_t>(p->count());
   for (size_t i = 0; i < n; ++i) g[i] = rule(g[i], i);
 }
@@ -37,8 +38,8 @@ STRATA_HOT_KERNEL void step_sweep(Blob<Dtype>* p, Rule rule) {
 // the loop body stays branch-free and vectorises.
 template <typename Dtype, typename Rule>
 STRATA_HOT_KERNEL void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, const typename Solver<Dtype>::FusedStep& s, Rule rule) {
-  Dtype* w = p->mutable_cpu_data();
-  Dtype* g = p->mutable_cpu_diff();
+  Dtype* w = p->mutable_cpu_data_as_is();  // aligned with g and the history by Solver::AlignLayouts
+  Dtype* g = p->mutable_cpu_diff_as_is();
   const Dtype scale = s.grad_scale, decay = s.decay;
   auto sweep = [&](auto decay_term) {
     for (size_t i = begin; i < end; ++i) {
@@ -67,7 +68,7 @@ void add_second_history(std::vector<std::shared_ptr<Blob<Dtype>>>* history) {
 
 template <typename Dtype>
 auto SGDSolver<Dtype>::Rule(int param_id, Dtype rate) {
-  Dtype* h = this->history_[param_id]->mutable_cpu_data();
+  Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype momentum = this->param_.momentum();
   return [h, lr, momentum](Dtype g, size_t i) {
@@ -97,7 +98,7 @@ void SGDSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype
 
 template <typename Dtype>
 auto NesterovSolver<Dtype>::Rule(int param_id, Dtype rate) {
-  Dtype* h = this->history_[param_id]->mutable_cpu_data();
+  Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype momentum = this->param_.momentum();
   return [h, lr, momentum](Dtype g, size_t i) {
@@ -136,7 +137,7 @@ AdaptiveRateSolver<Dtype>::AdaptiveRateSolver(const SolverParameter& param, cons
 
 template <typename Dtype>
 auto AdaptiveRateSolver<Dtype>::Rule(int param_id, Dtype rate) {
-  Dtype* h = this->history_[param_id]->mutable_cpu_data();
+  Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype decay = decay_, weight = weight_, delta = this->param_.delta();
   return [h, lr, decay, weight, delta](Dtype g, size_t i) {
@@ -182,8 +183,8 @@ AdaDeltaSolver<Dtype>::AdaDeltaSolver(const SolverParameter& param) : Solver<Dty
 template <typename Dtype>
 auto AdaDeltaSolver<Dtype>::Rule(int param_id, Dtype rate) {
   const size_t num_params = this->net_->learnable_params().size();
-  Dtype* h = this->history_[param_id]->mutable_cpu_data();
-  Dtype* d = this->history_[param_id + num_params]->mutable_cpu_data();
+  Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
+  Dtype* d = this->history_[param_id + num_params]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype m = this->param_.momentum(), delta = this->param_.delta();
   return [h, d, lr, m, delta](Dtype g, size_t i) {
@@ -237,8 +238,8 @@ Dtype AdamSolver<Dtype>::StepSize(int param_id, Dtype rate, int iter) const {
 template <typename Dtype>
 auto AdamSolver<Dtype>::Rule(int param_id, Dtype rate, int iter) {
   const size_t num_params = this->net_->learnable_params().size();
-  Dtype* m = this->history_[param_id]->mutable_cpu_data();
-  Dtype* s = this->history_[param_id + num_params]->mutable_cpu_data();
+  Dtype* m = this->history_[param_id]->mutable_cpu_data_as_is();
+  Dtype* s = this->history_[param_id + num_params]->mutable_cpu_data_as_is();
   const Dtype b1 = this->param_.momentum();
   const Dtype b2 = this->param_.momentum2();
   const Dtype eps = this->param_.delta();

@@ -415,11 +415,12 @@ void Solver<Dtype>::Regularize(int param_id) {
     return;
   }
 #endif
+  p->AlignDiffWithData();
   if (param_.regularization_type() == "L2") {
-    cpu_axpy(p->count(), decay, p->cpu_data(), p->mutable_cpu_diff());
+    cpu_axpy(p->count(), decay, p->cpu_data_as_is(), p->mutable_cpu_diff_as_is());
   } else {
-    const Dtype* w = p->cpu_data();
-    Dtype* g = p->mutable_cpu_diff();
+    const Dtype* w = p->cpu_data_as_is();
+    Dtype* g = p->mutable_cpu_diff_as_is();
     for (int i = 0; i < p->count(); ++i) g[i] += decay * static_cast<Dtype>((w[i] > 0) - (w[i] < 0));
   }
 }
@@ -431,6 +432,16 @@ void Solver<Dtype>::AllocateUpdateState() {
     p->mutable_cpu_data();
     p->mutable_cpu_diff();
   }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::AlignLayouts(int param_id) {
+  if (Strata::mode() == Strata::GPU) return;  // the device copies are plain
+  Blob<Dtype>* p = net_->learnable_params()[param_id];
+  p->AlignDiffWithData();
+  // history_ holds one blob per param, or two (AdaDelta, Adam: the second ones after all the first).
+  const size_t params = net_->learnable_params().size();
+  for (size_t h = static_cast<size_t>(param_id); h < history_.size(); h += params) p->AlignWithData(*history_[h]);
 }
 
 template <typename Dtype>
@@ -450,6 +461,7 @@ void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
     if (fused) p->clear_diff();
     return;
   }
+  AlignLayouts(param_id);
   if (fused) {
     UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, gradient_scale_);
     return;
