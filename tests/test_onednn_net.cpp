@@ -299,8 +299,9 @@ TEST(OneDnnNet, BlockedLayoutsTrainAsPlainOnes) {
 
 // The convolutions on oneDNN keep their weights and weight gradients in the layout oneDNN computes the gradient in,
 // and the solver updates them there: in float and in bfloat16, the run trains bit for bit as the one with plain
-// weights (the same kernels read the same values; the update is elementwise), and every convolution's weights end
-// in such a layout while no other parameter does (BatchNorm's statistics, Scale's, the inner product's stay plain).
+// weights (the same kernels read the same values; the update is elementwise). The weights of every convolution of
+// 16 input channels or more end in such a layout, and no other parameter's do (BatchNorm's statistics, Scale's, the
+// inner product's stay plain).
 TEST(OneDnnNet, WeightsInOneDnnLayoutsTrainBitForBitAsPlainOnes) {
   for (Precision precision : {FP32, BF16}) {
     SCOPED_TRACE(Precision_Name(precision));
@@ -314,9 +315,13 @@ TEST(OneDnnNet, WeightsInOneDnnLayoutsTrainBitForBitAsPlainOnes) {
       laid_out = Train("DEFAULT", 5, precision, 16);
     }
     EXPECT_TRUE(plain.custom.empty());
-    // ResNetStyle's parameters: conv1 (0), its BatchNorm (1-3) and Scale (4-5), and so on, 6 per ConvBn.
+    // ResNetStyle's parameters: conv1 (0), its BatchNorm (1-3) and Scale (4-5), and so on, 6 per ConvBn. Every
+    // convolution of 16 or 32 input channels keeps a layout of oneDNN's; conv1 (3 input channels) does where its
+    // gradient's format has no padding (AVX512-BF16 here, not with AMX's bfloat16 kernels).
     const std::vector<int> conv_weights{0, 6, 12, 18, 24, 30};
-    EXPECT_EQ(laid_out.custom, conv_weights);
+    std::vector<int> expected = laid_out.custom;
+    expected.erase(std::remove(expected.begin(), expected.end(), 0), expected.end());
+    EXPECT_EQ(expected, std::vector<int>(conv_weights.begin() + 1, conv_weights.end()));
     EXPECT_LT(plain.losses.back(), plain.losses.front());
     EXPECT_EQ(laid_out.losses, plain.losses);
     ASSERT_EQ(laid_out.params.size(), plain.params.size());
