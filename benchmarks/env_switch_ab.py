@@ -4,7 +4,7 @@ VAR=0, alternating in every round (this machine's speed drifts by 5-15% between 
 in turns rather than one after the other), in float and, with --precisions, bfloat16.
 
     python3 benchmarks/env_switch_ab.py --switch STRATA_PARAM_LAYOUTS [--models resnet50,googlenet] \
-        [--precisions FP32,BF16] [--rounds 3] [--threads 2] [--strata PATH]
+        [--precisions FP32,BF16] [--rounds 3] [--iterations N] [--threads 2] [--strata PATH]
 
 Prints a table: model, precision, the forward+backward time (no update) and the whole SGD step (forward, backward,
 momentum and weight decay update: `strata time`'s second figure), each the minimum over the rounds with the switch
@@ -20,10 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpu_vs_pytorch import MODELS, ROOT, STRATA  # noqa: E402  (the models' prototxts and batch sizes)
 
 
-def strata_time(strata, model, precision, threads, env_var, value):
+def strata_time(strata, model, precision, threads, env_var, value, iterations):
     m = MODELS[model]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), **{env_var: value})
-    out = subprocess.run([strata, "time", f"--model={os.path.join(ROOT, m.prototxt)}", f"--iterations={m.iters}",
+    out = subprocess.run([strata, "time", f"--model={os.path.join(ROOT, m.prototxt)}", f"--iterations={iterations or m.iters}",
                           "--warmup=1", f"--precision={precision}"],
                          env=env, capture_output=True, text=True, check=True).stdout
     fb = float(re.search(r"Average Forward-Backward: ([0-9.]+) ms", out).group(1))
@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--models", default="resnet50,googlenet,alexnet,cifar10_quick")
     ap.add_argument("--precisions", default="FP32")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=0, help="timed iterations (default: cpu_vs_pytorch.py's)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--strata", default=STRATA)
     args = ap.parse_args()
@@ -47,8 +48,8 @@ def main():
         for precision in args.precisions.split(","):
             on, off = [], []
             for _ in range(args.rounds):
-                on.append(strata_time(args.strata, model, precision, args.threads, args.switch, "1"))
-                off.append(strata_time(args.strata, model, precision, args.threads, args.switch, "0"))
+                on.append(strata_time(args.strata, model, precision, args.threads, args.switch, "1", args.iterations))
+                off.append(strata_time(args.strata, model, precision, args.threads, args.switch, "0", args.iterations))
             fb_on, fb_off = min(r[0] for r in on), min(r[0] for r in off)
             st_on, st_off = min(r[1] for r in on), min(r[1] for r in off)
             rounds = "; ".join(f"{a[0]:.0f}/{b[0]:.0f}, {a[1]:.0f}/{b[1]:.0f}" for a, b in zip(on, off))
