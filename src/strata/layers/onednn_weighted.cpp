@@ -41,7 +41,8 @@ void WeightedEngine::PrepareBackward() {
 
 namespace {
 
-// A parameter in one of oneDNN's weight formats (f32, no padding): the reorders both ways, made on first use.
+// A parameter in one of oneDNN's weight formats (f32, no padding): a reorder each way, made per conversion (a
+// parameter converts once, and again only after a plain reader such as a snapshot).
 class WeightsLayout : public CustomLayout {
  public:
   WeightsLayout(const memory::desc& plain, const memory::desc& laid) : plain_(plain), laid_(laid) {}
