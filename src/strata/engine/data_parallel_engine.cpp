@@ -442,19 +442,13 @@ template <typename Dtype>
 void DataParallelEngine<Dtype>::AgreeOnParamLayouts() {
   layouts_agreed_ = true;
   if (ranks_ == 1) return;
-  // FNV-1a over the layouts' names: the same on every build, unlike std::hash.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const std::string& s) {
-    for (unsigned char c : s + ";") h = (h ^ c) * 1099511628211ull;
-  };
+  uint64_t h = kFnv1aBasis;
   for (Blob<Dtype>* p : net_->learnable_params()) {
     const CustomLayoutPtr l = p->data_custom_layout();
-    mix(l ? l->name() : "plain");
+    const std::string name = (l ? l->name() : "plain") + ";";
+    h = Fnv1a(name.data(), name.size(), h);
   }
-  // max(h) and max(~h) = ~min(h): all ranks agree exactly when the two meet.
-  unsigned long long v[2] = {h, ~h};
-  STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_.world()));
-  if (v[0] == ~v[1]) return;
+  if (SameOnAllRanks(h, comm_.world())) return;
   LOG_IF(WARNING, comm_.rank() == 0)
       << "The ranks keep their weights in different oneDNN layouts (CPUs of different kinds?): every rank keeps "
          "them plain from now on, and its gradients are reordered for the allreduce";
