@@ -58,6 +58,10 @@ DEFINE_int32(factor, 4, "Each size is this many times the previous one");
 DEFINE_int32(reps, 20, "Timed repetitions per size and algorithm (fewer for large sizes, see --seconds)");
 DEFINE_int32(min_reps, 5, "Fewest timed repetitions, whatever --seconds says");
 DEFINE_double(seconds, 4.0, "Time budget per size for all algorithms together; large sizes get fewer reps");
+DEFINE_int32(burst, 1, "Calls timed back to back per rep, each on its own copy of the input, the rep's time "
+                      "their mean (at most 64 MiB of copies: fewer calls at large sizes). 1 times a single call "
+                      "after a barrier, which includes how unevenly the ranks leave the barrier; more measure "
+                      "the latency of calls that follow each other, as a layer's gradients do in training");
 DEFINE_int32(warmup, 2, "Untimed repetitions per size and algorithm before timing");
 DEFINE_string(dtype, "float", "Element type: float or double");
 DEFINE_bool(check, true, "Check every result against the expected sum");
@@ -187,23 +191,41 @@ class Bench {
   }
 
  private:
-  // One allreduce of `count` elements with algorithm a, on freshly copied input; returns this rank's
-  // seconds. A wrong result ends the job (it is a bug, and the other ranks would carry on timing).
+  // One allreduce of `count` elements with algorithm a on freshly copied input, or a burst of them back to
+  // back (--burst); returns this rank's seconds per call. A wrong result ends the job (it is a bug, and the
+  // other ranks would carry on timing).
   double run_once(size_t a, size_t count) {
-    const size_t es = size_of(type_);
-    memcpy(buf_.data(), input_.data(), count * es);
+    const size_t es = size_of(type_), bytes = count * es;
+    const size_t calls = burst_calls(bytes);
+    if (calls == 1) {
+      memcpy(buf_.data(), input_.data(), bytes);
+      STRATA_MPI_CHECK(MPI_Barrier(comm_));
+      double t0 = MPI_Wtime();
+      algorithms_[a]->run(buf_.data(), count, type_);
+      double dt = MPI_Wtime() - t0;
+      if (FLAGS_check) check(buf_.data(), count, names_[a]);
+      return dt;
+    }
+    burst_.resize(calls * bytes);
+    for (size_t k = 0; k < calls; ++k) memcpy(&burst_[k * bytes], input_.data(), bytes);
     STRATA_MPI_CHECK(MPI_Barrier(comm_));
     double t0 = MPI_Wtime();
-    algorithms_[a]->run(buf_.data(), count, type_);
-    double dt = MPI_Wtime() - t0;
-    if (FLAGS_check) check(count, names_[a]);
+    for (size_t k = 0; k < calls; ++k) algorithms_[a]->run(&burst_[k * bytes], count, type_);
+    double dt = (MPI_Wtime() - t0) / calls;
+    if (FLAGS_check)
+      for (size_t k = 0; k < calls; ++k) check(&burst_[k * bytes], count, names_[a]);
     return dt;
   }
 
-  void check(size_t count, const std::string& name) {
+  static size_t burst_calls(size_t bytes) {
+    constexpr size_t kBurstBytes = 64 << 20;
+    return std::max<size_t>(1, std::min<size_t>(std::max(1, FLAGS_burst), kBurstBytes / bytes));
+  }
+
+  void check(const char* result, size_t count, const std::string& name) {
     for (size_t i = 0; i < count; ++i) {
-      double got = type_ == DataType::kFloat ? reinterpret_cast<const float*>(buf_.data())[i]
-                                              : reinterpret_cast<const double*>(buf_.data())[i];
+      double got = type_ == DataType::kFloat ? reinterpret_cast<const float*>(result)[i]
+                                              : reinterpret_cast<const double*>(result)[i];
       if (got != expected_[i % kPeriod]) {
         std::ostringstream msg;
         msg << "allreduce_bench: " << name << " gave a wrong sum: element " << i << " of " << count << " is "
@@ -218,7 +240,7 @@ class Bench {
   DataType type_;
   MPI_Comm comm_;
   size_t max_count_ = 0;
-  std::vector<char> buf_, input_;
+  std::vector<char> buf_, input_, burst_;
   double expected_[kPeriod];
 };
 
@@ -256,6 +278,9 @@ void print_header(const Topology& topology) {
   } else {
     printf("# allreduce_bench: %d ranks (%s), %s, times are the slowest rank's; * = fastest median at that size\n",
            g_size, topology.describe().c_str(), FLAGS_dtype.c_str());
+    if (FLAGS_burst > 1)
+      printf("# a rep is a burst of up to %d calls back to back (at most 64 MiB of them), timed per call\n",
+             FLAGS_burst);
     // Other work on the machine shows in every number; say how much there was.
     if (FILE* f = fopen("/proc/loadavg", "r")) {
       char line[128] = {0};
@@ -459,8 +484,8 @@ int run(MPI_Comm comm) {
   DataType type = DataType::kFloat;
   try {
     type = data_type_from_name(FLAGS_dtype);
-    STRATA_REQUIRE(FLAGS_reps >= 1 && FLAGS_min_reps >= 1 && FLAGS_warmup >= 0)
-        << "--reps and --min_reps must be >= 1 and --warmup >= 0";
+    STRATA_REQUIRE(FLAGS_reps >= 1 && FLAGS_min_reps >= 1 && FLAGS_warmup >= 0 && FLAGS_burst >= 1)
+        << "--reps, --min_reps and --burst must be >= 1 and --warmup >= 0";
     if (FLAGS_tune) {
       names = {"linear", "brb", "brd", "vhd", "vhd_seg", "ring", "ring_seg", "shm", "hier"};
       STRATA_REQUIRE(FLAGS_sizes.empty()) << "--tune measures powers of two from --min_bytes to --max_bytes; "

@@ -11,7 +11,10 @@
 //      copies, in local-rank order), then allreduces that node sum with the owners of the same block on the
 //      other nodes, over the network (one communicator per block), and copies the result into its slot;
 //      "reduced";
-//   3. once the node has reduced, every rank copies the blocks it does not own from their owners' slots.
+//   3. once their owners have reduced, every rank copies the blocks it does not own from their owners' slots.
+// A rank waits only for what it reads: the node's arrivals if it owns a block, its blocks' owners' "reduced"
+// if it does not own them all. In a single-block chunk the owner (local rank 0) thus waits once and the
+// others once, where waiting on every flag would put each rank's scheduling on everyone's path.
 // The network part is itself chosen by size from a crossover table for the number of nodes (by default the
 // seed paper's hybrid: BRD for small messages, the bandwidth-optimal algorithms for large ones), and a chunk
 // of at most kSingleBlockBytes is one block: at that size a message costs its latency, and one allreduce per
@@ -22,7 +25,9 @@
 // algorithms give bit-identical results on all their ranks, so all ranks end bit-identical.
 //
 // Slots hold two chunks (chunk k uses half k % 2); half k % 2 is written again only in chunk k + 2, after
-// every rank of the node has arrived at chunk k + 1 and so finished reading chunk k. A node of one rank
+// every rank of the node has arrived at chunk k + 1 and so finished reading chunk k: a rank that owns a block
+// of chunk k + 1 waited for those arrivals itself, and one that owns none waited for an owner's "reduced",
+// which that owner raised only after them. A node of one rank
 // needs no slots: it only allreduces over the network, and with one rank on every node the whole message
 // goes to the network algorithm at once, unchunked. When the shared-memory segment cannot be mapped on
 // some node, every rank runs ring_seg over the whole communicator instead (same results, by messages).

@@ -38,7 +38,9 @@ class ShmGroup {
   // Raises this rank's flag to `round` (waking ranks asleep on it).
   void raise(Phase phase, uint64_t round);
   // Waits until every rank's flag has reached `round`.
-  void wait_all(Phase phase, uint64_t round) const;
+  void wait_all(Phase phase, uint64_t round) const { wait_ranks(phase, round, 0, size_); }
+  // Waits until the flags of ranks first..last-1 have reached `round`.
+  void wait_ranks(Phase phase, uint64_t round, int first, int last) const;
 
  private:
   struct Flag;

@@ -118,6 +118,11 @@ void HierarchicalAllreduce::run_chunk(char* data, size_t len, DataType t, size_t
   auto bytes = [&](int s) { return begin(s + 1) - begin(s); };
   auto owns = [&](int s) { return s % local_size == local; };
   auto owner = [&](int s) { return s % local_size; };
+  // A rank waits for the copies it reads: every rank's arrival if it owns a block, the owners' results for
+  // the blocks it does not own. Blocks go to local ranks 0.. in turn, so the owners are the first
+  // min(blocks, local_size) ranks.
+  const bool owns_any = local < blocks, owns_all = local_size == 1 || (blocks == 1 && local == 0);
+  const int owners = std::min(blocks, local_size);
 
   const uint64_t round = ++round_;
   const size_t half = (round % 2) * chunk_bytes_;
@@ -126,7 +131,7 @@ void HierarchicalAllreduce::run_chunk(char* data, size_t len, DataType t, size_t
     for (int s = 0; s < blocks; ++s)
       if (!owns(s)) memcpy(mine + begin(s), data + begin(s), bytes(s));
     shm_->raise(ShmGroup::kArrived, round);
-    shm_->wait_all(ShmGroup::kArrived, round);
+    if (owns_any) shm_->wait_all(ShmGroup::kArrived, round);
   }
   for (int s = 0; s < blocks; ++s) {
     if (!owns(s)) continue;
@@ -141,7 +146,7 @@ void HierarchicalAllreduce::run_chunk(char* data, size_t len, DataType t, size_t
   }
   if (shm_) {
     shm_->raise(ShmGroup::kReduced, round);
-    shm_->wait_all(ShmGroup::kReduced, round);
+    if (!owns_all) shm_->wait_ranks(ShmGroup::kReduced, round, 0, owners);
     for (int s = 0; s < blocks; ++s)
       if (!owns(s)) memcpy(data + begin(s), shm_->slot(owner(s)) + half + begin(s), bytes(s));
   }

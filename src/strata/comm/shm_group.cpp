@@ -124,14 +124,14 @@ void ShmGroup::raise(Phase phase, uint64_t round) {
   if (f.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&f.round);
 }
 
-void ShmGroup::wait_all(Phase phase, uint64_t round64) const {
+void ShmGroup::wait_ranks(Phase phase, uint64_t round64, int first, int last) const {
   const int sleep_us = thread_poll_sleep_us();
   const bool block = thread_blocking_waits();
   const timespec pause{0, 1000L * sleep_us};
   const uint32_t round = static_cast<uint32_t>(round64);
   // A thread that may block spins a little even when ranks outnumber cores: the wait is often over at once.
   const int spins = block ? std::max(spin_polls_, kSpinPolls) : spin_polls_;
-  for (int q = 0; q < size_; ++q) {
+  for (int q = first; q < last; ++q) {
     Flag& f = flag(q, phase);
     for (int polls = 0; behind(f.round.load(std::memory_order_acquire), round); ++polls) {
       if (polls < spins) {
