@@ -6,10 +6,14 @@
 # against the link-rate bound 2 (H-1)/H x M / rate where a rate is set. Raw outputs go to OUT_DIR.
 #
 #   bash scripts/bench_cluster.sh [BUILD_DIR=build] [OUT_DIR=bench-out/cluster]   (as root; RATE=1gbit)
+#
+# BURST=N times N calls back to back per rep (allreduce_bench --burst) instead of one call after a barrier;
+# every run also prints the barrier's exit skew, which a single call's time includes.
 set -euo pipefail
 build=${1:-build}
 out=${2:-bench-out/cluster}
 rate=${RATE:-1gbit}
+burst=${BURST:-1}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bench=$(cd "$build" && pwd)/bin/allreduce_bench
 [ -x "$bench" ] || { echo "bench_cluster: no $bench (build first)" >&2; exit 1; }
@@ -21,12 +25,12 @@ algs=hybrid,hier,brd,vhd_seg,ring_seg,mpi_all
 bash "$here/cluster.sh" up 2 --slots 2 >/dev/null
 for np in 2 4; do
   bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
-    --factor=4 --seconds=1.5 --memcpy=false > "$out/2x$((np / 2))_unshaped.txt"
+    --factor=4 --seconds=1.5 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_unshaped.txt"
 done
 bash "$here/cluster.sh" rate "$rate" >/dev/null
 for np in 2 4; do
   bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
-    --seconds=3 --memcpy=false > "$out/2x$((np / 2))_$rate.txt"
+    --seconds=3 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_$rate.txt"
 done
 
 python3 - "$out" "$rate" <<'PY'

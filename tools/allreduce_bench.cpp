@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -62,6 +63,9 @@ DEFINE_int32(burst, 1, "Calls timed back to back per rep, each on its own copy o
                       "their mean (at most 64 MiB of copies: fewer calls at large sizes). 1 times a single call "
                       "after a barrier, which includes how unevenly the ranks leave the barrier; more measure "
                       "the latency of calls that follow each other, as a layer's gradients do in training");
+DEFINE_bool(skew, false, "Also print how unevenly the ranks leave MPI_Barrier (the spread of their exit times, "
+                         "by CLOCK_MONOTONIC), which a single timed call includes: meaningful only where all "
+                         "ranks read one clock, as on one machine or the test bed of scripts/cluster.sh");
 DEFINE_int32(warmup, 2, "Untimed repetitions per size and algorithm before timing");
 DEFINE_string(dtype, "float", "Element type: float or double");
 DEFINE_bool(check, true, "Check every result against the expected sum");
@@ -272,7 +276,7 @@ std::vector<std::string> algorithms_from_flags() {
   return names;
 }
 
-void print_header(const Topology& topology) {
+void print_header(const Topology& topology, const std::string& skew) {
   if (FLAGS_csv) {
     printf("ranks,dtype,bytes,algorithm,reps,median_us,p90_us,algbw_GBps,busbw_GBps,busbw_over_memcpy,winner\n");
   } else {
@@ -281,6 +285,7 @@ void print_header(const Topology& topology) {
     if (FLAGS_burst > 1)
       printf("# a rep is a burst of up to %d calls back to back (at most 64 MiB of them), timed per call\n",
              FLAGS_burst);
+    printf("%s", skew.c_str());
     // Other work on the machine shows in every number; say how much there was.
     if (FILE* f = fopen("/proc/loadavg", "r")) {
       char line[128] = {0};
@@ -474,6 +479,27 @@ int print_model(MPI_Comm comm) {
   return 0;
 }
 
+// --skew: the spread of the ranks' exit times from MPI_Barrier over 500 barriers, median and 90th percentile
+// (rank 0's line for the header).
+std::string barrier_skew(MPI_Comm comm) {
+  constexpr int kReps = 500;
+  std::vector<double> spread, exits(g_rank == 0 ? g_size : 0);
+  for (int i = 0; i < kReps; ++i) {
+    STRATA_MPI_CHECK(MPI_Barrier(comm));
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = ts.tv_sec + 1e-9 * ts.tv_nsec;
+    STRATA_MPI_CHECK(MPI_Gather(&t, 1, MPI_DOUBLE, exits.data(), 1, MPI_DOUBLE, 0, comm));
+    if (g_rank == 0) spread.push_back(*std::max_element(exits.begin(), exits.end()) -
+                                      *std::min_element(exits.begin(), exits.end()));
+  }
+  if (g_rank != 0) return "";
+  char line[160];
+  snprintf(line, sizeof line, "# barrier exit skew (last rank out - first, %d barriers): median %.1f us, p90 %.1f us\n",
+           kReps, percentile(spread, 0.5) * 1e6, percentile(spread, 0.9) * 1e6);
+  return line;
+}
+
 int run(MPI_Comm comm) {
   if (FLAGS_model) return print_model(comm);
   // Setup: everything that can fail on bad input happens here, on every rank, before any timing.
@@ -507,7 +533,8 @@ int run(MPI_Comm comm) {
   }
 
   const Topology topology = Topology::detect(comm);
-  if (g_rank == 0) print_header(topology);
+  const std::string skew = FLAGS_skew && !FLAGS_csv ? barrier_skew(comm) : "";
+  if (g_rank == 0) print_header(topology, skew);
   std::vector<SizeResult> results;
   for (size_t bytes : sizes) {
     results.push_back(bench->measure(bytes));
