@@ -166,7 +166,8 @@ class Bench {
     for (size_t a = 0; a < nalg; ++a)
       for (int w = 0; w < std::max(1, FLAGS_warmup); ++w) warm += run_once(a, count) / std::max(1, FLAGS_warmup);
     int reps = FLAGS_reps;
-    if (warm > 0) reps = static_cast<int>(std::min<double>(FLAGS_reps, FLAGS_seconds / warm));
+    const double rep_seconds = warm * burst_calls(count * es);  // warm is per call
+    if (rep_seconds > 0) reps = static_cast<int>(std::min<double>(FLAGS_reps, FLAGS_seconds / rep_seconds));
     reps = std::max(reps, FLAGS_min_reps);
     STRATA_MPI_CHECK(MPI_Bcast(&reps, 1, MPI_INT, 0, comm_));
 
