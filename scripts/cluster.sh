@@ -283,8 +283,12 @@ cmd_mpirun() {
   # Every host's daemon sees all of the machine's cores and pins its first rank to core 0, so one rank per
   # host would put every rank on the same core: no binding, unless asked for.
   [[ $args == *" --bind-to "* || $args == *" -bind-to "* ]] || flags+=(--bind-to none)
-  # ssh passes no environment: forward what Strata's tools and tests read, as one would on a real cluster.
-  for v in OPENBLAS_NUM_THREADS OMP_NUM_THREADS STRATA_MPI_TEST_TIMEOUT GLOG_logtostderr GLOG_v; do
+  # ssh passes no environment: forward what Strata's tools and tests read, as one would on a real cluster whose
+  # hosts share one setup. That includes every OPENBLAS_*, ONEDNN_* / DNNL_* and STRATA_* variable set: they pick
+  # the BLAS and oneDNN kernels (OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA), which round differently, and Strata's
+  # own switches, all of which every rank must see alike (K-FAC with distribute_inverses: false inverts on every
+  # rank, so one host on other BLAS kernels would end with other weights).
+  for v in OMP_NUM_THREADS GLOG_logtostderr GLOG_v $(compgen -e | grep -E '^(OPENBLAS|ONEDNN|DNNL|STRATA)_' || true); do
     [ -z "${!v+x}" ] || flags+=(-x "$v")
   done
   if [ "$(id -u)" -eq 0 ]; then

@@ -93,6 +93,18 @@ check_placement() {  # EXPECTED -- MPIRUN ARGS: EXPECTED is the sorted output, l
   [ "$got" = "$want" ] || { echo "placement: expected '$want', got '$got'" >&2; return 1; }
 }
 
+# What picks kernels (OPENBLAS_*, ONEDNN_*) and Strata's own switches (STRATA_*) must reach the ranks of every
+# host, not only host 0's: with OPENBLAS_CORETYPE on host 0 alone, K-FAC's undistributed inverses differed
+# between the hosts. Each rank prints what it sees; all must see what was set here.
+check_environment() {  # MPIRUN ARGS
+  local got
+  # shellcheck disable=SC2016  # expanded by each rank's shell, not here
+  got=$(export OPENBLAS_CORETYPE=Haswell ONEDNN_VERBOSE=0 STRATA_BED_CHECK=1
+        mpirun_bed "$@" bash -c 'echo "$OPENBLAS_CORETYPE $ONEDNN_VERBOSE $STRATA_BED_CHECK"' | sort -u |
+          paste -sd ';') || return 1
+  [ "$got" = "Haswell 0 1" ] || { echo "environment: expected 'Haswell 0 1' on every rank, got '$got'" >&2; return 1; }
+}
+
 tests() {  # FILTER MPIRUN_ARGS...
   local filter=$1
   shift
@@ -105,6 +117,7 @@ start_all=$(date +%s)
 bed_up 2 --slots 2
 step "2x2 placement" -- check_placement \
   "0 strata-h0 0 2;1 strata-h1 0 2;2 strata-h0 1 2;3 strata-h1 1 2" -- -np 4 --map-by node
+step "2x2 environment" -- check_environment -np 4 --map-by node
 step "2x2 allreduce" -- tests "$allreduce_filter" -np 4 --map-by node
 step "2x2 training" -- tests "$training_filter" -np 4 --map-by node
 bed_down

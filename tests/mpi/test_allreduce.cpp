@@ -227,17 +227,21 @@ TEST_F(AllreduceTest, HierSumsAndIsBitIdenticalOnEveryNodeLayout) {
 }
 
 TEST_F(AllreduceTest, HierAlternatesSmallAndLargeChunksOnSharedSlots) {
-  // Single-block chunks (every rank sums its node and exchanges, or one owner does) and chunks of several
-  // blocks take different flag waits and write their slots differently; a slot half written two rounds later
+  // Single-block chunks (one owner per node sums and exchanges; the others wait only for it) and chunks of
+  // several blocks take different flag waits and write their slots differently; a slot half written two rounds later
   // must never be read stale. Counts alternate between the kinds, each call's values differ from the last
-  // one's (a stale copy would show), and ranks arrive late by turns, with no barrier between calls.
+  // one's (a stale copy would show), and ranks arrive late by turns, with no barrier between calls. Both with
+  // waits that poll and with waits that sleep on the flags (the data-parallel engine's).
   const int r = world_rank(), n = world_size();
   const size_t chunk_floats = 16384;  // 64 KiB chunks: kSingleBlockBytes is a quarter of one
   const std::vector<size_t> counts = {1, chunk_floats + 5, 3000, 3 * chunk_floats, 7, 4097, chunk_floats - 1,
                                       2 * chunk_floats + 4096, 2, 5000};
-  for (int per_node : {2, 3}) {
+  for (int run = 0; run < 4; ++run) {
+    const int per_node = 2 + run / 2;
+    const bool sleeping = run % 2 == 1;
     const Topology topo = Topology::virtual_nodes(comm_, per_node);
     HierarchicalAllreduce hier(comm_, topo, CrossoverTable::builtin_network(), chunk_floats * sizeof(float));
+    comm_detail::set_thread_blocking_waits(sleeping);
     bool ok = true;
     for (int call = 0; call < 3 * static_cast<int>(counts.size()); ++call) {
       if (call % n == r) usleep(1000);
@@ -247,7 +251,8 @@ TEST_F(AllreduceTest, HierAlternatesSmallAndLargeChunksOnSharedSlots) {
       hier.run(buf.data(), count);
       for (size_t i = 0; i < count; ++i) ok = ok && buf[i] == static_cast<float>(expected_sum(i + 7 * call, n));
     }
-    EXPECT_TRUE(all_ranks(ok)) << "hier over " << topo.describe();
+    comm_detail::set_thread_blocking_waits(false);
+    EXPECT_TRUE(all_ranks(ok)) << "hier over " << topo.describe() << (sleeping ? ", sleeping waits" : "");
   }
 }
 
