@@ -10,19 +10,14 @@
 # BURST=N times N calls back to back per rep (allreduce_bench --burst) instead of one call after a barrier;
 # every run also prints the barrier's exit skew, which a single call's time includes.
 set -euo pipefail
-build=${1:-build}
-out=${2:-bench-out/cluster}
 rate=${RATE:-1gbit}
 burst=${BURST:-1}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-bench=$(cd "$build" && pwd)/bin/allreduce_bench
-[ -x "$bench" ] || { echo "bench_cluster: no $bench (build first)" >&2; exit 1; }
-mkdir -p "$out"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-trap 'bash "$here/cluster.sh" down >/dev/null 2>&1 || true' EXIT
+# shellcheck source=scripts/bench_bed.sh
+source "$here/bench_bed.sh"
+bench_bed_start bench_cluster bench-out/cluster "$@"
 algs=hybrid,hier,brd,vhd_seg,ring_seg,mpi_all
 
-bash "$here/cluster.sh" up 2 --slots 2 >/dev/null
 for np in 2 4; do
   bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
     --factor=4 --seconds=1.5 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_unshaped.txt"
@@ -33,21 +28,16 @@ for np in 2 4; do
     --seconds=3 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_$rate.txt"
 done
 
-python3 - "$out" "$rate" <<'PY'
+python3 - "$out" "$rate" "$here" <<'PY'
 import glob, os, re, sys
 out, rate = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from allreduce_results import best_open_mpi, read
 units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 m = re.match(r"([\d.]+)(kbit|mbit|gbit)$", rate)
 bits = float(m.group(1)) * units[m.group(2)] if m else None
-size = re.compile(r"^\s*([\d.]+) (B|KiB|MiB|GiB)\s+(\S+)(?: \*)?\s+\d+\s+([\d.]+)")
-scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 for path in sorted(glob.glob(os.path.join(out, "2x*.txt"))):
-    rows = {}
-    for line in open(path):
-        g = size.match(line)
-        if g:
-            b = int(float(g.group(1)) * scale[g.group(2)])
-            rows.setdefault(b, {})[g.group(3)] = float(g.group(4))
+    rows, _ = read(path)
     name = os.path.basename(path)[:-4]
     shaped = not name.endswith("unshaped")
     print("\n%s (medians, us)" % name)
@@ -56,7 +46,7 @@ for path in sorted(glob.glob(os.path.join(out, "2x*.txt"))):
     print("|---|---|---|---|---|---|%s" % ("---|---|" if shaped and bits else ""))
     for b in sorted(rows):
         r = rows[b]
-        ompi = min((v, k) for k, v in r.items() if k.startswith("mpi_"))
+        ompi = best_open_mpi(r)
         strata = min((v, k) for k, v in r.items() if k in ("brd", "vhd_seg", "ring_seg"))
         cells = [str(b), "%.1f" % r["hybrid"], "%.1f" % r.get("hier", float("nan")),
                  "%.1f %s" % strata, "%.1f %s" % ompi, "%.2f" % (r["hybrid"] / ompi[0])]

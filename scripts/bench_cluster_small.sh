@@ -10,20 +10,15 @@
 #   bash scripts/bench_cluster_small.sh [BUILD_DIR=build] [OUT_DIR=bench-out/cluster_small]
 #   (as root; RUNS=10 RATE=1gbit BURST=50 SIZES=4,64,1K,4K,16K)
 set -euo pipefail
-build=${1:-build}
-out=${2:-bench-out/cluster_small}
 runs=${RUNS:-10}
 rate=${RATE:-1gbit}
 burst=${BURST:-50}
 sizes=${SIZES:-4,64,1K,4K,16K}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-bench=$(cd "$build" && pwd)/bin/allreduce_bench
-[ -x "$bench" ] || { echo "bench_cluster_small: no $bench (build first)" >&2; exit 1; }
-mkdir -p "$out"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-trap 'bash "$here/cluster.sh" down >/dev/null 2>&1 || true' EXIT
+# shellcheck source=scripts/bench_bed.sh
+source "$here/bench_bed.sh"
+bench_bed_start bench_cluster_small bench-out/cluster_small "$@"
 
-bash "$here/cluster.sh" up 2 --slots 2 >/dev/null
 for link in unshaped "$rate"; do
   if [ "$link" = unshaped ]; then bash "$here/cluster.sh" rate off >/dev/null
   else bash "$here/cluster.sh" rate "$rate" >/dev/null; fi
@@ -39,28 +34,16 @@ for link in unshaped "$rate"; do
   done
 done
 
-python3 - "$out" <<'PY'
-import collections, glob, os, re, statistics, sys
+python3 - "$out" "$here" <<'PY'
+import collections, glob, os, statistics, sys
 out = sys.argv[1]
-size = re.compile(r"^\s*([\d.]+) (B|KiB|MiB)\s+(\S+)(?: \*)?\s+\d+\s+([\d.]+)")
-skew = re.compile(r"barrier exit skew .*: median ([\d.]+) us")
-scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}
-groups = collections.defaultdict(list)  # (layout, link, burst) -> [(skew, {bytes: (hybrid, best, name)})]
+sys.path.insert(0, sys.argv[2])
+from allreduce_results import best_open_mpi, read
+groups = collections.defaultdict(list)  # (layout, link, burst) -> [(skew, {bytes: (hybrid, best Open MPI)})]
 for path in sorted(glob.glob(os.path.join(out, "2x*_run*.txt"))):
     layout, link, burst, _ = os.path.basename(path)[:-4].split("_")
-    rows, sk = {}, float("nan")
-    for line in open(path):
-        g = size.match(line)
-        if g:
-            rows.setdefault(int(float(g.group(1)) * scale[g.group(2)]), {})[g.group(3)] = float(g.group(4))
-        s = skew.search(line)
-        if s:
-            sk = float(s.group(1))
-    res = {}
-    for b, r in rows.items():
-        best = min((v, k) for k, v in r.items() if k.startswith("mpi_"))
-        res[b] = (r["hybrid"], best[0], best[1])
-    groups[(layout, link, burst)].append((sk, res))
+    rows, skew = read(path)
+    groups[(layout, link, burst)].append((skew, {b: (r["hybrid"], best_open_mpi(r)[0]) for b, r in rows.items()}))
 for (layout, link, burst), runs in sorted(groups.items()):
     calls = "one call after a barrier" if burst == "burst1" else burst[5:] + " calls back to back"
     skews = [s for s, _ in runs]

@@ -288,7 +288,9 @@ cmd_mpirun() {
   # the BLAS and oneDNN kernels (OPENBLAS_CORETYPE, ONEDNN_MAX_CPU_ISA), which round differently, and Strata's
   # own switches, all of which every rank must see alike (K-FAC with distribute_inverses: false inverts on every
   # rank, so one host on other BLAS kernels would end with other weights).
-  for v in OMP_NUM_THREADS GLOG_logtostderr GLOG_v $(compgen -e | grep -E '^(OPENBLAS|ONEDNN|DNNL|STRATA)_' || true); do
+  local kernels_and_switches
+  kernels_and_switches=$(compgen -e | grep -E '^(OPENBLAS|ONEDNN|DNNL|STRATA)_' || true)
+  for v in OMP_NUM_THREADS GLOG_logtostderr GLOG_v $kernels_and_switches; do
     [ -z "${!v+x}" ] || flags+=(-x "$v")
   done
   if [ "$(id -u)" -eq 0 ]; then

@@ -102,7 +102,10 @@ check_environment() {  # MPIRUN ARGS
   got=$(export OPENBLAS_CORETYPE=Haswell ONEDNN_VERBOSE=0 STRATA_BED_CHECK=1
         mpirun_bed "$@" bash -c 'echo "$OPENBLAS_CORETYPE $ONEDNN_VERBOSE $STRATA_BED_CHECK"' | sort -u |
           paste -sd ';') || return 1
-  [ "$got" = "Haswell 0 1" ] || { echo "environment: expected 'Haswell 0 1' on every rank, got '$got'" >&2; return 1; }
+  [ "$got" = "Haswell 0 1" ] || {
+    echo "environment: expected 'Haswell 0 1' on every rank, got '$got'" >&2
+    return 1
+  }
 }
 
 tests() {  # FILTER MPIRUN_ARGS...

@@ -202,23 +202,15 @@ class Bench {
   double run_once(size_t a, size_t count) {
     const size_t es = size_of(type_), bytes = count * es;
     const size_t calls = burst_calls(bytes);
-    if (calls == 1) {
-      memcpy(buf_.data(), input_.data(), bytes);
-      STRATA_MPI_CHECK(MPI_Barrier(comm_));
-      double t0 = MPI_Wtime();
-      algorithms_[a]->run(buf_.data(), count, type_);
-      double dt = MPI_Wtime() - t0;
-      if (FLAGS_check) check(buf_.data(), count, names_[a]);
-      return dt;
-    }
-    burst_.resize(calls * bytes);
-    for (size_t k = 0; k < calls; ++k) memcpy(&burst_[k * bytes], input_.data(), bytes);
+    if (calls > 1) burst_.resize(calls * bytes);
+    char* first = calls > 1 ? burst_.data() : buf_.data();
+    for (size_t k = 0; k < calls; ++k) memcpy(first + k * bytes, input_.data(), bytes);
     STRATA_MPI_CHECK(MPI_Barrier(comm_));
     double t0 = MPI_Wtime();
-    for (size_t k = 0; k < calls; ++k) algorithms_[a]->run(&burst_[k * bytes], count, type_);
+    for (size_t k = 0; k < calls; ++k) algorithms_[a]->run(first + k * bytes, count, type_);
     double dt = (MPI_Wtime() - t0) / calls;
     if (FLAGS_check)
-      for (size_t k = 0; k < calls; ++k) check(&burst_[k * bytes], count, names_[a]);
+      for (size_t k = 0; k < calls; ++k) check(first + k * bytes, count, names_[a]);
     return dt;
   }
 
@@ -496,8 +488,9 @@ std::string barrier_skew(MPI_Comm comm) {
   }
   if (g_rank != 0) return "";
   char line[160];
-  snprintf(line, sizeof line, "# barrier exit skew (last rank out - first, %d barriers): median %.1f us, p90 %.1f us\n",
-           kReps, percentile(spread, 0.5) * 1e6, percentile(spread, 0.9) * 1e6);
+  snprintf(line, sizeof line,
+           "# barrier exit skew (last rank out - first, %d barriers): median %.1f us, p90 %.1f us\n", kReps,
+           percentile(spread, 0.5) * 1e6, percentile(spread, 0.9) * 1e6);
   return line;
 }
 

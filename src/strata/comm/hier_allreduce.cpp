@@ -120,9 +120,9 @@ void HierarchicalAllreduce::run_chunk(char* data, size_t len, DataType t, size_t
   auto owner = [&](int s) { return s % local_size; };
   // A rank waits for the copies it reads: every rank's arrival if it owns a block, the owners' results for
   // the blocks it does not own. Blocks go to local ranks 0.. in turn, so the owners are the first
-  // min(blocks, local_size) ranks.
-  const bool owns_any = local < blocks, owns_all = local_size == 1 || (blocks == 1 && local == 0);
+  // min(blocks, local_size) ranks, and a lone owner owns them all.
   const int owners = std::min(blocks, local_size);
+  const bool owns_any = local < owners, owns_all = owners == 1 && local == 0;
 
   const uint64_t round = ++round_;
   const size_t half = (round % 2) * chunk_bytes_;
