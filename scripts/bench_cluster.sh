@@ -8,7 +8,9 @@
 #   bash scripts/bench_cluster.sh [BUILD_DIR=build] [OUT_DIR=bench-out/cluster]   (as root; RATE=1gbit)
 #
 # BURST=N times N calls back to back per rep (allreduce_bench --burst) instead of one call after a barrier;
-# every run also prints the barrier's exit skew, which a single call's time includes.
+# every run also prints the barrier's exit skew, which a single call's time includes. MPIRUN_EXTRA adds words to
+# every mpirun, e.g. MPIRUN_EXTRA="--mca btl_tcp_eager_limit 268435456 --mca btl_tcp_max_send_size 268435456"
+# (each message one TCP fragment: docs/cluster.md, "Large messages over TCP").
 set -euo pipefail
 rate=${RATE:-1gbit}
 burst=${BURST:-1}
@@ -17,14 +19,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/bench_bed.sh"
 bench_bed_start bench_cluster bench-out/cluster "$@"
 algs=hybrid,hier,brd,vhd_seg,ring_seg,mpi_all
+read -r -a extra <<< "${MPIRUN_EXTRA:-}"
 
 for np in 2 4; do
-  bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
+  bash "$here/cluster.sh" mpirun -np $np --map-by node "${extra[@]}" "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
     --factor=4 --seconds=1.5 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_unshaped.txt"
 done
 bash "$here/cluster.sh" rate "$rate" >/dev/null
 for np in 2 4; do
-  bash "$here/cluster.sh" mpirun -np $np --map-by node "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
+  bash "$here/cluster.sh" mpirun -np $np --map-by node "${extra[@]}" "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
     --seconds=3 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_$rate.txt"
 done
 
