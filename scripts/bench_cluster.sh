@@ -19,15 +19,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/bench_bed.sh"
 bench_bed_start bench_cluster bench-out/cluster "$@"
 algs=hybrid,hier,brd,vhd_seg,ring_seg,mpi_all
-read -r -a extra <<< "${MPIRUN_EXTRA:-}"
+mpirun=(bash "$here/cluster.sh" mpirun --map-by node ${MPIRUN_EXTRA:-})
 
 for np in 2 4; do
-  bash "$here/cluster.sh" mpirun -np $np --map-by node "${extra[@]}" "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
+  "${mpirun[@]}" -np $np "$bench" --algorithms=$algs --min_bytes=4 --max_bytes=256M \
     --factor=4 --seconds=1.5 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_unshaped.txt"
 done
 bash "$here/cluster.sh" rate "$rate" >/dev/null
 for np in 2 4; do
-  bash "$here/cluster.sh" mpirun -np $np --map-by node "${extra[@]}" "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
+  "${mpirun[@]}" -np $np "$bench" --algorithms=$algs --sizes=4,1K,64K,1M,16M,64M \
     --seconds=3 --memcpy=false --burst="$burst" --skew > "$out/2x$((np / 2))_$rate.txt"
 done
 
