@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds Strata, and runs every test: the unit tests and the MPI tests (under
-# mpirun at 1-8 ranks) in the Release build, then the unit tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, then every parser's libFuzzer target for 30 s each (scripts/fuzz.sh). Exits
-# non-zero if anything fails.
+# Installs the dependencies, checks docs/architecture.md's layering (scripts/check_layering.py), builds Strata,
+# and runs every test: the unit tests and the MPI tests (under mpirun at 1-8 ranks) in the Release build, then
+# the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, then every parser's libFuzzer
+# target for 30 s each (scripts/fuzz.sh). Exits non-zero if anything fails.
 #   bash scripts/test.sh            # everything
 #   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # no sanitizer build
 #   STRATA_SKIP_FUZZ=1 bash scripts/test.sh       # no fuzzing (bash scripts/fuzz.sh runs only that stage)
@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
+
+# docs/architecture.md's layer order against every #include, and the names its traces give (a second).
+python3 scripts/check_layering.py
 
 # mpirun refuses root without both of these (CI runs as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
