@@ -178,8 +178,6 @@ def check_names(doc_lines):
             any_traced = any_traced or traced
         for m in FILE_RE.finditer(line):
             for name in expand_braces(m.group(1)):
-                if name.startswith("NAME."):
-                    continue  # a placeholder (a snapshot's NAME.tmp)
                 if not file_exists(name):
                     problems.append(f"{DOC}:{number}: names {name}, which no file of the repository is")
         if not traced:
