@@ -19,8 +19,8 @@ dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
 // The reordered copies one primitive call works on (Operand below) live only during that call, so they are cut
 // from one buffer per thread, grown to the largest call so far, rather than each operand of each layer keeping a
-// buffer of its own for the layer's life (which took 37 MB of LeNet's 78 MB peak heap in training;
-// docs/onednn.md). Open one per call, sized with the sum of its operands' bytes(); one at a time per thread.
+// buffer of its own for the layer's life (which held nearly half of LeNet's peak heap in training; docs/onednn.md
+// has the figures). Open one per call, sized with the sum of its operands' bytes(); one at a time per thread.
 class CallBuffer {
  public:
   explicit CallBuffer(size_t bytes);

@@ -2,9 +2,9 @@
 // plain loads and stores instead of MPI messages.
 //
 // Why: between processes on one machine Open MPI's vader transport copies a large message with one
-// process_vm_readv (CMA) per message. That kernel path pins the sender's pages on every call and ran at
-// about 12 GB/s here, against 45-90 GB/s for a memcpy of the same 256 KiB-4 MiB in cache, so every
-// point-to-point algorithm (Strata's and Open MPI's own) spends most of a 1 MiB allreduce in the kernel.
+// process_vm_readv (CMA) per message. That kernel path pins the sender's pages on every call and runs several
+// times slower than a memcpy in cache, so every point-to-point algorithm (Strata's and Open MPI's own) spends
+// most of a 1 MiB allreduce in the kernel (docs/allreduce.md, "shm", has the figures).
 //
 // The message goes through in chunks. Each rank has a slot of two chunk-sized halves (chunk k uses half
 // k % 2), and each chunk is cut into N blocks; rank r owns block r. For one chunk:
@@ -51,11 +51,9 @@ class ShmAllreduce : public Allreduce {
 
   // The chunk size is a trade between the flag waits (two per chunk) and the cache (slots of small chunks
   // stay in the shared L3 while the message streams past). When every rank has a core of its own a flag
-  // wait costs a microsecond or two, and small chunks win: on an idle machine at 2 ranks (docs/benchmarks.md)
-  // 16 / 64 / 256 MiB took 1.9-2.3 / 7.5-8.2 / 36 ms with 2 MiB chunks against 3.8-4.1 / 15.5-17.7 /
-  // 48-75 ms with 16 MiB. When ranks outnumber the cores every wait is a trip through the scheduler, and
-  // a loaded machine behaves alike: there 16 MiB chunks took 11.6 ms for 64 MiB against 19.4 ms with
-  // 4 MiB and 34 ms with 1 MiB. Shared memory: two chunks per rank and instance.
+  // wait is cheap and small chunks win; when ranks outnumber the cores every wait is a trip through the
+  // scheduler and large chunks win, as on a loaded machine (docs/allreduce.md, "shm", has the measurements).
+  // Shared memory: two chunks per rank and instance.
   static constexpr size_t kDedicatedCoreChunkBytes = 2 << 20;
   static constexpr size_t kSharedCoreChunkBytes = 16 << 20;
 

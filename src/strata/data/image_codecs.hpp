@@ -1,7 +1,7 @@
 // Image decoding and encoding live in a module of their own, libstrata_image_codecs.so, which links OpenCV's
 // imgcodecs and is loaded on first use. imgcodecs brings 80-odd libraries with it on Debian (GDAL, Poppler, x265,
-// GnuTLS, ...): about 26 MB of every process's resident memory and a slower start, paid by every run that never
-// reads an encoded image (docs/benchmarks.md, "LeNet training's memory"). Only ImageData, an encoded Datum and
+// GnuTLS, ...): a large part of every process's resident memory and a slower start, paid by every run that never
+// reads an encoded image (docs/benchmarks.md, "LeNet training's memory", has the figures). Only ImageData, an encoded Datum and
 // convert_imageset load it.
 //
 // The table below is the module's whole interface. Both sides are built from this header by one build, so C++
