@@ -10,6 +10,7 @@
    document behind.
 
     python3 scripts/check_layering.py            # prints each violation, one a line
+    python3 scripts/check_layering.py --self-test   # the checks must catch a planted fault of each kind
 """
 import os
 import re
@@ -194,10 +195,46 @@ def check_names(doc_lines):
     return problems
 
 
-def main():
+def check(root):
+    global ROOT
+    ROOT = root
     with open(os.path.join(ROOT, DOC), encoding="utf-8") as f:
         doc_lines = f.read().splitlines()
-    problems = check_layering(doc_lines) + check_names(doc_lines)
+    return check_layering(doc_lines) + check_names(doc_lines)
+
+
+def self_test():
+    """The checks on a small tree with one fault of each kind: each must be reported, and nothing else."""
+    import tempfile
+    files = {
+        DOC: "## Layout\n\n```\ninclude/strata/, src/strata/ the tree\n  low                 first\n"
+             "  high, other         second\n```\n\n## One iteration\n\n`Present::Call` in high.cpp, "
+             "`Absent` in gone.cpp\n",
+        "include/strata/low.hpp": '#include "strata/high.hpp"\n',   # goes up the order
+        "src/strata/high.cpp": '#include "strata/low.hpp"\nvoid Present::Call();\n',
+        "src/strata/stray/x.cpp": "\n",                            # a part the list does not name
+    }
+    expected = ["include/strata/low.hpp:1: low -> high", "part 'stray'", "the exception for", "names gone.cpp",
+                "names Absent"]
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+                f.write(text)
+        problems = check(root)
+    missed = [e for e in expected if not any(e in p for p in problems)]
+    extra = [p for p in problems if not any(e in p for e in expected)]
+    for m in missed:
+        print(f"self-test: not reported: {m}")
+    for x in extra:
+        print(f"self-test: reported wrongly: {x}")
+    return 1 if missed or extra else 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    problems = check(ROOT)
     for p in problems:
         print(p)
     if problems:

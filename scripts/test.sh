@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh
 
-# docs/architecture.md's layer order against every #include, and the names its traces give (a second).
+# docs/architecture.md's layer order against every #include, and the names its traces give (a second);
+# first the checker against a planted fault of each kind.
+python3 scripts/check_layering.py --self-test
 python3 scripts/check_layering.py
 
 # mpirun refuses root without both of these (CI runs as root).
