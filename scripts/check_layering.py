@@ -6,8 +6,8 @@
    in src/, include/ and tools/ must go to its own layer or one above it, except the cycles in EXCEPTIONS.
 2. Names. Every file path the document names must exist, and every identifier inside `backticks` in the
    sections that trace an iteration or describe the seams (level-2 headings matching TRACED_SECTIONS) must
-   occur in the code (src/, include/, tools/, proto/), so a renamed function or file cannot leave the
-   document behind.
+   occur in the code (src/, include/, tools/, proto/), and a `Class::member` must be a member of that class,
+   so a renamed function or file cannot leave the document behind.
 
     python3 scripts/check_layering.py            # prints each violation, one a line
     python3 scripts/check_layering.py --self-test   # the checks must catch a planted fault of each kind
@@ -164,10 +164,25 @@ def check_names(doc_lines):
         dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
         for name in names:
             files.add(os.path.relpath(os.path.join(base, name), ROOT).replace("\\", "/"))
-    words = set()
+    words, texts = set(), []
     for rel in source_files(SCANNED + ("proto",), SOURCE_EXT + (".proto",)):
         with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
-            words.update(re.findall(r"[A-Za-z_]\w*", f.read()))
+            texts.append(f.read())
+            words.update(re.findall(r"[A-Za-z_]\w*", texts[-1]))
+    code = "\n".join(texts)
+
+    def has_member(cls, member):
+        """Class::member is defined out of line (Class<T>::member too) or named inside class Class's body."""
+        if re.search(r"\b%s(<[^<>;{}]*>)?::%s\b" % (cls, member), code):
+            return True
+        for m in re.finditer(r"\b(?:class|struct)\s+(?:\w+\s+)?%s\b[^;{]*\{" % cls, code):
+            depth, i = 1, m.end()
+            while depth and i < len(code):
+                depth += (code[i] == "{") - (code[i] == "}")
+                i += 1
+            if re.search(r"\b%s\b" % member, code[m.end():i]):
+                return True
+        return False
 
     def file_exists(name):
         return any(f == name or f.endswith("/" + name) for f in files)
@@ -190,6 +205,9 @@ def check_names(doc_lines):
                 for word in re.findall(r"[A-Za-z_]\w*", text):
                     if word not in words:
                         problems.append(f"{DOC}:{number}: `{span}` names {word}, which the code does not")
+                for cls, member in re.findall(r"\b([A-Z]\w*)::(\w+)", text):
+                    if cls in words and member in words and not has_member(cls, member):
+                        problems.append(f"{DOC}:{number}: `{span}`: {cls} has no member {member}")
     if not any_traced:
         problems.append(f"{DOC}: no level-2 heading matches {TRACED_SECTIONS.pattern!r}: nothing traced to check")
     return problems
@@ -209,13 +227,13 @@ def self_test():
     files = {
         DOC: "## Layout\n\n```\ninclude/strata/, src/strata/ the tree\n  low                 first\n"
              "  high, other         second\n```\n\n## One iteration\n\n`Present::Call` in high.cpp, "
-             "`Absent` in gone.cpp\n",
+             "`Absent` in gone.cpp, `Present::Call2`\n",
         "include/strata/low.hpp": '#include "strata/high.hpp"\n',   # goes up the order
-        "src/strata/high.cpp": '#include "strata/low.hpp"\nvoid Present::Call();\n',
+        "src/strata/high.cpp": '#include "strata/low.hpp"\nvoid Present::Call();\nint Call2;\n',
         "src/strata/stray/x.cpp": "\n",                            # a part the list does not name
     }
     expected = ["include/strata/low.hpp:1: low -> high", "part 'stray'", "the exception for", "names gone.cpp",
-                "names Absent"]
+                "names Absent", "Present has no member Call2"]
     with tempfile.TemporaryDirectory() as root:
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
