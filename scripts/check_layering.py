@@ -99,8 +99,9 @@ def includes(rel):
             if not m:
                 continue
             name = m.group(1)
-            if name.startswith("strata/"):
-                yield number, "include/" + name
+            if name.startswith("strata/"):  # a public header, or a private one under src/ (on the include path)
+                private = "src/" + name
+                yield number, private if os.path.exists(os.path.join(ROOT, private)) else "include/" + name
             else:
                 yield number, os.path.normpath(os.path.join(here, name))
 
