@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs a built Strata into a temporary prefix and uses it as a user's project would: examples/custom_layer is
 # configured with find_package(Strata) against that prefix, built, and run (a layer of its own in a net, forward,
-# backward and a gradient check); the installed `strata` tool must run from the prefix too.
+# backward and a gradient check); the installed `strata` tool must run from the prefix too, and train a net with
+# the example's layer loaded as a plugin (--plugin).
 #
 #   tests/install_consumer.sh BUILD_DIR SOURCE_DIR      (ctest: install_consumer)
 set -euo pipefail
@@ -59,4 +60,20 @@ grep -q "custom layer example: OK" "$tmp/run.log" || fail "the example's checks"
 ldd "$tmp/example/custom_layer" > "$tmp/ldd.log" || { cat "$tmp/ldd.log"; fail "ldd on the example"; }
 grep -qF "$prefix/lib/libstrata.so" "$tmp/ldd.log" ||
   { cat "$tmp/ldd.log"; fail "the example is not linked against $prefix/lib/libstrata.so"; }
+step "the installed strata tool trains a net with the example's layer as a plugin"
+[ -e "$tmp/example/libsoftsign_layer.so" ] || fail "the example built no libsoftsign_layer.so"
+cat > "$tmp/softsign.prototxt" <<'NET'
+name: "softsign_net"
+layer { name: "data" type: "DummyData" top: "x" top: "t"
+        dummy_data_param { shape { dim: 4 dim: 6 } shape { dim: 4 dim: 3 }
+                           data_filler { type: "gaussian" std: 1 } data_filler { type: "gaussian" std: 0.5 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "h" inner_product_param { num_output: 3 } }
+layer { name: "soft" type: "Softsign" bottom: "h" top: "s" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "t" top: "loss" }
+NET
+printf 'net: "%s"\nbase_lr: 0.05\nmax_iter: 3\nsnapshot_after_train: false\n' "$tmp/softsign.prototxt" \
+  > "$tmp/softsign_solver.prototxt"
+"$prefix/bin/strata" train --plugin="$tmp/example/libsoftsign_layer.so" --solver="$tmp/softsign_solver.prototxt" \
+  > "$tmp/plugin.log" 2>&1 || { cat "$tmp/plugin.log"; fail "strata train --plugin"; }
+grep -q "layer types Softsign" "$tmp/plugin.log" || { cat "$tmp/plugin.log"; fail "the plugin's layer was not loaded"; }
 step "OK"

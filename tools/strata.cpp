@@ -44,6 +44,7 @@
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
 #include "strata/onednn.hpp"
+#include "strata/plugin.hpp"
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
@@ -946,9 +947,18 @@ const std::vector<Command>& commands() {
 int main(int argc, char** argv) {
   std::string usage = "command [flags]\ncommands:\n";
   for (const auto& c : strata::commands()) usage += std::string("  ") + c.name + "\t" + c.help + "\n";
+  usage += "custom layers from shared libraries (every command): --plugin=LIB[,LIB...] (repeatable), or "
+           "STRATA_PLUGINS=LIB[:LIB...] in the environment (mpirun passes it to every rank)\n";
   gflags::SetUsageMessage(usage);
   gflags::SetVersionString("0.1.0");
   strata::SetLoggingDefaults();
+  std::vector<std::string> plugins;
+  try {
+    plugins = strata::TakePluginArguments(&argc, argv);
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
   if (argc != 2) {
@@ -959,6 +969,7 @@ int main(int argc, char** argv) {
   for (const auto& c : strata::commands()) {
     if (name != c.name) continue;
     try {
+      strata::LoadPlugins(plugins);
       return c.run(&argc, &argv);
     } catch (const strata::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());

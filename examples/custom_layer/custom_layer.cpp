@@ -1,50 +1,14 @@
-// A custom layer outside libstrata: Softsign, y = x / (1 + |x|), dy/dx = 1 / (1 + |x|)^2. Registered by name with
-// REGISTER_LAYER_CLASS, it is used from a prototxt like any built-in layer. main() builds a small net with it, runs
-// forward and backward, and checks the layer's gradient against finite differences of the loss.
+// A project of one's own on an installed Strata: a net built from a prototxt with a custom layer (Softsign,
+// softsign_layer.cpp, linked into this program), forward and backward, and the layer's gradient checked against
+// finite differences of the loss.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "strata/layer_factory.hpp"
-#include "strata/math_functions.hpp"
 #include "strata/net.hpp"
 #include "strata/util/io.hpp"
-
-namespace strata {
-
-template <typename Dtype>
-class SoftsignLayer : public Layer<Dtype> {
- public:
-  using typename Layer<Dtype>::BlobVec;
-  using Layer<Dtype>::Layer;
-  const char* type() const override { return "Softsign"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
-
- protected:
-  void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
-    const Dtype* x = bottom[0]->cpu_data();
-    Dtype* y = top[0]->mutable_cpu_data();
-    for (int i = 0; i < bottom[0]->count(); ++i) y[i] = x[i] / (1 + std::fabs(x[i]));
-  }
-  void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override {
-    if (!propagate_down[0]) return;
-    const Dtype* x = bottom[0]->cpu_data();
-    const Dtype* dy = top[0]->cpu_diff();
-    Dtype* dx = bottom[0]->mutable_cpu_diff();
-    for (int i = 0; i < bottom[0]->count(); ++i) {
-      const Dtype d = 1 + std::fabs(x[i]);
-      dx[i] = dy[i] / (d * d);
-    }
-  }
-};
-
-REGISTER_LAYER_CLASS(Softsign);
-
-}  // namespace strata
 
 namespace {
 

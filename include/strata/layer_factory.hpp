@@ -1,6 +1,7 @@
 // The layer registry: a map from type name ("Convolution") to a creator, one per Dtype. Layers register
-// themselves with REGISTER_LAYER_CLASS at static-initialisation time, from inside libstrata or from a user's
-// own .cpp file linked into their program:
+// themselves with REGISTER_LAYER_CLASS at static-initialisation time, from inside libstrata, from a user's
+// own .cpp file linked into their program, or from a user's shared library that the tools load (--plugin,
+// strata/plugin.hpp):
 //
 //   template <typename Dtype> class MyLayer : public strata::Layer<Dtype> { ... };
 //   REGISTER_LAYER_CLASS(My);   // type "My", class MyLayer
@@ -21,11 +22,12 @@ class LayerRegistry {
  public:
   using Creator = std::function<std::shared_ptr<Layer<Dtype>>(const LayerParameter&)>;
 
-  static void AddCreator(const std::string& type, Creator creator) {
-    auto& reg = registry();
-    CHECK(reg.count(type) == 0) << "layer type " << type << " registered twice";
-    reg[type] = std::move(creator);
-  }
+  // Defined in libstrata (not inline), so that a plugin compiled against this header registers through the
+  // library's rules: while LoadPlugin (strata/plugin.hpp) runs, a type already known is recorded for its error
+  // instead of aborting the process.
+  static void AddCreator(const std::string& type, Creator creator);
+  // Takes a type out again (a plugin that failed to load).
+  static void RemoveCreator(const std::string& type);
 
   // Creates a layer; an unknown type is a user error whose message lists the known types.
   static std::shared_ptr<Layer<Dtype>> CreateLayer(const LayerParameter& param) {
