@@ -4,6 +4,7 @@
 #include <set>
 
 #include "strata/layer_factory.hpp"
+#include "strata/layer_modules.hpp"
 #include "strata/layout.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/insert_splits.hpp"
@@ -164,6 +165,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
                    << "'; by name, weights and layer_by_name reach the last one";
     }
     try {
+      if (!LayerRegistry<Dtype>::Has(lp->type())) LoadLayerModule(lp->type());
       layers_.push_back(LayerRegistry<Dtype>::CreateLayer(*lp));
     } catch (const Error& e) {
       rethrow_for_layer(e, *lp);

@@ -1,0 +1,15 @@
+"""Strata from Python, with pycaffe's names: Net, Blob, the solvers, Python layers (strata.Layer), io,
+net_spec, draw. The objects are libstrata's own (strata._strata); docs/python.md has a worked example."""
+
+from ._strata import (TRAIN, TEST, Error, Blob, Net, Solver, set_mode_cpu, set_mode_gpu, set_device,
+                      set_random_seed, layer_type_list, get_solver, SGDSolver, NesterovSolver, AdaGradSolver,
+                      RMSPropSolver, AdaDeltaSolver, AdamSolver, KFACSolver)
+from .layer import Layer
+from . import net  # noqa: F401  (adds blobs, params, forward, ... to Net)
+from .net_spec import layers, params, NetSpec, to_proto
+from . import io, net_spec, draw  # noqa: F401
+
+__all__ = ['TRAIN', 'TEST', 'Error', 'Blob', 'Net', 'Solver', 'Layer', 'set_mode_cpu', 'set_mode_gpu',
+           'set_device', 'set_random_seed', 'layer_type_list', 'get_solver', 'SGDSolver', 'NesterovSolver',
+           'AdaGradSolver', 'RMSPropSolver', 'AdaDeltaSolver', 'AdamSolver', 'KFACSolver', 'layers', 'params',
+           'NetSpec', 'to_proto', 'io', 'net_spec', 'draw']

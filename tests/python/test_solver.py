@@ -1,0 +1,108 @@
+"""Solvers from Python against `strata train`: the same iterations give the same weights, to the bit; and Caffe's
+linreg example (a Python loss) trains both ways."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import strata
+from conftest import write, SOURCE_DIR
+
+NET = """
+name: "lin"
+layer { name: "data" type: "DummyData" top: "x" top: "t"
+        dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 dim: 2 }
+                           data_filler { type: "gaussian" } data_filler { type: "gaussian" } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "xavier" } bias_filler { type: "constant" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "loss" }
+"""
+
+
+def solver_file(tmp_path, type_name, max_iter=6, extra=''):
+    write(tmp_path / 'net.prototxt', NET)
+    return write(tmp_path / ('%s_solver.prototxt' % type_name), """
+net: "%s"
+type: "%s"
+base_lr: 0.05
+momentum: 0.9
+lr_policy: "fixed"
+max_iter: %d
+display: 1
+snapshot_prefix: "%s"
+random_seed: 11
+solver_mode: CPU
+%s
+""" % (tmp_path / 'net.prototxt', type_name, max_iter, tmp_path / ('py_' + type_name), extra))
+
+
+def weights(path, model):
+    net = strata.Net(model, strata.TEST, weights=path)
+    return [b.data.copy() for blobs in net.params.values() for b in blobs]
+
+
+@pytest.mark.parametrize('type_name', ['SGD', 'Adam'])
+def test_step_equals_strata_train(tmp_path, tool, type_name):
+    solver_path = solver_file(tmp_path, type_name, extra='momentum2: 0.999' if type_name == 'Adam' else '')
+    solver = getattr(strata, type_name + 'Solver')(solver_path)
+    assert solver.type == type_name and solver.iter == 0
+    solver.step(2)
+    solver.step(4)
+    assert solver.iter == 6
+    solver.snapshot()
+    snapshot = str(tmp_path / ('py_%s_iter_6.caffemodel' % type_name))
+    os.replace(snapshot, snapshot + '.python')
+    # the tool's final snapshot lands under the same name
+    status, log = tool('train', '--solver=' + solver_path)
+    assert status == 0, log
+    model = str(tmp_path / 'net.prototxt')
+    python_weights, tool_weights = weights(snapshot + '.python', model), weights(snapshot, model)
+    assert len(python_weights) == 2
+    for a, b in zip(python_weights, tool_weights):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_get_solver_net_test_nets_restore(tmp_path):
+    path = solver_file(tmp_path, 'Nesterov', extra='test_iter: 1\ntest_interval: 100\ntest_net: "%s"' %
+                       (tmp_path / 'net.prototxt'))
+    solver = strata.get_solver(path)
+    assert solver.type == 'Nesterov' and len(solver.test_nets) == 1
+    solver.step(3)
+    solver.snapshot()
+    w3 = solver.net.params['ip'][0].data.copy()
+    solver.step(2)
+    w5 = solver.net.params['ip'][0].data.copy()
+    again = strata.get_solver(path)
+    again.restore(str(tmp_path / 'py_Nesterov_iter_3.solverstate'))
+    assert again.iter == 3
+    np.testing.assert_array_equal(again.net.params['ip'][0].data, w3)
+    again.step(2)
+    np.testing.assert_array_equal(again.net.params['ip'][0].data, w5)
+    # the test net shares the train net's weights
+    assert np.shares_memory(solver.test_nets[0].params['ip'][0].data, solver.net.params['ip'][0].data)
+
+
+def test_solver_errors(tmp_path):
+    with pytest.raises(strata.Error, match='nope.prototxt'):
+        strata.SGDSolver(str(tmp_path / 'nope.prototxt'))
+
+
+def losses(log):
+    return [float(v) for v in re.findall(r'Iteration \d+.*, loss = (\S+)', log)]
+
+
+def test_linreg_trains_with_the_tool_and_from_python(tool, monkeypatch):
+    status, log = tool('train', '--solver=examples/pycaffe/linreg_solver.prototxt')
+    assert status == 0, log
+    tool_losses = losses(log)
+    assert len(tool_losses) >= 4 and tool_losses[-1] < tool_losses[0] / 2, log
+    monkeypatch.chdir(SOURCE_DIR)
+    solver = strata.SGDSolver('examples/pycaffe/linreg_solver.prototxt')
+    solver.step(1)
+    first = float(solver.net.blobs['loss'].data[0])
+    solver.step(19)
+    assert float(solver.net.blobs['loss'].data[0]) < first / 2
+    # the first loss the tool logged is the same iteration's
+    assert first == pytest.approx(tool_losses[0], rel=1e-5)
