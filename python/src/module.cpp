@@ -70,6 +70,7 @@ std::vector<int> ShapeArgs(const py::args& args) {
 // (add_blob), before the net collects its parameters.
 struct LayerBlobs {
   Layer<float>* layer;
+  py::object owner;  // the Python layer object, kept alive (keep_alive does not apply to properties)
 };
 
 // What net.layers gives: the Python object for a Python layer, the C++ layer otherwise.
@@ -156,6 +157,11 @@ py::object FieldValue(const google::protobuf::Message& msg, const google::protob
 PYBIND11_MODULE(_strata, m) {
   m.doc() = "Strata's C++ objects (Net, Blob, Layer, solvers); import strata rather than this module";
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  // In python3 (not inside a tool, which has set glog up): the training log goes to stderr, as the tools'.
+  if (!google::IsGoogleLoggingInitialized()) {
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("strata");
+  }
   RegisterPythonLayer();
 
   m.attr("TRAIN") = static_cast<int>(TRAIN);
@@ -209,7 +215,7 @@ PYBIND11_MODULE(_strata, m) {
       .def_property_readonly("type", [](const Layer<float>& l) { return std::string(l.type()); })
       .def_property_readonly("name", [](const Layer<float>& l) { return l.layer_param().name(); })
       .def_property_readonly("phase", [](const Layer<float>& l) { return static_cast<int>(l.phase()); })
-      .def_property_readonly("blobs", [](Layer<float>& l) { return LayerBlobs{&l}; }, py::keep_alive<0, 1>());
+      .def_property_readonly("blobs", [](const py::object& self) { return LayerBlobs{&self.cast<Layer<float>&>(), self}; });
 
   py::class_<Net<float>, std::shared_ptr<Net<float>>>(m, "Net")
       .def(py::init(&MakeNet), py::arg("network_file"), py::arg("phase"), py::arg("level") = 0,

@@ -3,7 +3,7 @@ net_spec, draw. The objects are libstrata's own (strata._strata); docs/python.md
 
 from ._strata import (TRAIN, TEST, Error, Blob, Net, Solver, set_mode_cpu, set_mode_gpu, set_device,
                       set_random_seed, layer_type_list, get_solver, SGDSolver, NesterovSolver, AdaGradSolver,
-                      RMSPropSolver, AdaDeltaSolver, AdamSolver, KFACSolver)
+                      RMSPropSolver, AdaDeltaSolver, AdamSolver, KFACSolver, rank, size)
 from .layer import Layer
 from . import net  # noqa: F401  (adds blobs, params, forward, ... to Net)
 from .net_spec import layers, params, NetSpec, to_proto
@@ -11,5 +11,5 @@ from . import io, net_spec, draw  # noqa: F401
 
 __all__ = ['TRAIN', 'TEST', 'Error', 'Blob', 'Net', 'Solver', 'Layer', 'set_mode_cpu', 'set_mode_gpu',
            'set_device', 'set_random_seed', 'layer_type_list', 'get_solver', 'SGDSolver', 'NesterovSolver',
-           'AdaGradSolver', 'RMSPropSolver', 'AdaDeltaSolver', 'AdamSolver', 'KFACSolver', 'layers', 'params',
-           'NetSpec', 'to_proto', 'io', 'net_spec', 'draw']
+           'AdaGradSolver', 'RMSPropSolver', 'AdaDeltaSolver', 'AdamSolver', 'KFACSolver', 'rank', 'size',
+           'layers', 'params', 'NetSpec', 'to_proto', 'io', 'net_spec', 'draw']

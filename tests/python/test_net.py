@@ -142,3 +142,10 @@ def test_missing_files_are_errors(tmp_path, input_net):
         strata.Net(str(tmp_path / 'nope.prototxt'), strata.TEST)
     with pytest.raises(strata.Error, match='phase must be'):
         strata.Net(input_net, 5)
+
+
+def test_params_outlive_the_expression_that_made_them(input_net):
+    w = strata.Net(input_net, strata.TEST).params['ip'][0]
+    assert w.shape == (4, 3) and w.data.shape == (4, 3)
+    blobs = strata.Net(input_net, strata.TEST).layer_dict['ip'].blobs
+    assert [b.shape for b in blobs] == [(4, 3), (4,)]
