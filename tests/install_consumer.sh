@@ -45,6 +45,26 @@ if [ -e "$build/libstrata_image_codecs.so" ]; then
   grep -q "Wrote 1 images" "$tmp/convert.log" || { cat "$tmp/convert.log"; fail "no image written"; }
 fi
 
+# The Python interface (python/): the installed package imports from the prefix, and the installed tool runs a
+# Python layer through the installed interpreter module, which puts the prefix's package first on sys.path.
+if [ -e "$build/libstrata_python.so" ]; then
+  step "the installed strata package imports, and the installed strata trains linreg's Python loss"
+  site=$prefix/lib/python3/dist-packages
+  [ -e "$prefix/lib/libstrata_python.so" ] || fail "the prefix has no lib/libstrata_python.so"
+  python=$(grep -m1 '^STRATA_PYTHON_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2-)
+  PYTHONPATH=$site "${python:-python3}" -c "import strata, caffe; assert strata.__file__.startswith('$site'), strata.__file__; assert caffe.Net is strata.Net" \
+    > "$tmp/python.log" 2>&1 || { cat "$tmp/python.log"; fail "import strata from the prefix"; }
+  (cd "$src" && LD_DEBUG=files LD_DEBUG_OUTPUT="$tmp/pyld" PYTHONPATH="$src/examples/pycaffe/layers" \
+    "$prefix/bin/strata" train --solver=examples/pycaffe/linreg_solver.prototxt) > "$tmp/linreg.log" 2>&1 ||
+    { cat "$tmp/linreg.log"; fail "the installed strata train with a Python layer"; }
+  grep -q "Iteration 20, loss" "$tmp/linreg.log" || { cat "$tmp/linreg.log"; fail "linreg did not train"; }
+  cat "$tmp"/pyld.* > "$tmp/pyld.log"
+  grep -qE "init: $prefix/(bin/\.\./)?lib/libstrata_python.so" "$tmp/pyld.log" ||
+    { grep -F strata_python "$tmp/pyld.log"; fail "strata did not load $prefix/lib/libstrata_python.so"; }
+  grep -qE "init: $prefix/(bin/\.\./)?lib/python3/dist-packages/strata/_strata" "$tmp/pyld.log" ||
+    { grep -F _strata "$tmp/pyld.log"; fail "strata did not import the prefix's package"; }
+fi
+
 step "configure and build examples/custom_layer against the prefix"
 cmake -S "$src/examples/custom_layer" -B "$tmp/example" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
   > "$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log"; fail "configure the example"; }

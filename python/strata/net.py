@@ -40,6 +40,22 @@ def _layer_index(self, name):
     return names.index(name)
 
 
+def _copy_in(self, arrays, names, field, what, mismatch):
+    """Copies the keyword arrays into the .data (or .diff) of the blobs of those names, which must be `names`
+    exactly, each array with the blob's batch size."""
+    if not arrays:
+        return
+    if set(arrays) != set(names):
+        raise Error(mismatch % (sorted(arrays), sorted(names)))
+    net_blobs = self.blobs
+    for name, array in arrays.items():
+        blob = net_blobs[name]
+        if np.shape(array)[:1] != blob.shape[:1]:
+            raise Error((what + " has %s items, the net's batch is %d") % (name, np.shape(array)[:1] or 'no',
+                                                                        blob.shape[0]))
+        getattr(blob, field)[...] = array
+
+
 def _forward(self, blobs=None, start=None, end=None, **kwargs):
     """Runs layers start..end (names; the whole net by default) after copying the keyword arrays into the net's
     inputs of those names. Returns {blob name: its .data} for the net's outputs (or end's tops) and `blobs`."""
@@ -51,16 +67,8 @@ def _forward(self, blobs=None, start=None, end=None, **kwargs):
     else:
         end_ind = _layer_index(self, end)
         outputs = set(self._top_names(end_ind) + blobs)
-    if kwargs:
-        if set(kwargs) != set(self.inputs):
-            raise Error('forward: the keyword arrays %s must be the net inputs %s' % (sorted(kwargs),
-                                                                                       sorted(self.inputs)))
-        net_blobs = self.blobs
-        for name, array in kwargs.items():
-            if np.shape(array)[:1] != net_blobs[name].shape[:1]:
-                raise Error("forward: input '%s' has %s items, the net's batch is %d" %
-                            (name, np.shape(array)[:1] or 'no', net_blobs[name].shape[0]))
-            net_blobs[name].data[...] = array
+    _copy_in(self, kwargs, self.inputs, 'data', "forward: input '%s'", 'forward: the keyword arrays %s must be '
+             'the net inputs %s')
     self._forward(start_ind, end_ind)
     net_blobs = self.blobs
     return {name: net_blobs[name].data for name in outputs}
@@ -78,16 +86,8 @@ def _backward(self, diffs=None, start=None, end=None, **kwargs):
     else:
         end_ind = _layer_index(self, end)
         outputs = set(self._bottom_names(end_ind) + diffs)
-    if kwargs:
-        if set(kwargs) != set(self.outputs):
-            raise Error('backward: the keyword arrays %s must be the net outputs %s' % (sorted(kwargs),
-                                                                                         sorted(self.outputs)))
-        net_blobs = self.blobs
-        for name, array in kwargs.items():
-            if np.shape(array)[:1] != net_blobs[name].shape[:1]:
-                raise Error("backward: gradient '%s' has %s items, the net's batch is %d" %
-                            (name, np.shape(array)[:1] or 'no', net_blobs[name].shape[0]))
-            net_blobs[name].diff[...] = array
+    _copy_in(self, kwargs, self.outputs, 'diff', "backward: gradient '%s'", 'backward: the keyword arrays %s '
+             'must be the net outputs %s')
     self._backward(start_ind, end_ind)
     net_blobs = self.blobs
     return {name: net_blobs[name].diff for name in outputs}
