@@ -43,9 +43,10 @@ def weights(path, model):
     return [b.data.copy() for blobs in net.params.values() for b in blobs]
 
 
-@pytest.mark.parametrize('type_name', ['SGD', 'Adam'])
+@pytest.mark.parametrize('type_name', ['SGD', 'Adam', 'KFAC'])
 def test_step_equals_strata_train(tmp_path, tool, type_name):
-    solver_path = solver_file(tmp_path, type_name, extra='momentum2: 0.999' if type_name == 'Adam' else '')
+    extra = {'Adam': 'momentum2: 0.999', 'KFAC': 'kfac_param { fisher: EMPIRICAL }'}.get(type_name, '')
+    solver_path = solver_file(tmp_path, type_name, extra=extra)
     solver = getattr(strata, type_name + 'Solver')(solver_path)
     assert solver.type == type_name and solver.iter == 0
     solver.step(2)
