@@ -8,8 +8,9 @@ from .layer import Layer
 from . import net  # noqa: F401  (adds blobs, params, forward, ... to Net)
 from .net_spec import layers, params, NetSpec, to_proto
 from . import io, net_spec, draw  # noqa: F401
+from .classifier import Classifier
 
 __all__ = ['TRAIN', 'TEST', 'Error', 'Blob', 'Net', 'Solver', 'Layer', 'set_mode_cpu', 'set_mode_gpu',
            'set_device', 'set_random_seed', 'layer_type_list', 'get_solver', 'SGDSolver', 'NesterovSolver',
            'AdaGradSolver', 'RMSPropSolver', 'AdaDeltaSolver', 'AdamSolver', 'KFACSolver', 'rank', 'size',
-           'layers', 'params', 'NetSpec', 'to_proto', 'io', 'net_spec', 'draw']
+           'layers', 'params', 'NetSpec', 'to_proto', 'io', 'net_spec', 'draw', 'Classifier']

@@ -130,3 +130,34 @@ def test_import_caffe_gives_strata():
     assert caffe.Layer is strata.Layer and CL is strata.layers and caffe.SGDSolver is strata.SGDSolver
     from caffe.net_spec import NetSpec
     assert NetSpec is strata.NetSpec
+
+
+def test_classifier_predicts_as_its_net(tmp_path):
+    model = write(tmp_path / 'deploy.prototxt', """
+name: "tiny"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 10 dim: 3 dim: 4 dim: 4 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+        inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 1 } } }
+layer { name: "prob" type: "Softmax" bottom: "ip" top: "prob" }
+""")
+    weights = str(tmp_path / 'tiny.caffemodel')
+    strata.Net(model, strata.TEST).save(weights)
+    c = strata.Classifier(model, weights, image_dims=(6, 6), mean=np.array([0.1, 0.2, 0.3]), raw_scale=2.0,
+                          channel_swap=(2, 1, 0))
+    rng = np.random.RandomState(0)
+    images = [rng.rand(6, 6, 3).astype(np.float32) for _ in range(3)]
+    net = strata.Net(model, weights, strata.TEST)
+    w = net.params['ip'][0].data
+    mean = np.array([0.1, 0.2, 0.3], np.float32)[:, None, None]
+
+    def scores(crop):  # the net's softmax of one HxWxC crop, prepared as the Classifier says
+        x = (crop.transpose(2, 0, 1)[::-1] * 2.0 - mean).ravel()
+        z = w @ x
+        return np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    centre = c.predict(images, oversample=False)
+    assert centre.shape == (3, 5)
+    np.testing.assert_allclose(centre, [scores(im[1:5, 1:5]) for im in images], rtol=1e-4, atol=1e-6)
+    ten = c.predict(images)
+    crops = strata.io.oversample(images, (4, 4))
+    expected = [np.mean([scores(crops[10 * i + k]) for k in range(10)], axis=0) for i in range(3)]
+    np.testing.assert_allclose(ten, expected, rtol=1e-4, atol=1e-6)
