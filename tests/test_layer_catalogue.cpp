@@ -30,7 +30,8 @@ const std::vector<std::string> kCaffeTypes = {
     "Reshape", "SPP", "Scale", "Sigmoid", "SigmoidCrossEntropyLoss", "Silence", "Slice", "Softmax",
     "SoftmaxWithLoss", "Split", "Swish", "TanH", "Threshold", "Tile", "WindowData"};
 
-// Left out on purpose (docs/caffe.md says why).
+// Not registered by libstrata itself: WindowData is left out on purpose (docs/caffe.md says why); Python comes
+// from its own module, loaded when a net first names it (strata/layer_modules.hpp, tested in tests/python).
 const std::set<std::string> kLeftOut = {"Python", "WindowData"};
 // Not written yet (docs/caffe.md, "Layers"): the test insists they are absent, so that whoever adds one moves it
 // out of this list and into the gradient checks below. None left.
