@@ -10,12 +10,18 @@
 #   kill-npN-rankR-outside rank R of N is killed with `kill -9` from outside, at whatever it is doing
 #   SIG-npN-mpirun         SIGINT or SIGTERM to mpirun
 #   SIG-npN-rankR          SIGINT or SIGTERM to rank R alone
+#   stop-npN-rankR-warn    rank R of N is stopped with SIGSTOP: within the stall watchdog's warning time
+#                          (STRATA_STALL_WARN_SECONDS=1) every other rank logs the stall naming rank R; then
+#                          SIGCONT, and the run goes on and stops cleanly at a SIGTERM to rank 0
+#   stop-npN-rankR-abort   the same with STRATA_STALL_ABORT_SECONDS=3: the job ends, non-zero, with one message
+#                          naming rank R
 #   disk-full              the snapshot directory is a 160 KiB tmpfs, full at the third snapshot
 #   corrupt-record         a record in the middle of the LMDB is not a Datum
 #   nan-loss               the learning rate jumps at iteration 150 until the loss is not finite
 #   host-link-down         2 hosts of the test bed (scripts/cluster.sh), one rank each: host 1's link goes down
 #   host-killed            the same, host 1's rank is killed with SIGKILL (the whole host's work dies)
-# For every case: every process ends within 30 s of the fault, mpirun's status says whether the run failed,
+# For every case but the stop cases (which check the watchdog's messages and end): every process ends within 30 s
+# of the fault, mpirun's status says whether the run failed,
 # the failure is said in one clear line, the newest complete snapshot pair loads (`strata test`) and resumes to
 # the same weights, bit for bit, as a run that was never interrupted, and no temporary file is left behind once
 # the next run has started. Every command runs under `timeout`, so a hang fails the case instead of hanging CI.
@@ -51,6 +57,13 @@ rank_pid() {  # MPIRUN_PID RANK: the pid of that rank among mpirun's children
   for p in $(children_of "$1"); do
     r=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     [ "$r" = "$2" ] && { echo "$p"; return; }
+  done
+}
+started_rank_pid() {  # RANK: the same among the ranks start_training found (no scan of /proc: quick under load)
+  local p r
+  for p in $rank_pids; do
+    r=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ "$r" = "$1" ] && { echo "$p"; return; }
   done
 }
 
@@ -267,6 +280,50 @@ case $case_name in
         fail "no final snapshot pair at the stop, iteration $at"
     fi
     expect_resumes
+    ;;
+  stop-np*-rank*-*)
+    IFS=- read -r _ npx rankx mode <<< "$case_name"
+    np=${npx#np}
+    victim=${rankx#rank}
+    export STRATA_STALL_WARN_SECONDS=1
+    [ "$mode" = abort ] && export STRATA_STALL_ABORT_SECONDS=3
+    start_training
+    wait_for 60 "a first snapshot" has_snapshot
+    victim_pid=$(started_rank_pid "$victim")
+    [ -n "$victim_pid" ] || fail "cannot find rank $victim"
+    echo "stopping rank $victim (pid $victim_pid) with SIGSTOP"
+    fault_ms=$(now_ms)
+    kill -STOP "$victim_pid"
+    # Every other rank names it: after the warning time (1 s) and the answers' deadline (0.5 s); 4 s allowed here
+    # for a loaded machine.
+    for r in $(seq 0 $((np - 1))); do
+      [ "$r" = "$victim" ] && continue
+      wait_for 10 "rank $r's stall report" log_has "Stall on rank $r: collective #[0-9]* on .*not arrived: .*rank $victim (not answering"
+      took=$(($(now_ms) - fault_ms))
+      [ "$took" -le 4000 ] || fail "rank $r reported the stall $took ms after the stop (over 4 s)"
+      echo "said after $took ms: $(grep -m 1 "Stall on rank $r:" "$work/train.log")"
+    done
+    named=$(grep "Stall on rank" "$work/train.log" | sed 's/.*not arrived: //' | grep -oE "rank [0-9]+ \(" |
+      grep -v "rank $victim (" || true)
+    [ -z "$named" ] || fail "a stall report names more than rank $victim: $named"
+    if [ "$mode" = abort ]; then
+      expect_end
+      expect_failed
+      expect_line "stall: collective #[0-9]* on .*not arrived: rank $victim (not answering.*over the limit of 3.0 s"
+      n=$(grep -c "stall: collective" "$work/train.log")
+      [ "$n" -eq 1 ] || fail "the stall abort was said $n times, not once"
+    else
+      kill -CONT "$victim_pid"
+      snapshots=$(ls "$snapdir"/snap_iter_*.solverstate | wc -l)
+      more_snapshots() { [ "$(ls "$snapdir"/snap_iter_*.solverstate | wc -l)" -gt "$snapshots" ]; }
+      wait_for 30 "training going on after SIGCONT" more_snapshots
+      rank0=$(started_rank_pid 0)
+      fault_ms=$(now_ms)
+      kill -TERM "$rank0"
+      expect_end
+      [ "$status" -eq 0 ] || fail "the run went on after SIGCONT but ended with status $status"
+      expect_line "Optimization stopped early"
+    fi
     ;;
   disk-full)
     snapdir=$work/small

@@ -664,9 +664,12 @@ int train(int* argc, char*** argv) {
   DataParallelOptions options = DataParallelOptions::FromProto(param.comm_param(), gpu);
   options.timeline_file = FLAGS_timeline;
   const AllreducePolicy policy = gradient_policy(param.comm_param());
+  const StallLimits stall = StallLimits().with_environment();
   // MPI comes up here: one communicator per communication thread, waiting threads yield their core.
   Communicator::set_default_mpi_tuning();
   Communicator comm(argc, argv, options.threads);
+  // A collective that waits too long names the ranks it waits for (docs/reliability.md).
+  comm.start_watchdog(stall);
   Strata::set_solver_rank(comm.rank());
   Strata::set_solver_count(comm.size());
   if (comm.size() > 1) {

@@ -8,9 +8,11 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "strata/comm/stall_watchdog.hpp"
 #include "strata/comm/topology.hpp"
 
 namespace strata {
@@ -54,6 +56,16 @@ class Communicator {
   // Where the ranks run (Topology::detect of MPI_COMM_WORLD): which share a machine, this rank's place there.
   const Topology& topology() const { return topology_; }
 
+  // Starts the stall watchdog (stall_watchdog.hpp) over the job, with a channel for the main thread's communicator
+  // and one per communication thread's. Collective. Does nothing on one rank or with limits.warn_seconds 0, and
+  // (with a warning) where MPI does not provide MPI_THREAD_MULTIPLE, which its thread needs.
+  void start_watchdog(const StallLimits& limits);
+  // Where a collective on `comm` reports to: the watchdog and comm's channel, when comm is one of this object's
+  // communicators and the watchdog runs; else nothing.
+  StallWatch watch(MPI_Comm comm) const;
+  // `a` such that the watchdog sees its calls (when watch(a->comm()) has a watchdog; else `a` itself).
+  std::unique_ptr<Allreduce> watched(std::unique_ptr<Allreduce> a) const;
+
   // Sets Open MPI defaults that suit Strata's tools unless the user chose otherwise (an mpirun --mca
   // flag or an OMPI_MCA_* variable always wins). Must run before MPI is initialised. Today: waiting
   // threads yield the core (mpi_yield_when_idle=1), because on a machine where ranks or compute threads
@@ -71,6 +83,7 @@ class Communicator {
   MPI_Comm main_comm_ = MPI_COMM_NULL;
   std::vector<MPI_Comm> thread_comms_;
   Topology topology_;
+  std::unique_ptr<StallWatchdog> watchdog_;  // channel 0: main_comm_; 1 + i: thread_comms_[i]
 };
 
 // A human name for an MPI thread level ("MPI_THREAD_MULTIPLE").

@@ -12,13 +12,16 @@
 
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/collectives.hpp"
+#include "strata/comm/stall_watchdog.hpp"
 
 namespace strata {
 
 class MpiCollectives : public Collectives {
  public:
   // `allreduce` (not owned; it must outlive this object) runs on `comm`, which only the solver's thread may use.
-  MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce);
+  // watch: where the other collectives report to the stall watchdog (Communicator::watch(comm); the allreduce is
+  // watched when Communicator::watched made it).
+  MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce, StallWatch watch = {});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -39,6 +42,7 @@ class MpiCollectives : public Collectives {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   strata::Allreduce* allreduce_;
+  StallWatch watch_;
 };
 
 }  // namespace strata

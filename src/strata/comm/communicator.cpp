@@ -101,6 +101,33 @@ void Communicator::setup(int comm_threads) {
   topology_ = Topology::detect(main_comm_);
 }
 
+void Communicator::start_watchdog(const StallLimits& limits) {
+  limits.check();
+  if (size_ == 1 || limits.warn_seconds <= 0) return;
+  if (provided_ < MPI_THREAD_MULTIPLE) {
+    LOG_IF(WARNING, rank_ == 0) << "no stall watchdog: MPI provides only " << thread_level_name(provided_)
+                                << " and the watchdog's thread needs MPI_THREAD_MULTIPLE";
+    return;
+  }
+  std::vector<std::string> channels{"the main thread"};
+  for (size_t i = 0; i < thread_comms_.size(); ++i) channels.push_back("communication thread " + std::to_string(i));
+  watchdog_ = std::make_unique<StallWatchdog>(MPI_COMM_WORLD, limits, std::move(channels));
+}
+
+StallWatch Communicator::watch(MPI_Comm comm) const {
+  if (!watchdog_) return {};
+  if (comm == main_comm_) return {watchdog_.get(), 0};
+  for (size_t i = 0; i < thread_comms_.size(); ++i)
+    if (comm == thread_comms_[i]) return {watchdog_.get(), 1 + static_cast<int>(i)};
+  return {};
+}
+
+std::unique_ptr<Allreduce> Communicator::watched(std::unique_ptr<Allreduce> a) const {
+  const StallWatch w = watch(a->comm());
+  if (!w.watchdog) return a;
+  return std::make_unique<WatchedAllreduce>(std::move(a), w);
+}
+
 MPI_Comm Communicator::thread_comm(int i) const {
   CHECK(i >= 0 && i < num_comm_threads()) << "no communication thread " << i << " (have "
                                           << num_comm_threads() << ")";
@@ -111,6 +138,7 @@ Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  watchdog_.reset();  // its thread uses MPI
   for (MPI_Comm& c : thread_comms_) MPI_Comm_free(&c);
   if (main_comm_ != MPI_COMM_NULL) MPI_Comm_free(&main_comm_);
   if (owns_mpi_) MPI_Finalize();

@@ -19,8 +19,8 @@ std::vector<int> offsets_of(const std::vector<int>& counts) {
 
 }  // namespace
 
-MpiCollectives::MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce)
-    : comm_(comm), allreduce_(allreduce) {
+MpiCollectives::MpiCollectives(MPI_Comm comm, strata::Allreduce* allreduce, StallWatch watch)
+    : comm_(comm), allreduce_(allreduce), watch_(watch) {
   STRATA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   STRATA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
@@ -31,6 +31,7 @@ void MpiCollectives::ReduceScatterT(T* buf, const std::vector<int>& counts) {
   const MPI_Datatype type = mpi_type_of(data_type_of<T>());
   // MPI_IN_PLACE would leave this rank's block at the front of buf, not at its place: receive aside instead.
   std::vector<T> mine(std::max(counts[rank_], 1));
+  StallWatch::Scope watched(watch_);
   STRATA_MPI_CHECK(MPI_Reduce_scatter(buf, mine.data(), counts.data(), type, MPI_SUM, comm_));
   std::copy(mine.begin(), mine.begin() + counts[rank_], buf + offsets_of(counts)[rank_]);
 }
@@ -39,6 +40,7 @@ template <typename T>
 void MpiCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
   CHECK_EQ(static_cast<int>(counts.size()), size_);
   const std::vector<int> offsets = offsets_of(counts);
+  StallWatch::Scope watched(watch_);
   STRATA_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), offsets.data(),
                                   mpi_type_of(data_type_of<T>()), comm_));
 }
@@ -46,6 +48,7 @@ void MpiCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
 std::vector<std::string> MpiCollectives::GatherToRoot(const std::string& mine) {
   const int len = static_cast<int>(mine.size());
   std::vector<int> lens(rank_ == 0 ? size_ : 0);
+  StallWatch::Scope watched(watch_);
   STRATA_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
   std::vector<int> offsets;
   std::vector<char> all;

@@ -43,8 +43,8 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
       comm_(comm),
       options_(options),
       ranks_(comm.size()),
-      main_allreduce_(policy.create(comm.world())),
-      collectives_(comm.world(), main_allreduce_.get()),
+      main_allreduce_(comm.watched(policy.create(comm.world()))),  // seen by the stall watchdog, if one runs
+      collectives_(comm.world(), main_allreduce_.get(), comm.watch(comm.world())),
       plan_(*net_, options.fusion_bytes / sizeof(Dtype), options.chunk_bytes / sizeof(Dtype)),
       signals_(comm.size()),
       timeline_(!options.timeline_file.empty()) {
@@ -82,7 +82,7 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
   for (int k = 0; k < threads; ++k) {
     auto w = std::make_unique<Worker>();
     w->index = k;
-    w->allreduce = policy.create(comm.thread_comm(k));
+    w->allreduce = comm.watched(policy.create(comm.thread_comm(k)));
     workers_.push_back(std::move(w));
   }
   for (int k = 0; k < threads; ++k) workers_[k]->thread = std::thread([this, k] { WorkerLoop(k); });
@@ -467,6 +467,7 @@ uint64_t DataParallelEngine<Dtype>::WeightsDigest() const {
 template <typename Dtype>
 void DataParallelEngine<Dtype>::CheckConsistency(int iter) {
   Drain();
+  const StallWatch::Scope watched(comm_.watch(comm_.world()));  // the digests' allreduce: a collective all wait in
   CheckReplicasAgree(*net_, comm_.world(), iter);
 }
 
