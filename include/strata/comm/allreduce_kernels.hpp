@@ -37,9 +37,9 @@ class ScratchBuffer {
 // so the benchmark and other callers keep blocking waits.
 void set_thread_poll_sleep_us(int us);
 int thread_poll_sleep_us();
-// Whether the calling thread may sleep in the kernel while it waits for the other ranks, where an algorithm
-// can be woken by them (`shm`'s flags, through a futex): what a communication thread beside the computation
-// wants. Off by default: a thread with a core to itself answers fastest by polling.
+// Whether the calling thread shares its core with the computation (the data-parallel engine's communication
+// threads): where an algorithm can be woken by the other ranks (`shm`'s flags, through a futex) it then polls only
+// a couple of microseconds before it sleeps, instead of the longer spell that suits a thread with a core to itself.
 void set_thread_blocking_waits(bool on);
 bool thread_blocking_waits();
 // MPI_Waitall under the calling thread's wait setting.

@@ -17,8 +17,7 @@
 // whole and every rank sums all N copies itself after the first wait: one wait, and the sums are cheap. Half k % 2 of a slot is written again only
 // in chunk k + 2, after every rank has arrived at chunk k + 1 and so finished reading chunk k.
 //
-// Waits are ShmGroup's (shm_group.hpp): a brief spin, then a yield, or a futex sleep on threads that asked
-// for blocking waits.
+// Waits are ShmGroup's (shm_group.hpp): a bounded spell of polling, then a futex sleep on the flag.
 //
 // Every block is summed in one place and copied, so all ranks end bit-identical. When the ranks of the
 // communicator do not all share one machine the segment cannot exist, and the class runs hier instead

@@ -3,9 +3,10 @@
 // number and the others wait on. The base of `shm` and of the node part of `hier`
 // (shm_allreduce.hpp, hier_allreduce.hpp); users of the library need only allreduce.hpp.
 //
-// A rank waiting on a flag spins briefly, then either yields its core (ranks with cores of their own, or
-// outnumbering them) or, on a thread that asked for blocking waits (the data-parallel engine's communication
-// threads, which share a core with the computation), sleeps on the flag as a futex until its owner raises it.
+// A rank waiting on a flag polls it for a bounded time (none when ranks outnumber the cores, briefly on a thread
+// that asked for blocking waits: the data-parallel engine's communication threads, which share a core with the
+// computation), then sleeps on it as a futex until its owner raises it. It never yields in a loop: beside a busy
+// process every yield hands that process a time slice.
 #pragma once
 
 #include <mpi.h>
@@ -49,7 +50,7 @@ class ShmGroup {
 
   int rank_ = 0;
   int size_ = 1;
-  int spin_polls_;  // polls before each yield
+  int64_t spin_ns_;  // how long a wait polls before it sleeps
   void* segment_ = nullptr;
   size_t segment_bytes_ = 0;
   std::vector<Flags*> flags_;  // by rank

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -12,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -49,9 +49,23 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// Polls before giving the core away: a rank already on its way arrives within a microsecond or two, and
-// a rank that is not running only gets the core if this one yields it.
-constexpr int kSpinPolls = 64;
+// How long a wait polls before it sleeps on the flag (a futex). A rank already on its way arrives within
+// microseconds, and a sleep costs a wake-up (a system call on the raising rank, the scheduler on this one) and,
+// where another process shares the core, may hand that process a whole time slice. Figures: docs/allreduce.md.
+// STRATA_ALLREDUCE_SHM_SPIN_US overrides the first, for measurements.
+const int64_t kSpinNs = [] {
+  const char* env = getenv("STRATA_ALLREDUCE_SHM_SPIN_US");
+  return env ? static_cast<int64_t>(atof(env) * 1000) : int64_t(50000);
+}();
+// A thread that asked for blocking waits shares its core with the computation: it polls only briefly.
+constexpr int64_t kBesideComputeSpinNs = 2000;
+
+int64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
 constexpr size_t kNameBytes = 64;
 constexpr size_t kPage = 4096;
 
@@ -93,8 +107,8 @@ bool map_segment(MPI_Comm comm, int rank, size_t bytes, void** mapped) {
 ShmGroup::ShmGroup(MPI_Comm comm, size_t slot_bytes) {
   STRATA_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   STRATA_MPI_CHECK(MPI_Comm_size(comm, &size_));
-  // With more ranks than cores the rank being waited for may need this very core: yield at once.
-  spin_polls_ = size_ <= sysconf(_SC_NPROCESSORS_ONLN) ? kSpinPolls : 0;
+  // With more ranks than cores the rank being waited for may need this very core: sleep at once.
+  spin_ns_ = size_ <= sysconf(_SC_NPROCESSORS_ONLN) ? kSpinNs : 0;
   const size_t stride = (sizeof(Flags) + slot_bytes + kPage - 1) / kPage * kPage;
   if (!map_segment(comm, rank_, stride * size_, &segment_)) return;
   segment_bytes_ = stride * size_;
@@ -126,27 +140,27 @@ void ShmGroup::raise(Phase phase, uint64_t round) {
 
 void ShmGroup::wait_ranks(Phase phase, uint64_t round64, int first, int last) const {
   const int sleep_us = thread_poll_sleep_us();
-  const bool block = thread_blocking_waits();
   const timespec pause{0, 1000L * sleep_us};
   const uint32_t round = static_cast<uint32_t>(round64);
-  // A thread that may block spins a little even when ranks outnumber cores: the wait is often over at once.
-  const int spins = block ? std::max(spin_polls_, kSpinPolls) : spin_polls_;
+  // One spell of polling for the whole wait, however many flags it takes.
+  const int64_t spin_ns = thread_blocking_waits() ? std::min(spin_ns_, kBesideComputeSpinNs) : spin_ns_;
+  const int64_t spin_end = spin_ns > 0 ? now_ns() + spin_ns : 0;
+  bool spinning = spin_ns > 0;
   for (int q = first; q < last; ++q) {
     Flag& f = flag(q, phase);
-    for (int polls = 0; behind(f.round.load(std::memory_order_acquire), round); ++polls) {
-      if (polls < spins) {
+    for (int polls = 1; behind(f.round.load(std::memory_order_acquire), round); ++polls) {
+      if (spinning && polls % 16 == 0) spinning = now_ns() < spin_end;
+      if (spinning) {
         _mm_pause();
       } else if (sleep_us > 0) {
-        nanosleep(&pause, nullptr);
-      } else if (block) {
-        // Asleep in the kernel until rank q raises its flag: a communication thread beside the computation
-        // leaves the core to it instead of taking turns with it in sched_yield.
+        nanosleep(&pause, nullptr);  // comm_param.poll_sleep_us: sleeps of a set length
+      } else {
+        // Asleep in the kernel until rank q raises its flag: the core goes to whatever else wants it (the
+        // computation beside a communication thread, another process) and comes back with the wake-up.
         f.sleepers.fetch_add(1, std::memory_order_seq_cst);
         const uint32_t seen = f.round.load(std::memory_order_seq_cst);
         if (behind(seen, round)) futex_wait(&f.round, seen);
         f.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      } else {
-        sched_yield();
       }
     }
   }
