@@ -24,15 +24,21 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 busy=""
-stop_busy() { [ -n "$busy" ] && kill "$busy" 2>/dev/null && wait "$busy" 2>/dev/null; busy=""; }
+stop_busy() {
+  if [ -n "$busy" ]; then kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null || true; fi
+  busy=""
+}
 trap stop_busy EXIT
 
 echo "# load before: $(cat /proc/loadavg)"
 for run in $(seq 1 "$runs"); do
   for cond in idle busy; do
-    [ "$cond" = busy ] && { $busy_cmd > /dev/null & busy=$!; }
+    if [ "$cond" = busy ]; then
+      $busy_cmd > /dev/null &
+      busy=$!
+    fi
     mpirun -np "$np" --oversubscribe ${MPIRUN_EXTRA:-} "$bench" --algorithms=hybrid,mpi,mpi_all --sizes="$sizes" \
-      --seconds=2 --memcpy=false > "$out/${cond}_run${run}.txt"
+      --seconds=2 --memcpy=false > "$out/${cond}_run${run}.txt" || echo "# $cond run $run failed" >&2
     stop_busy
   done
 done
@@ -47,6 +53,9 @@ runs = collections.defaultdict(list)  # condition -> [{bytes: (hybrid us, best O
 for path in sorted(glob.glob(os.path.join(out, "*_run*.txt"))):
     cond = os.path.basename(path).split("_")[0]
     rows, _ = read(path)
+    if not rows or any("hybrid" not in r for r in rows.values()):
+        print("# %s has no table (the job failed): left out" % path)
+        continue
     runs[cond].append({b: (r["hybrid"],) + best_open_mpi(r) for b, r in rows.items()})
 print("| condition | size | processes | hybrid us: median (min-max) | best Open MPI us: median (min-max) | "
       "hybrid / best Open MPI: median, slowest process (min-max) | Open MPI's best, most often | hybrid faster in |")
