@@ -75,7 +75,8 @@ void Update(const char* type) {
       &param);
   auto solver = strata::SolverRegistry<float>::Create(param);
   const size_t n = solver->net()->learnable_params()[0]->count();
-  const double us = BestMicroseconds([&] { solver->UpdateSlice(0, 0, n, 0.01f, 0, 1.f); }, 200);
+  strata::Optimizer<float>& optimizer = *solver->optimizer();
+  const double us = BestMicroseconds([&] { optimizer.UpdateSlice(0, 0, n, 0.01f, 0, 1.f); }, 200);
   std::printf("%-24s update  %9.1f us\n", (std::string(type) + " UpdateSlice 1M").c_str(), us);
 }
 

@@ -1,6 +1,7 @@
 // The training-engine seam on one process: the order in which the solver calls its engine, the one gradient
-// scale (1 / (replicas x iter_size)) and that the update really uses it, the bucket plan the data-parallel engine
-// reduces by, and the timeline. The data-parallel engine itself runs under mpirun (tests/mpi).
+// scale (1 / (replicas x iter_size)) and that the update really uses it, the optimizer applied on its own against
+// the loop's step, MakeEngine's choice and refusals, the bucket plan the data-parallel engine reduces by, and the
+// timeline. The data-parallel and pipeline engines themselves run under mpirun (tests/mpi).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include "data_test_util.hpp"
 #include "strata/engine/bucket_plan.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/make_engine.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
+#include "strata/optimizer.hpp"
 #include "strata/parallel.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
@@ -57,12 +60,12 @@ std::vector<float> AllWeights(Solver<float>& solver) {
 }
 
 // An engine that logs what the solver asks of it, runs iterations as one process does, and claims `replicas`
-// replicas (so the solver's gradient scale must follow) while summing nothing: the gradient it hands the update is
-// one replica's.
+// replicas (so the optimizer's gradient scale must follow) while summing nothing: the gradient it hands the update
+// is one replica's.
 class RecordingEngine : public TrainingEngine<float> {
  public:
   RecordingEngine(Solver<float>* solver, int replicas, std::vector<std::string>* calls)
-      : local_(solver), replicas_(replicas), calls_(calls) {}
+      : local_(solver->net(), solver->optimizer(), solver->param().iter_size()), replicas_(replicas), calls_(calls) {}
   float Iterate(float rate, int iter) override {
     Log("Iterate " + std::to_string(iter));
     return local_.Iterate(rate, iter);
@@ -112,24 +115,27 @@ TEST(TrainingEngine, SolverCallsItsEngineInOrder) {
 
 TEST(TrainingEngine, GradientScaleIsOneOverReplicasTimesIterSize) {
   auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 1 iter_size: 2"));
-  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.5f);  // the local engine: one replica
+  EXPECT_FLOAT_EQ(solver->optimizer()->gradient_scale(), 0.5f);  // the local engine: one replica
   solver->set_engine(std::make_unique<RecordingEngine>(solver.get(), 4, nullptr));
-  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.125f);
+  EXPECT_FLOAT_EQ(solver->optimizer()->gradient_scale(), 0.125f);
   solver->set_engine(nullptr);  // back to a local engine
-  EXPECT_FLOAT_EQ(solver->gradient_scale(), 0.25f * 2);
+  EXPECT_FLOAT_EQ(solver->optimizer()->gradient_scale(), 0.25f * 2);
 }
 
-// Plain SGD written only as a rule (no one-pass update), so the update takes the separate passes.
-class PlainSgdSolver : public Solver<float> {
+// Plain SGD written only as a rule (no one-pass update), so the update takes the separate passes: a custom
+// optimizer, registered as a solver type of its own.
+template <typename Dtype>
+class PlainSgdOptimizer : public Optimizer<Dtype> {
  public:
-  using Solver<float>::Solver;
-  const char* type() const override { return "PlainSgd"; }
+  using Optimizer<Dtype>::Optimizer;
 
  protected:
-  void ComputeUpdateValue(int param_id, float rate, int iter) override {
-    net_->learnable_params()[param_id]->scale_diff(rate);
+  const char* rule_type() const override { return "PlainSgd"; }
+  void ComputeUpdateValue(int param_id, Dtype rate, int iter) override {
+    this->net_->learnable_params()[param_id]->scale_diff(rate);
   }
 };
+REGISTER_OPTIMIZER_CLASS(PlainSgd);
 
 // The update applies the solver's scale, whichever path it takes: with an engine that claims 4 replicas but sums one,
 // every weight moves a quarter as far as with the local engine (SGD without momentum or decay, one pass; and the
@@ -139,14 +145,9 @@ TEST(TrainingEngine, UpdatesUseTheSolversScale) {
     SCOPED_TRACE(one_pass ? "one pass" : "separate passes");
     std::vector<float> moved[2];
     for (int replicas : {1, 4}) {
-      const SolverParameter param = MakeParam("max_iter: 1");
-      std::unique_ptr<Solver<float>> solver;
-      if (one_pass) {
-        solver = SolverRegistry<float>::Create(param);
-      } else {
-        solver = std::make_unique<PlainSgdSolver>(param);
-      }
-      ASSERT_EQ(solver->updates_in_one_pass(), one_pass);
+      const SolverParameter param = MakeParam(one_pass ? "max_iter: 1" : "max_iter: 1 type: 'PlainSgd'");
+      std::unique_ptr<Solver<float>> solver = SolverRegistry<float>::Create(param);
+      ASSERT_EQ(solver->optimizer()->updates_in_one_pass(), one_pass);
       if (replicas > 1) solver->set_engine(std::make_unique<RecordingEngine>(solver.get(), replicas, nullptr));
       SetInputs(solver->net());
       const std::vector<float> before = AllWeights(*solver);
@@ -164,6 +165,106 @@ TEST(TrainingEngine, UpdatesUseTheSolversScale) {
   }
 }
 
+// The optimizer on its own, applied to a net by hand (clear, forward, backward, Apply with the policy's rate),
+// moves the weights to the same bits as the loop's Step with its engine, for a one-pass rule, a rule in separate
+// passes (Adam with clipping) and iter_size 2, over three iterations.
+TEST(Optimizer, AppliedDirectlyEqualsTheLoopsStep) {
+  for (const char* extra : {"type: 'SGD' momentum: 0.9 weight_decay: 0.01",
+                            "type: 'Adam' momentum: 0.9 momentum2: 0.999 clip_gradients: 0.05",
+                            "type: 'Nesterov' momentum: 0.8 iter_size: 2 stepsize: 2 gamma: 0.5"}) {
+    SCOPED_TRACE(extra);
+    SolverParameter param = MakeParam(std::string("max_iter: 3 ") + extra);
+    if (param.stepsize() > 0) param.set_lr_policy("step");  // a rate that changes between the iterations
+    auto loop = SolverRegistry<float>::Create(param);
+    auto by_hand = SolverRegistry<float>::Create(param);
+    SetInputs(loop->net());
+    SetInputs(by_hand->net());
+    ASSERT_EQ(AllWeights(*loop), AllWeights(*by_hand));
+    const std::vector<float> initial = AllWeights(*loop);
+    loop->Step(3);
+    Net<float>& net = *by_hand->net();
+    Optimizer<float>& optimizer = *by_hand->optimizer();
+    int step = 0;
+    for (int iter = 0; iter < 3; ++iter) {
+      optimizer.BeginIteration(iter);
+      if (!optimizer.gradients_zeroed()) net.ClearParamDiffs();
+      for (int pass = 0; pass < param.iter_size(); ++pass) {
+        net.Forward();
+        net.Backward();
+      }
+      optimizer.Apply(LearningRateAt(by_hand->param(), iter, &step), iter);
+    }
+    EXPECT_EQ(AllWeights(*by_hand), AllWeights(*loop)) << "the optimizer alone differs from the loop's step";
+    EXPECT_NE(AllWeights(*loop), initial) << "the weights did not move: the test would prove nothing";
+  }
+}
+
+// Every history blob a solverstate keeps goes back where it was: Restore gives a new solver the same optimizer
+// state, and the next step the same bits.
+TEST(Optimizer, StateRoundTripsThroughTheSolverstate) {
+  const SolverParameter param = MakeParam("max_iter: 4 type: 'Adam' momentum: 0.9 momentum2: 0.99");
+  auto first = SolverRegistry<float>::Create(param);
+  SetInputs(first->net());
+  first->Step(2);
+  SolverState state;
+  first->optimizer()->SaveState(&state);
+  ASSERT_EQ(state.history_size(), 2 * static_cast<int>(first->net()->learnable_params().size()));
+  auto second = SolverRegistry<float>::Create(param);
+  SetInputs(second->net());
+  second->optimizer()->RestoreState(state, "state");
+  for (size_t p = 0; p < first->net()->learnable_params().size(); ++p) {
+    second->net()->learnable_params()[p]->CopyFrom(*first->net()->learnable_params()[p]);
+  }
+  first->optimizer()->Apply(0.5f, 2);  // both apply the same (zero) gradient with Adam's history alone
+  second->optimizer()->Apply(0.5f, 2);
+  EXPECT_EQ(AllWeights(*first), AllWeights(*second));
+  SolverState wrong;
+  wrong.add_history();
+  try {
+    second->optimizer()->RestoreState(wrong, "w.solverstate");
+    ADD_FAILURE() << "a solverstate with the wrong number of history blobs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("w.solverstate holds 1 history blobs; this Adam solver"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Optimizer, UnknownTypeIsRefusedWithTheKnownOnes) {
+  try {
+    SolverRegistry<float>::Create(MakeParam("type: 'Lion'"));
+    ADD_FAILURE() << "an unknown solver type was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unknown solver type 'Lion'"), std::string::npos) << what;
+    for (const char* t : {"AdaDelta", "AdaGrad", "Adam", "KFAC", "Nesterov", "RMSProp", "SGD"}) {
+      EXPECT_NE(what.find(t), std::string::npos) << t << " missing from: " << what;
+    }
+  }
+}
+
+// MakeEngine's choice on one process (the data-parallel and pipeline choices run under mpirun), and the
+// combinations a pipeline cannot run, each refused before a net is built with one message naming both settings.
+TEST(MakeEngine, ChoosesTheLocalEngineOnOneProcessAndRefusesWhatAPipelineCannotRun) {
+  EXPECT_EQ(ChooseEngine(MakeParam(""), EngineSetup()), EngineKind::kLocal);
+  auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 1"));
+  EXPECT_NE(dynamic_cast<LocalEngine<float>*>(solver->engine()), nullptr);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"type: 'KFAC'", "pipeline_param and the K-FAC solver"},
+      {"clip_gradients: 1", "clip_gradients"},
+      {"recompute_param { planner: 'sqrt' }", "recompute_param and pipeline_param"},
+      {"", "pipeline_param needs the ranks of an MPI job"}};
+  for (const auto& [extra, message] : refused) {
+    SolverParameter p = MakeParam(extra + " pipeline_param { stages: 2 }");
+    try {
+      SolverRegistry<float>::Create(p);
+      ADD_FAILURE() << extra << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("pipeline"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Which param is which: the display names of ip1 and ip2's weights and biases.
 int ParamId(const Net<float>& net, const std::string& layer, int k) {
   const auto& lp = net.layer_by_name(layer)->blobs();
@@ -174,24 +275,24 @@ int ParamId(const Net<float>& net, const std::string& layer, int k) {
   return -1;
 }
 
-TEST(BucketPlan, FusesSmallGradientsInBackwardOrderAndCutsLargeOnes) {
+TEST(BucketPlan, PacksSmallGradientsInBackwardOrderAndCutsLargeOnes) {
   Net<float> net(MakeParam("").net_param());
   const int ip1 = net.layer_index("ip1"), ip2 = net.layer_index("ip2");
   const int w1 = ParamId(net, "ip1", 0), b1 = ParamId(net, "ip1", 1);
   const int w2 = ParamId(net, "ip2", 0), b2 = ParamId(net, "ip2", 1);
-  // Fusion below 16 elements, chunks of 10. Backward finishes ip2 (w 12, b 3) first: fused, 15 elements. Then ip1's
+  // Packing below 16 elements, chunks of 10. Backward finishes ip2 (w 12, b 3) first: packed, 15 elements. Then ip1's
   // w (24) alone, in chunks of 10, 10 and 4, and ip1's b (4) in a bucket of its own, the last one.
   BucketPlan plan(net, 16, 10);
   ASSERT_EQ(plan.num_buckets(), 3);
   EXPECT_EQ(plan.bucket(0).params, (std::vector<int>{w2, b2}));
   EXPECT_EQ(plan.bucket(0).elements, 15u);
-  EXPECT_TRUE(plan.bucket(0).fused());
+  EXPECT_TRUE(plan.bucket(0).packed());
   EXPECT_EQ(plan.bucket(1).params, (std::vector<int>{w1}));
   EXPECT_EQ(plan.bucket(2).params, (std::vector<int>{b1}));
   EXPECT_EQ(plan.buckets_after(ip2), (std::vector<int>{0}));
   EXPECT_EQ(plan.buckets_after(ip1), (std::vector<int>{1, 2}));
   EXPECT_TRUE(plan.buckets_after(net.layer_index("loss")).empty());
-  // A fused bucket is one chunk; a single gradient is cut.
+  // A packed bucket is one chunk; a single gradient is cut.
   ASSERT_EQ(plan.chunks(0).size(), 1u);
   EXPECT_EQ(plan.chunks(0)[0].count, 15u);
   const auto chunks = plan.chunks(1);
@@ -205,10 +306,10 @@ TEST(BucketPlan, FusesSmallGradientsInBackwardOrderAndCutsLargeOnes) {
   EXPECT_EQ(plan.reads(ip2), (std::vector<int>{w2, b2}));
   EXPECT_TRUE(plan.reads(net.layer_index("in")).empty());
 
-  // No fusion: every gradient alone, still in backward order.
+  // No packing: every gradient alone, still in backward order.
   BucketPlan alone(net, 0, 1000);
   ASSERT_EQ(alone.num_buckets(), 4);
-  for (int b = 0; b < 4; ++b) EXPECT_FALSE(alone.bucket(b).fused());
+  for (int b = 0; b < 4; ++b) EXPECT_FALSE(alone.bucket(b).packed());
   EXPECT_EQ(alone.bucket_of(w2), 0);
   EXPECT_EQ(alone.bucket_of(b1), 3);
 }

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/solvers/kfac_solver.hpp"
+#include "strata/solvers/kfac_preconditioner.hpp"
+#include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -239,7 +240,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "t" top: "s"
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l" }
 )";
 
-std::unique_ptr<KfacSolver<double>> MakeKfac(const std::string& net, const std::string& kfac_text, int seed = 7) {
+std::unique_ptr<Solver<double>> MakeKfac(const std::string& net, const std::string& kfac_text, int seed = 7) {
   SolverParameter p;
   ReadProtoFromTextString(net, p.mutable_net_param());
   p.set_type("KFAC");
@@ -249,7 +250,14 @@ std::unique_ptr<KfacSolver<double>> MakeKfac(const std::string& net, const std::
   p.set_random_seed(seed);
   p.set_snapshot_after_train(false);
   ReadProtoFromTextString(kfac_text, p.mutable_kfac_param());
-  return std::make_unique<KfacSolver<double>>(p);
+  return SolverRegistry<double>::Create(p);
+}
+
+// The K-FAC stage of a "KFAC" solver's optimizer.
+KfacPreconditioner<double>& Kfac(Solver<double>& solver) {
+  auto* kfac = dynamic_cast<KfacPreconditioner<double>*>(solver.optimizer()->stage());
+  CHECK(kfac) << "not a K-FAC solver";
+  return *kfac;
 }
 
 // Runs one training iteration (Step, so the learning rate is set), calling `capture` once backward is done and
@@ -314,11 +322,11 @@ TEST_P(KfacPreconditioning, InnerProductFactorsAndStepMatchTheDenseFormulas) {
     before2 = ParamsOf(*net.layer_by_name("ip2"));
   });
 
-  ASSERT_EQ(solver->blocks().size(), 2u);
-  ExpectMatrixNear(ip1.A, solver->blocks()[0]->A(), 1e-12, "ip1 A");
-  ExpectMatrixNear(ip1.G, solver->blocks()[0]->G(), 1e-12, "ip1 G");
-  ExpectMatrixNear(ip2.A, solver->blocks()[1]->A(), 1e-12, "ip2 A");
-  ExpectMatrixNear(ip2.G, solver->blocks()[1]->G(), 1e-12, "ip2 G");
+  ASSERT_EQ(Kfac(*solver).blocks().size(), 2u);
+  ExpectMatrixNear(ip1.A, Kfac(*solver).blocks()[0]->A(), 1e-12, "ip1 A");
+  ExpectMatrixNear(ip1.G, Kfac(*solver).blocks()[0]->G(), 1e-12, "ip1 G");
+  ExpectMatrixNear(ip2.A, Kfac(*solver).blocks()[1]->A(), 1e-12, "ip2 A");
+  ExpectMatrixNear(ip2.G, Kfac(*solver).blocks()[1]->G(), 1e-12, "ip2 G");
   ExpectStep(DensePreconditioned(ip1, damping, GetParam().split), StepOf(*net.layer_by_name("ip1"), before1, 0, 3, 4),
              "ip1 step");
   ExpectStep(DensePreconditioned(ip2, damping, GetParam().split), StepOf(*net.layer_by_name("ip2"), before2, 0, 3, 3),
@@ -340,17 +348,17 @@ TEST_P(KfacPreconditioning, GroupedConvolutionFactorsAndStepMatchTheDenseFormula
     ip_before = ParamsOf(*net.layer_by_name("ip"));
   });
 
-  ASSERT_EQ(solver->blocks().size(), 3u);  // conv group 0, conv group 1, ip
+  ASSERT_EQ(Kfac(*solver).blocks().size(), 3u);  // conv group 0, conv group 1, ip
   for (int g = 0; g < 2; ++g) {
     const std::string name = "conv group " + std::to_string(g);
-    EXPECT_EQ(solver->blocks()[g]->shape().name, name);
-    ExpectMatrixNear(conv[g].A, solver->blocks()[g]->A(), 1e-12, name + " A");
-    ExpectMatrixNear(conv[g].G, solver->blocks()[g]->G(), 1e-12, name + " G");
+    EXPECT_EQ(Kfac(*solver).blocks()[g]->shape().name, name);
+    ExpectMatrixNear(conv[g].A, Kfac(*solver).blocks()[g]->A(), 1e-12, name + " A");
+    ExpectMatrixNear(conv[g].G, Kfac(*solver).blocks()[g]->G(), 1e-12, name + " G");
     ExpectStep(DensePreconditioned(conv[g], damping, GetParam().split),
                StepOf(*net.layer_by_name("conv"), conv_before, g, 2, 18), name + " step");
   }
-  ExpectMatrixNear(ip.A, solver->blocks()[2]->A(), 1e-12, "ip A");
-  ExpectMatrixNear(ip.G, solver->blocks()[2]->G(), 1e-12, "ip G");
+  ExpectMatrixNear(ip.A, Kfac(*solver).blocks()[2]->A(), 1e-12, "ip A");
+  ExpectMatrixNear(ip.G, Kfac(*solver).blocks()[2]->G(), 1e-12, "ip G");
   ExpectStep(DensePreconditioned(ip, damping, GetParam().split), StepOf(*net.layer_by_name("ip"), ip_before, 0, 3, 36),
              "ip step");
 }
@@ -364,7 +372,7 @@ TEST_P(KfacPreconditioning, WideInnerProductWithASmallBatchMatchesTheDenseFormul
   Net<double>& net = *solver->net();
   FillInputs(net, 3, 15);
   auto [ip1, before] = StepCapturingIp1(solver.get());
-  ASSERT_TRUE(solver->blocks()[0]->FactoredIsCheaper(2));
+  ASSERT_TRUE(Kfac(*solver).blocks()[0]->FactoredIsCheaper(2));
   // Two samples give A rank 3 in 21 dimensions: the damped system is ill-conditioned, and the dense elimination
   // loses digits the two GEMMs do not.
   ExpectStep(DensePreconditioned(ip1, damping, GetParam().split), StepOf(*net.layer_by_name("ip1"), before, 0, 15, 20),
@@ -394,7 +402,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l
   FillInputs(net, 3, 13);
   const std::vector<double> labels(net.blob_by_name("label")->cpu_data(), net.blob_by_name("label")->cpu_data() + 4000);
   net.Forward();
-  solver->BeforeBackward(0);
+  solver->optimizer()->BeforeBackward(0);
   net.Backward();
   const Blob<double>& w = *net.layer_by_name("ip")->blobs()[0];
   const std::vector<double> with_pass(w.cpu_diff(), w.cpu_diff() + w.count());
@@ -415,8 +423,8 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "l
       for (int j = 0; j < 3; ++j) expected[i][j] += ((i == j ? p[i] / total : 0) - p[i] * p[j] / (total * total)) / 4000;
     }
   }
-  solver->ApplyUpdate();
-  const std::vector<double>& g = solver->blocks()[0]->G();
+  solver->optimizer()->Apply(0, 0);  // the update of iteration 0, whose factors were collected
+  const std::vector<double>& g = Kfac(*solver).blocks()[0]->G();
   for (int i = 0; i < 3; ++i) {
     for (int j = 0; j < 3; ++j) {
       // Each entry is a mean of 4,000 terms of at most 1 in size: its standard error is below 0.008.
@@ -486,10 +494,10 @@ TEST(Kfac, BadParametersAreRejected) {
 TEST(Kfac, DampingWarmsUpGeometrically) {
   auto solver = MakeKfac(kMlp, "damping: 0.001 damping_start: 0.1 damping_warmup_iters: 100");
   // The prototxt's floats: relative 1e-6.
-  EXPECT_NEAR(solver->DampingAt(0), 0.1, 1e-7);
-  EXPECT_NEAR(solver->DampingAt(50), 0.01, 1e-8);
-  EXPECT_NEAR(solver->DampingAt(100), 0.001, 1e-9);
-  EXPECT_NEAR(solver->DampingAt(1000), 0.001, 1e-9);
+  EXPECT_NEAR(Kfac(*solver).DampingAt(0), 0.1, 1e-7);
+  EXPECT_NEAR(Kfac(*solver).DampingAt(50), 0.01, 1e-8);
+  EXPECT_NEAR(Kfac(*solver).DampingAt(100), 0.001, 1e-9);
+  EXPECT_NEAR(Kfac(*solver).DampingAt(1000), 0.001, 1e-9);
 }
 
 // A factor wider than max_factor_dim is the identity: ip1's A (5 wide) here, so ip1 is preconditioned by G only.
@@ -499,8 +507,8 @@ TEST(Kfac, WideFactorIsTakenAsTheIdentity) {
   Net<double>& net = *solver->net();
   FillInputs(net, 3, 14);
   auto [ip1, before] = StepCapturingIp1(solver.get());
-  ASSERT_TRUE(solver->blocks()[0]->a_identity());
-  ASSERT_FALSE(solver->blocks()[0]->g_identity());
+  ASSERT_TRUE(Kfac(*solver).blocks()[0]->a_identity());
+  ASSERT_FALSE(Kfac(*solver).blocks()[0]->g_identity());
   ip1.A = Zeros(5, 5);
   for (int i = 0; i < 5; ++i) ip1.A[i][i] = 1;
   ExpectStep(DensePreconditioned(ip1, damping, false), StepOf(*net.layer_by_name("ip1"), before, 0, 3, 4), "ip1 step");
@@ -526,12 +534,12 @@ TEST(Kfac, RecomputePlanGivesTheSameWeights) {
     p.set_random_seed(3);
     ReadProtoFromTextString("fisher: EMPIRICAL factor_interval: 2 inverse_interval: 2", p.mutable_kfac_param());
     if (planned) ReadProtoFromTextString("planner: \"sqrt\"", p.mutable_recompute_param());
-    KfacSolver<double> solver(p);
-    ASSERT_EQ(solver.net()->pass_runner() != nullptr, planned == 1);
-    FillInputs(*solver.net(), 3, 16);
-    solver.Step(4);
+    auto solver = SolverRegistry<double>::Create(p);
+    ASSERT_EQ(solver->net()->pass_runner() != nullptr, planned == 1);
+    FillInputs(*solver->net(), 3, 16);
+    solver->Step(4);
     for (const char* name : {"ip1", "ip2"}) {
-      for (const auto& w : ParamsOf(*solver.net()->layer_by_name(name))) weights[planned].push_back(w);
+      for (const auto& w : ParamsOf(*solver->net()->layer_by_name(name))) weights[planned].push_back(w);
     }
   }
   ASSERT_EQ(weights[0].size(), weights[1].size());

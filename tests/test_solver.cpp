@@ -12,6 +12,7 @@
 #include "resume_test_util.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/solver.hpp"
+#include "strata/solvers/sgd_optimizers.hpp"
 #include "strata/solvers/sgd_solvers.hpp"
 #include "strata/util/io.hpp"
 
@@ -267,14 +268,14 @@ TEST(Solver, ClipGradients) {
   EXPECT_NEAR(w[1], 0.25 - g1 * 0.1 / norm, 1e-7);  // solver fields are float in the proto
 }
 
-// The one-pass CPU update (Solver::UpdateSlice) against the same solver updating in Caffe's separate passes
+// The one-pass CPU update (Optimizer::UpdateSlice) against the same rule updating in Caffe's separate passes
 // (normalise, regularise, ComputeUpdateValue, Blob::Update), over several iterations of a net with a bias,
 // lr_mult, decay_mult and iter_size 2, for every rule and both regularisations.
-template <template <typename> class S>
-class SeparatePasses : public S<double> {
+template <template <typename> class O>
+class SeparatePasses : public O<double> {
  public:
-  using S<double>::S;
-  bool has_fused_update() const override { return false; }
+  using O<double>::O;
+  bool rule_has_one_pass() const override { return false; }
 };
 
 const char* kWideNet = R"(
@@ -287,25 +288,39 @@ layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
 layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
 )";
 
-template <template <typename> class S>
+template <template <typename> class O>
 void ExpectOnePassEqualsSeparatePasses(const std::string& extra) {
   SolverParameter p;
   ReadProtoFromTextString("base_lr: 0.05 lr_policy: 'fixed' iter_size: 2 random_seed: 7 " + extra, &p);
   ReadProtoFromTextString(kWideNet, p.mutable_net_param());
-  p.set_snapshot_after_train(false);
-  S<double> one_pass(p);
-  SeparatePasses<S> separate(p);
-  ASSERT_TRUE(one_pass.has_fused_update());
-  for (Solver<double>* s : {static_cast<Solver<double>*>(&one_pass), static_cast<Solver<double>*>(&separate)}) {
-    double* x = s->net()->blob_by_name("x")->mutable_cpu_data();
+  Strata::set_random_seed(7);
+  Net<double> a_net(TrainNetParam(p));
+  Strata::set_random_seed(7);
+  Net<double> b_net(TrainNetParam(p));
+  O<double> one_pass(p, &a_net);
+  SeparatePasses<O> separate(p, &b_net);
+  ASSERT_TRUE(one_pass.updates_in_one_pass());
+  ASSERT_FALSE(separate.updates_in_one_pass());
+  for (Net<double>* net : {&a_net, &b_net}) {
+    double* x = net->blob_by_name("x")->mutable_cpu_data();
     for (int i = 0; i < 3 * 37; ++i) x[i] = std::sin(0.7 * i);
   }
-  const auto& a = one_pass.net()->learnable_params();
-  const auto& b = separate.net()->learnable_params();
+  const auto& a = a_net.learnable_params();
+  const auto& b = b_net.learnable_params();
   ASSERT_EQ(a.size(), 2u);
   const std::vector<double> initial(a[0]->cpu_data(), a[0]->cpu_data() + a[0]->count());
-  one_pass.Step(4);
-  separate.Step(4);
+  ASSERT_EQ(initial, std::vector<double>(b[0]->cpu_data(), b[0]->cpu_data() + b[0]->count()));
+  for (int iter = 0; iter < 4; ++iter) {
+    for (std::pair<Net<double>*, Optimizer<double>*> s : {std::pair<Net<double>*, Optimizer<double>*>{&a_net, &one_pass},
+                                                          {&b_net, &separate}}) {
+      if (!s.second->gradients_zeroed()) s.first->ClearParamDiffs();
+      for (int pass = 0; pass < 2; ++pass) {
+        s.first->Forward();
+        s.first->Backward();
+      }
+      s.second->Apply(0.05, iter);
+    }
+  }
   double moved = 0;
   for (size_t k = 0; k < a.size(); ++k) {
     for (int i = 0; i < a[k]->count(); ++i) {
@@ -319,13 +334,14 @@ void ExpectOnePassEqualsSeparatePasses(const std::string& extra) {
 }
 
 TEST(Solver, OnePassUpdateEqualsSeparatePasses) {
-  ExpectOnePassEqualsSeparatePasses<SGDSolver>("momentum: 0.9 weight_decay: 0.01");
-  ExpectOnePassEqualsSeparatePasses<SGDSolver>("momentum: 0.9 weight_decay: 0.02 regularization_type: 'L1'");
-  ExpectOnePassEqualsSeparatePasses<NesterovSolver>("momentum: 0.8 weight_decay: 0.01");
-  ExpectOnePassEqualsSeparatePasses<AdamSolver>("momentum: 0.9 momentum2: 0.999 delta: 1e-8 weight_decay: 0.01");
-  ExpectOnePassEqualsSeparatePasses<AdaGradSolver>("delta: 1e-6 weight_decay: 0.01");
-  ExpectOnePassEqualsSeparatePasses<RMSPropSolver>("rms_decay: 0.9 delta: 1e-6 weight_decay: 0.02 regularization_type: 'L1'");
-  ExpectOnePassEqualsSeparatePasses<AdaDeltaSolver>("momentum: 0.9 delta: 1e-6 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<SGDOptimizer>("momentum: 0.9 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<SGDOptimizer>("momentum: 0.9 weight_decay: 0.02 regularization_type: 'L1'");
+  ExpectOnePassEqualsSeparatePasses<NesterovOptimizer>("momentum: 0.8 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<AdamOptimizer>("momentum: 0.9 momentum2: 0.999 delta: 1e-8 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<AdaGradOptimizer>("delta: 1e-6 weight_decay: 0.01");
+  ExpectOnePassEqualsSeparatePasses<RMSPropOptimizer>(
+      "rms_decay: 0.9 delta: 1e-6 weight_decay: 0.02 regularization_type: 'L1'");
+  ExpectOnePassEqualsSeparatePasses<AdaDeltaOptimizer>("momentum: 0.9 delta: 1e-6 weight_decay: 0.01");
 }
 
 // Slices in any order and any cut give the same bits as one slice over the whole parameter: what lets the
@@ -348,10 +364,10 @@ TEST(Solver, UpdateSliceIsElementwise) {
     }
     Blob<double>* w = whole->net()->learnable_params()[0];
     const size_t n = static_cast<size_t>(w->count());
-    whole->UpdateSlice(0, 0, n, 0.05, iter, 0.5);
-    sliced->UpdateSlice(0, 200, n, 0.05, iter, 0.5);
-    sliced->UpdateSlice(0, 0, 1, 0.05, iter, 0.5);
-    sliced->UpdateSlice(0, 1, 200, 0.05, iter, 0.5);
+    whole->optimizer()->UpdateSlice(0, 0, n, 0.05, iter, 0.5);
+    sliced->optimizer()->UpdateSlice(0, 200, n, 0.05, iter, 0.5);
+    sliced->optimizer()->UpdateSlice(0, 0, 1, 0.05, iter, 0.5);
+    sliced->optimizer()->UpdateSlice(0, 1, 200, 0.05, iter, 0.5);
     const Blob<double>* v = sliced->net()->learnable_params()[0];
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(w->cpu_data()[i], v->cpu_data()[i]) << "iteration " << iter << " element " << i;
   }

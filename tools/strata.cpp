@@ -39,6 +39,7 @@
 #include "strata/common.hpp"
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/make_engine.hpp"
 #include "strata/engine/pipeline_engine.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/memory_tracker.hpp"
@@ -409,7 +410,10 @@ int time_pipeline(int* argc, char*** argv) {
   std::unique_ptr<Solver<float>> solver;
   try {
     if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
-    solver = MakePipelineSolver<float>(param, comm, AllreducePolicy::from_name("hybrid"), FLAGS_timeline);
+    EngineSetup setup;
+    setup.comm = &comm;
+    setup.options.timeline_file = FLAGS_timeline;
+    solver = SolverRegistry<float>::Create(param, setup);
     auto* engine = static_cast<PipelineEngine<float>*>(solver->engine());
     solver->Step(FLAGS_warmup);
     engine->Drain();
@@ -685,22 +689,17 @@ int train(int* argc, char*** argv) {
     // Output paths are checked before any work, by rank 0, which writes them (Solve checks the snapshots').
     if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
-    if (param.has_pipeline_param()) {
-      // The net cut by depth into stages, one per rank (docs/pipeline.md).
-      STRATA_REQUIRE(FLAGS_snapshot.empty())
-          << "resuming a pipeline run from a solverstate is not supported yet; start from its weights with "
-          << "--weights=SNAPSHOT.caffemodel";
-      solver = MakePipelineSolver<float>(param, comm, policy, FLAGS_timeline);
-    } else {
-      solver = SolverRegistry<float>::Create(param);
-    }
+    STRATA_REQUIRE(!param.has_pipeline_param() || FLAGS_snapshot.empty())
+        << "resuming a pipeline run from a solverstate is not supported yet; start from its weights with "
+        << "--weights=SNAPSHOT.caffemodel";
+    // The engine (local, data-parallel over the ranks, or a pipeline with pipeline_param) is MakeEngine's choice.
+    EngineSetup setup;
+    setup.comm = &comm;
+    setup.policy = policy;
+    setup.options = options;
+    solver = SolverRegistry<float>::Create(param, setup);
     solver->SetActionFunction(install_signal_handlers());
     if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) LoadWeights(solver->net(), FLAGS_weights);
-    // Several ranks (or a timeline, which only this engine records): the data-parallel engine. It checks at the
-    // end of Solve that every rank holds the same weights, and writes the timeline.
-    if (!param.has_pipeline_param() && (comm.size() > 1 || !FLAGS_timeline.empty())) {
-      solver->set_engine(std::make_unique<DataParallelEngine<float>>(solver.get(), comm, policy, options));
-    }
     solver->Solve(FLAGS_snapshot);
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.

@@ -39,6 +39,7 @@
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/make_engine.hpp"
 #include "strata/layout.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
@@ -212,7 +213,8 @@ class DataParallelEngineTest : public ::testing::Test {
   // Installs the data-parallel engine with `o` in `solver`.
   static DataParallelEngine<float>* Install(Solver<float>* solver, const DataParallelOptions& o,
                                             const std::string& algorithm = "hybrid") {
-    auto engine = std::make_unique<DataParallelEngine<float>>(solver, *comm_, AllreducePolicy::from_name(algorithm), o);
+    auto engine = std::make_unique<DataParallelEngine<float>>(solver->net(), solver->optimizer(), solver->param(),
+                                                              *comm_, AllreducePolicy::from_name(algorithm), o);
     return static_cast<DataParallelEngine<float>*>(solver->set_engine(std::move(engine)));
   }
 
@@ -404,6 +406,34 @@ TEST_F(DataParallelEngineTest, HostStagingInCpuTrainingGivesTheCpuPathsWeightsBi
     Check(c);
     EXPECT_TRUE(all_ranks(plain == digest_)) << c.describe() << ": the staged path's weights differ from the CPU path's";
   }
+}
+
+// MakeEngine's choice under mpirun: a solver built with the job's communicator runs on the data-parallel engine
+// when there are several ranks (the local one on one rank), and trains as the engine installed by hand does.
+TEST_F(DataParallelEngineTest, MakeEngineChoosesTheDataParallelEngineOnSeveralRanks) {
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(world_size());
+  const SolverParameter param = MakeSolverParam(kBatchPerRank, SolverSetting());
+  EngineSetup setup;
+  setup.comm = comm_.get();
+  auto chosen = SolverRegistry<float>::Create(param, setup);
+  auto* engine = dynamic_cast<DataParallelEngine<float>*>(chosen->engine());
+  EXPECT_EQ(engine != nullptr, world_size() > 1);
+  EXPECT_EQ(ChooseEngine(param, setup), world_size() > 1 ? EngineKind::kDataParallel : EngineKind::kLocal);
+  chosen->Step(3);
+  chosen->engine()->Drain();
+  const Weights chosen_weights = WeightsOf(*chosen);
+  chosen->set_engine(nullptr);  // its threads stop before another engine uses the same communicators
+  auto by_hand = SolverRegistry<float>::Create(param);
+  if (world_size() > 1) Install(by_hand.get(), DataParallelOptions());
+  const Weights start = WeightsOf(*by_hand);
+  by_hand->Step(3);
+  by_hand->engine()->Drain();
+  EXPECT_EQ(chosen_weights, WeightsOf(*by_hand));
+  EXPECT_NE(chosen_weights, start) << "the weights did not move: the test would prove nothing";
+  by_hand->set_engine(nullptr);
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
 }
 
 TEST_F(DataParallelEngineTest, NcclInCpuTrainingIsOneClearError) {

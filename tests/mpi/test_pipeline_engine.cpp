@@ -28,6 +28,7 @@
 #include "mpi/mpi_test_util.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
+#include "strata/engine/make_engine.hpp"
 #include "strata/engine/pipeline_engine.hpp"
 #include "strata/net.hpp"
 #include "strata/solver.hpp"
@@ -201,10 +202,16 @@ class PipelineEngineTest : public ::testing::Test {
     pp->set_reversible(c.reversible);
     pp->set_schedule(c.schedule);
     pp->set_plan_passes(1);
-    auto solver = MakePipelineSolver<float>(p, *comm_, AllreducePolicy::from_name("hybrid"));
+    EngineSetup setup;
+    setup.comm = comm_.get();
+    auto solver = SolverRegistry<float>::Create(p, setup);
+    auto* engine = dynamic_cast<PipelineEngine<float>*>(solver->engine());
+    if (!engine) {
+      ADD_FAILURE() << "MakeEngine did not choose the pipeline engine for pipeline_param";
+      return Weights();
+    }
     solver->Solve();
     test_scores_ = solver->TestAll();
-    auto* engine = static_cast<PipelineEngine<float>*>(solver->engine());
     stats_ = engine->stats();
     layout_ = engine->layout();
     reversible_ = engine->reversible();

@@ -23,18 +23,19 @@ struct ElementRange {
 };
 
 // How a bucket of `elements` is cut into the tasks of the communication threads: a single gradient into chunks of
-// chunk_elems (the last one shorter), a fused bucket (at most the fusion size) into one chunk.
-std::vector<ElementRange> CutBucket(size_t elements, bool fused, size_t chunk_elems);
+// chunk_elems (the last one shorter), a packed bucket (at most the fusion size) into one chunk.
+std::vector<ElementRange> CutBucket(size_t elements, bool packed, size_t chunk_elems);
 
 class BucketPlan {
  public:
   struct Bucket {
     std::vector<int> params;  // learnable param ids, in backward order
     size_t elements = 0;
-    bool fused() const { return params.size() > 1; }
+    // Several small gradients packed into one buffer for one allreduce.
+    bool packed() const { return params.size() > 1; }
   };
 
-  // Gradients below fusion_elems elements are fused (0: none); larger ones are cut into chunks of chunk_elems.
+  // Gradients below fusion_elems elements are packed together (0: none); larger ones are cut into chunks of chunk_elems.
   // Parameters with lr_mult 0 (frozen weights, BatchNorm statistics) and empty ones are not reduced.
   template <typename Dtype>
   BucketPlan(const Net<Dtype>& net, size_t fusion_elems, size_t chunk_elems);

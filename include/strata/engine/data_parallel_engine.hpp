@@ -6,10 +6,10 @@
 //   backward of layer L finishes   -> the buckets complete after L (BucketPlan) are cut into chunks and queued to
 //                                      the communication threads; backward moves on at once
 //   communication thread k         -> allreduces its chunks in order on its own communicator (a sum); on the CPU
-//                                      it then applies each chunk in one sweep (Solver::UpdateSlice, which scales
-//                                      by Solver::gradient_scale)
-//   last chunk of layer L reduced  -> layer L is updated (GPU, or a solver without a one-pass rule: that thread
-//                                      runs update_layer(L) now and clears L's gradients)
+//                                      it then applies each chunk in one sweep (Optimizer::UpdateSlice, which
+//                                      scales by Optimizer::gradient_scale)
+//   last chunk of layer L reduced  -> layer L is updated (GPU, or a rule without a one-pass sweep: that thread
+//                                      runs Optimizer::UpdateLayer(L) now and clears L's gradients)
 //   end of backward                -> a control message with this rank's signal request follows the gradients
 //                                      (SignalAgreement)
 //
@@ -17,8 +17,8 @@
 // k mod T, so the collectives on each thread's communicator match across ranks whatever the timing, and every
 // rank ends with bit-identical weights (checked by comm_param.checksum_interval, and at the end of training).
 //
-// Solvers that need the whole reduced gradient (clipping, K-FAC) get every bucket reduced, still overlapped with
-// backward, and one ApplyUpdate on the main thread. Overlap off reduces everything after backward (the baseline).
+// Optimizers that need the whole reduced gradient (clipping, K-FAC) get every bucket reduced, still overlapped with
+// backward, and one Optimizer::Apply on the main thread. Overlap off reduces everything after backward (the baseline).
 //
 // GPU training: the gradients stay on the device; GradientStaging (strata/engine/gradient_staging.hpp) moves each
 // chunk to pinned host memory on a copy stream as backward produces it and back after the allreduce (or sums it
@@ -43,7 +43,7 @@
 #include "strata/engine/signal_agreement.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
-#include "strata/solver.hpp"
+#include "strata/optimizer.hpp"
 
 namespace strata {
 
@@ -52,6 +52,7 @@ struct DataParallelOptions {
   size_t chunk_bytes = 4 << 20;      // gradients larger than this are cut into chunks of this size
   int threads = 1;                   // communication threads, each with its own communicator
   size_t fusion_bytes = 0;           // gradients smaller than this are packed into buckets of this size
+                                     // (comm_param.fusion_bytes)
   int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
   int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
   std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
@@ -59,8 +60,8 @@ struct DataParallelOptions {
   bool stage_in_cpu_mode = false;    // tests: CPU training through the HOST staging, with plain copies
   // gpu: training on the GPU. There, with HOST staging and no comm_param.threads in the solver, each rank gets
   // a communication thread per core of its share of the machine, up to 8: a thread reduces its chunks one after
-  // another (wait for the copy out, allreduce, wait for the copy back), and on an H100 machine AlexNet's 233 MiB
-  // took 133 ms an iteration with 1 thread, 59 ms with 4 and 39 ms with 8 (docs/gpu.md).
+  // another (wait for the copy out, allreduce, wait for the copy back), so more threads keep more chunks in
+  // flight (measured in docs/gpu.md).
   static DataParallelOptions FromProto(const CommParameter& p, bool gpu = false);
   static constexpr int kMaxGpuHostThreads = 8;
 };
@@ -68,10 +69,11 @@ struct DataParallelOptions {
 template <typename Dtype>
 class DataParallelEngine : public TrainingEngine<Dtype> {
  public:
-  // Attaches to the solver's train net (hooks); install it with solver->set_engine. `comm` must have at least
-  // options.threads communication threads. Broadcasts rank 0's weights so every rank starts equal.
-  DataParallelEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
-                     const DataParallelOptions& options);
+  // Attaches to the train net `net` (hooks), whose updates `optimizer` applies; `param` gives iter_size and
+  // display. `comm` must have at least options.threads communication threads. Broadcasts rank 0's weights so every
+  // rank starts equal.
+  DataParallelEngine(Net<Dtype>* net, Optimizer<Dtype>* optimizer, const SolverParameter& param,
+                     const Communicator& comm, const AllreducePolicy& policy, const DataParallelOptions& options);
   ~DataParallelEngine() override;
   DataParallelEngine(const DataParallelEngine&) = delete;
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
@@ -136,20 +138,23 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   void Reduce(Worker& w, const Task& t);
   void ParamsReduced(const Task& t);
   void FinishUnit(int layer_id, Dtype rate, int iter);
-  void UpdateWholeGradient();
+  void UpdateWholeGradient(Dtype rate, int iter);
   void WaitAllUpdated();
   void AverageStatistics();
   void LogStats(int iter);
 
-  Solver<Dtype>* solver_;
   Net<Dtype>* net_;
+  Optimizer<Dtype>* optimizer_;
+  int iter_size_;
+  int display_;
+  int iter_ = 0;  // the loop's iteration: the one running, or the next after AfterIteration
   const Communicator& comm_;
   DataParallelOptions options_;
   int ranks_;
   std::unique_ptr<Allreduce> main_allreduce_;  // collectives on the main thread's communicator
   MpiCollectives collectives_;
   BucketPlan plan_;
-  std::vector<std::vector<Dtype>> fused_;             // a fused bucket's staging buffer (empty for others)
+  std::vector<std::vector<Dtype>> packed_;            // a packed bucket's staging buffer (empty for others)
   std::unique_ptr<GradientStaging<Dtype>> staging_;  // GPU training's path for gradients (null on the CPU)
   SignalAgreement signals_;
   Timeline timeline_;
@@ -170,8 +175,8 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   bool layouts_agreed_ = false;
   Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
   int pending_iter_ = 0;
-  bool whole_gradient_ = false;  // the solver updates the whole net at once (clipping, K-FAC)
-  bool fused_update_ = false;    // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
+  bool whole_gradient_ = false;     // the optimizer updates the whole net at once (clipping, K-FAC)
+  bool one_pass_updates_ = false;  // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
 
   // Measurement.
   Stats stats_;

@@ -8,7 +8,7 @@
 //   steady:  one forward, one backward, ...         backward: receive the output gradients (and, for a Reversible
 //   drain:   the remaining backwards                stage, the outputs themselves) from stage s + 1, backward, send
 //                                                   the input gradients (and inputs) to stage s - 1
-//   update:  the gradients of the k micro-batches, summed over the replicas of the stage, then the solver's update
+//   update:  the gradients of the k micro-batches, summed over the replicas of the stage, then the optimizer's update
 //
 // The weights do not change within an iteration, so the result is gradient accumulation of the same k
 // micro-batches on one rank (to float rounding), and a Reversible stage rebuilds its input exactly.
@@ -49,19 +49,31 @@
 #include "strata/engine/pipeline_plan.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
-#include "strata/solver.hpp"
+#include "strata/optimizer.hpp"
 
 namespace strata {
 
-// Builds this rank's solver for a pipeline job and installs its PipelineEngine: the whole train net is built once
+// A test net's cut, and the blobs this rank's stage of it sends on.
+struct TestStage {
+  StageCut cut;
+  std::vector<std::string> send_blobs;
+};
+
+// This rank's stage of a pipeline job, planned before the loop builds its nets: the whole train net is built once
 // (with the solver's random_seed, so the weights start as one rank's would) to learn its shapes, weights and, when
 // pipeline_param names no cuts, its layer times (pipeline_param.plan_passes, averaged over the ranks) and sizes
-// for the planner (PlanCuts); then the
-// stage's nets. Collective over `comm`. Errors (one clear message each): stages x replicas not the rank count,
-// a bad cut, more stages than layers, a solver the pipeline cannot run (K-FAC, clip_gradients, recompute_param).
+// for the planner (PlanCuts); then the stage's nets are cut. Collective over `comm`. Errors (one clear message
+// each): stages x replicas not the rank count, a bad cut, more stages than layers.
+struct PipelineStagePlan {
+  SolverParameter param;   // the solver on this stage's nets: the train net and the test nets cut
+  PipelineLayout layout;
+  StageCut cut;            // the train net's cut
+  StageNets nets;          // this stage's train nets
+  std::vector<TestStage> tests;  // tests[i] goes with test net i
+  NetParameter initial;    // the whole net's initial weights, which the stage's net starts from
+};
 template <typename Dtype>
-std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, const Communicator& comm,
-                                                  const AllreducePolicy& policy, const std::string& timeline_file = "");
+PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm);
 
 // Per-stage figures since training began (or since ResetStats), as Finish reports them.
 struct PipelineStats {
@@ -75,21 +87,15 @@ struct PipelineStats {
   double peak_activation_mb = 0;  // filled in by GatherStats (MemoryTracker's peak of the stage's process)  // ASYNC, Reversible stages: the largest relative error of a rebuilt input
 };
 
-// A test net's cut, and the blobs this rank's stage of it sends on.
-struct TestStage {
-  StageCut cut;
-  std::vector<std::string> send_blobs;
-};
-
 template <typename Dtype>
 class PipelineEngine : public TrainingEngine<Dtype> {
  public:
-  // `solver` runs this rank's stage net and test nets (MakePipelineSolver builds them). `cut` is the train net's
-  // cut, `nets` the stage's train nets, `source` (stage 0) the net of its data layers, built already (it takes
-  // the data shard of its replica when it is set up). `tests[i]` goes with the solver's test net i.
-  PipelineEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
-                 const PipelineLayout& layout, const PipelineParameter& param, StageCut cut, const StageNets& nets,
-                 std::unique_ptr<Net<Dtype>> source, std::vector<TestStage> tests, const std::string& timeline_file);
+  // Runs this rank's stage net `net` and test nets `test_nets` (built from plan.param), updated by `optimizer`.
+  // `source` (stage 0) is the net of its data layers, built already (it takes the data shard of its replica when
+  // it is set up).
+  PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dtype>*>& test_nets, Optimizer<Dtype>* optimizer,
+                 const Communicator& comm, const AllreducePolicy& policy, const PipelineStagePlan& plan,
+                 std::unique_ptr<Net<Dtype>> source, const std::string& timeline_file);
   ~PipelineEngine() override;
   PipelineEngine(const PipelineEngine&) = delete;
   PipelineEngine& operator=(const PipelineEngine&) = delete;
@@ -155,7 +161,9 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   void MeasureReconstruction();
   double now_ms() const;
 
-  Solver<Dtype>* solver_;
+  Optimizer<Dtype>* optimizer_;
+  std::vector<Net<Dtype>*> test_nets_;
+  int display_;
   PipelineLayout layout_;
   PipelineParameter param_;
   StageCut cut_;
@@ -168,7 +176,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool recompute_ = false;
   int k_ = 1;
   std::unique_ptr<Net<Dtype>> source_;                 // stage 0: the data layers
-  std::vector<Net<Dtype>*> nets_;                      // [0] is the solver's
+  std::vector<Net<Dtype>*> nets_;                      // [0] is the loop's
   std::vector<std::unique_ptr<Net<Dtype>>> copies_;   // the others (STORE)
   std::vector<std::string> inputs_, send_names_;
   std::vector<std::vector<Blob<Dtype>*>> in_blobs_, send_blobs_;  // per net copy

@@ -1,21 +1,24 @@
-// TrainingEngine: how one training iteration's gradients are computed, reduced and applied. The Solver owns one
-// and keeps everything around it: the loop, the learning rate, tests, snapshots, signals and logs.
+// TrainingEngine: how one training iteration's gradients are computed, reduced and applied: it takes the train Net
+// and the Optimizer (the update rule, strata/optimizer.hpp), never the loop. The loop (Solver) owns one, chosen by
+// MakeEngine (strata/engine/make_engine.hpp), and keeps everything around it: the learning rate, tests,
+// snapshots, signals and logs.
 //
 //   Solver::Step, per iteration:
 //     action = engine.AgreeOnAction(polled signal, iter)    every rank stops or snapshots at the same iteration
-//     loss   = engine.Iterate(rate, iter)                   forward, backward, reduce, update
+//     loss   = engine.Iterate(rate, iter)                   forward, backward, reduce, optimizer update
 //     engine.AfterIteration(iter + 1)                       checks and statistics of the engine
 //   before a test or snapshot reads the weights: engine.Drain()
 //   test scores: engine.ReduceScores(&scores)              the mean over the ranks
 //   end of Solve: engine.Finish(iter)
 //
 // Engines:
-//   LocalEngine (this file)                   one process: Solver's own iteration, read top to bottom below
+//   LocalEngine (this file)                   one process, read top to bottom in training_engine.cpp
 //   DataParallelEngine (data_parallel_engine.hpp)   N ranks, each layer's gradient reduced during backward
 //   PipelineEngine (pipeline_engine.hpp)       the net cut by depth into stages across ranks, x replicas
 //
-// Gradient scaling has one owner: engines sum gradients over their replicas() and never divide; the solver scales
-// every gradient by Solver::gradient_scale() = 1 / (replicas x iter_size) as part of its update.
+// The rate and iteration reach the optimizer by one channel: Iterate's arguments. Gradient scaling has one owner:
+// engines sum gradients over their replicas() and never divide; the optimizer scales every gradient by
+// Optimizer::gradient_scale() = 1 / (replicas x iter_size) as part of its update.
 #pragma once
 
 #include <string>
@@ -30,7 +33,10 @@ class Blob;
 template <typename Dtype>
 class Net;
 template <typename Dtype>
-class Solver;
+class Optimizer;
+
+// Throws the Error for a non-finite loss at iteration `iter`: training stops before the update is applied.
+void RequireFiniteLoss(double loss, int iter);
 
 // What the solver does when a signal arrives (Caffe's --sigint_effect / --sighup_effect).
 enum class SignalAction { kNone, kStop, kSnapshot };
@@ -42,7 +48,7 @@ class TrainingEngine {
   virtual ~TrainingEngine() = default;
 
   // Runs iteration `iter` at learning rate `rate`: computes the gradients (iter_size passes), reduces them over
-  // the replicas and applies the solver's update (possibly still in flight when this returns; the next forward
+  // the replicas and applies the optimizer's update with this rate and iteration (possibly still in flight when this returns; the next forward
   // of each layer waits for its own update). Returns the loss averaged over the passes (this rank's).
   virtual Dtype Iterate(Dtype rate, int iter) = 0;
   // Finishes every pending update and makes the weights whole and equal on every replica: called before
@@ -52,7 +58,7 @@ class TrainingEngine {
   virtual SignalAction AgreeOnAction(SignalAction local, int iter) { return local; }
   // Test scores computed by each rank on its own: afterwards the mean over the ranks.
   virtual void ReduceScores(std::vector<Dtype>* scores) {}
-  // After an iteration's update was started; `iterations_done` is the solver's new iteration count.
+  // After an iteration's update was started; `iterations_done` is the loop's new iteration count.
   virtual void AfterIteration(int iterations_done) {}
   // The end of training, after the last Drain (consistency checks, the timeline). Collective.
   virtual void Finish(int iterations_done) {}
@@ -69,19 +75,22 @@ class TrainingEngine {
 
   // How many gradient contributions each reduced gradient sums (the ranks of a data-parallel job).
   virtual int replicas() const { return 1; }
-  // Collectives over the replicas for solvers that communicate more than the gradient (K-FAC); null: one rank.
+  // Collectives over the replicas for optimizers that communicate more than the gradient (K-FAC); null: one rank.
   virtual Collectives* collectives() { return nullptr; }
 };
 
-// One process: clear the gradients, iter_size x (forward, backward), then the solver's ApplyUpdate.
+// One process: clear the gradients, iter_size x (forward, backward), then the optimizer's Apply.
 template <typename Dtype>
 class LocalEngine : public TrainingEngine<Dtype> {
  public:
-  explicit LocalEngine(Solver<Dtype>* solver) : solver_(solver) {}
+  LocalEngine(Net<Dtype>* net, Optimizer<Dtype>* optimizer, int iter_size)
+      : net_(net), optimizer_(optimizer), iter_size_(iter_size) {}
   Dtype Iterate(Dtype rate, int iter) override;
 
  private:
-  Solver<Dtype>* solver_;
+  Net<Dtype>* net_;
+  Optimizer<Dtype>* optimizer_;
+  int iter_size_;
 };
 
 }  // namespace strata

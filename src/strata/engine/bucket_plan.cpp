@@ -6,8 +6,8 @@
 
 namespace strata {
 
-std::vector<ElementRange> CutBucket(size_t elements, bool fused, size_t chunk_elems) {
-  const size_t step = fused ? elements : std::max<size_t>(1, chunk_elems);
+std::vector<ElementRange> CutBucket(size_t elements, bool packed, size_t chunk_elems) {
+  const size_t step = packed ? elements : std::max<size_t>(1, chunk_elems);
   std::vector<ElementRange> chunks;
   for (size_t offset = 0; offset < elements; offset += step) {
     chunks.push_back({offset, std::min(step, elements - offset)});
@@ -39,7 +39,7 @@ BucketPlan::BucketPlan(const Net<Dtype>& net, size_t fusion_elems, size_t chunk_
     if (net.learnable_param_is_statistic(static_cast<int>(p))) statistic_params_.push_back(static_cast<int>(p));
   }
 
-  // Buckets: consecutive small gradients (in backward order) fused up to fusion_elems; others alone. Empty
+  // Buckets: consecutive small gradients (in backward order) packed up to fusion_elems; others alone. Empty
   // gradients are in no bucket: nothing to reduce or wait for.
   auto close = [&](Bucket& b) {
     if (b.params.empty()) return;
@@ -79,7 +79,7 @@ BucketPlan::BucketPlan(const Net<Dtype>& net, size_t fusion_elems, size_t chunk_
       if (bucket_of_param_[p] >= 0) unit_params_[L].push_back(p);
     }
   }
-  for (const Bucket& b : buckets_) chunks_.push_back(CutBucket(b.elements, b.fused(), chunk_elems_));
+  for (const Bucket& b : buckets_) chunks_.push_back(CutBucket(b.elements, b.packed(), chunk_elems_));
 }
 
 template BucketPlan::BucketPlan(const Net<float>&, size_t, size_t);

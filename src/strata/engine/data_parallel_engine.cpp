@@ -36,10 +36,13 @@ DataParallelOptions DataParallelOptions::FromProto(const CommParameter& p, bool 
 // ---- setup ----
 
 template <typename Dtype>
-DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Communicator& comm,
+DataParallelEngine<Dtype>::DataParallelEngine(Net<Dtype>* net, Optimizer<Dtype>* optimizer,
+                                              const SolverParameter& param, const Communicator& comm,
                                               const AllreducePolicy& policy, const DataParallelOptions& options)
-    : solver_(solver),
-      net_(solver->net()),
+    : net_(net),
+      optimizer_(optimizer),
+      iter_size_(param.iter_size()),
+      display_(param.display()),
       comm_(comm),
       options_(options),
       ranks_(comm.size()),
@@ -50,14 +53,14 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
       timeline_(!options.timeline_file.empty()) {
   const int threads = std::min(options_.threads, comm.num_comm_threads());
   STRATA_REQUIRE(threads >= 1) << "data-parallel training needs at least one communication thread";
-  // Clipping and K-FAC need the whole reduced gradient: reduce every layer, then one ApplyUpdate.
-  whole_gradient_ = solver_->needs_whole_gradient();
+  // Clipping and K-FAC need the whole reduced gradient: reduce every layer, then one Optimizer::Apply.
+  whole_gradient_ = optimizer_->needs_whole_gradient();
 
   const size_t num_params = net_->learnable_params().size();
   param_remaining_.assign(num_params, 0);
   param_pending_.assign(num_params, 0);
   unit_remaining_ = plan_.unit_totals();
-  for (const BucketPlan::Bucket& b : plan_.buckets()) fused_.emplace_back(b.fused() ? b.elements : 0);
+  for (const BucketPlan::Bucket& b : plan_.buckets()) packed_.emplace_back(b.packed() ? b.elements : 0);
 
   // GPU training: the chunks reach the communication threads through staging (none in CPU training).
   StagingSetup<Dtype> staging;
@@ -72,9 +75,9 @@ DataParallelEngine<Dtype>::DataParallelEngine(Solver<Dtype>* solver, const Commu
   staging_ = MakeGradientStaging(staging);
   // On the CPU, each chunk is scaled and applied in one sweep right after its allreduce, while it is still in
   // cache; the layer's update is then done when its last chunk is. (Staged chunks, GPU training, come back as
-  // sums and are applied by update_layer.)
-  fused_update_ = !whole_gradient_ && !staging_ && solver_->updates_in_one_pass();
-  if (fused_update_) solver_->AllocateUpdateState();  // before several threads update slices of one param
+  // sums and are applied by Optimizer::UpdateLayer.)
+  one_pass_updates_ = !whole_gradient_ && !staging_ && optimizer_->updates_in_one_pass();
+  if (one_pass_updates_) optimizer_->AllocateUpdateState();  // before several threads update slices of one param
 
   net_->ClearParamDiffs();
   BroadcastParams();
@@ -99,7 +102,7 @@ void DataParallelEngine<Dtype>::AttachHooks() {
   // Owned by this engine: the destructor takes them off the net, which may go on with another engine.
   net_->add_before_forward_hook(
       [this](int i) {
-        if (i == net_->num_layers() / 2) MaybeInjectFault(FaultPoint::kForward, solver_->iter());
+        if (i == net_->num_layers() / 2) MaybeInjectFault(FaultPoint::kForward, iter_);
         WaitForLayer(i);
         layer_t0_us_ = timeline_.now_us();
       },
@@ -138,7 +141,9 @@ DataParallelEngine<Dtype>::~DataParallelEngine() {
 
 template <typename Dtype>
 Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
-  const int iter_size = solver_->param().iter_size();
+  const int iter_size = iter_size_;
+  iter_ = iter;
+  optimizer_->BeginIteration(iter);
   const double t_start = timeline_.now_us();
   Dtype loss = 0;
   for (int pass = 0; pass < iter_size; ++pass) {
@@ -148,7 +153,7 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
     net_->Forward(&l);  // each layer first waits for its own parameters' update (WaitForLayer)
     if (!layouts_agreed_) AgreeOnParamLayouts();  // the communication threads have no work yet
     loss += l;
-    solver_->BeforeBackward(pass);
+    optimizer_->BeforeBackward(pass);
     const double b0 = timeline_.now_us();
     stats_.forward_ms += (b0 - f0) / 1000;
     if (pass == 0 && backward_end_us_ > 0) {
@@ -165,7 +170,7 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
     stats_.backward_ms += (backward_end_us_ - b0) / 1000;
   }
   loss /= iter_size;
-  solver_->CheckLoss(loss);
+  RequireFiniteLoss(loss, iter);
   if (!options_.overlap) {
     for (int L = net_->num_layers() - 1; L >= 0; --L) {
       for (int b : plan_.buckets_after(L)) Submit(b);
@@ -181,7 +186,7 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
   }
   const double w0 = timeline_.now_us();
   if (whole_gradient_) {
-    UpdateWholeGradient();
+    UpdateWholeGradient(rate, iter);
   } else if (!options_.overlap) {
     WaitAllUpdated();
   }
@@ -191,15 +196,15 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
   return loss;
 }
 
-// Clipping and K-FAC: wait for every reduction, then the solver updates with the whole gradient here.
+// Clipping and K-FAC: wait for every reduction, then the optimizer updates with the whole gradient here.
 template <typename Dtype>
-void DataParallelEngine<Dtype>::UpdateWholeGradient() {
+void DataParallelEngine<Dtype>::UpdateWholeGradient(Dtype rate, int iter) {
   {
     std::unique_lock<std::mutex> lock(state_mutex_);
     state_cv_.wait(lock, [this] { return unreduced_params_ == 0; });
   }
-  solver_->ApplyUpdate();
-  if (!solver_->gradients_zeroed()) net_->ClearParamDiffs();
+  optimizer_->Apply(rate, iter);
+  if (!optimizer_->gradients_zeroed()) net_->ClearParamDiffs();
   std::lock_guard<std::mutex> lock(state_mutex_);
   last_update_us_ = timeline_.now_us();
   std::fill(param_pending_.begin(), param_pending_.end(), 0);
@@ -209,7 +214,7 @@ void DataParallelEngine<Dtype>::UpdateWholeGradient() {
 
 template <typename Dtype>
 void DataParallelEngine<Dtype>::OnBackward(int layer_id) {
-  if (!options_.overlap || !last_pass_ || solver_->in_statistics_pass()) return;
+  if (!options_.overlap || !last_pass_ || optimizer_->in_statistics_pass()) return;
   for (int b : plan_.buckets_after(layer_id)) Submit(b);
 }
 
@@ -227,11 +232,11 @@ void DataParallelEngine<Dtype>::Submit(int bucket_id) {
     }
   }
   // Here, on the main thread: the threads then update slices of each param with its memory in one layout.
-  if (fused_update_) {
-    for (int p : b.params) solver_->AlignLayouts(p);
+  if (one_pass_updates_) {
+    for (int p : b.params) optimizer_->AlignLayouts(p);
   }
   if (staging_) staging_->Stage(bucket_id);
-  // One task per chunk of a single gradient; a fused bucket is one task (it is at most fusion_bytes).
+  // One task per chunk of a single gradient; a packed bucket is one task (it is at most fusion_bytes).
   for (const ElementRange& c : plan_.chunks(bucket_id)) {
     Enqueue(*workers_[next_task_++ % workers_.size()], Task{bucket_id, c.offset, c.count, pending_rate_, pending_iter_});
   }
@@ -305,34 +310,36 @@ void DataParallelEngine<Dtype>::Reduce(Worker& w, const Task& t) {
   if (staging_) {
     // GPU training: summed in host staging (or by NCCL), and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
-  } else if (!b.fused()) {
+  } else if (!b.packed()) {
     // The gradient as it is (in a layer's CustomLayout, aligned in Submit): every rank arranges it alike.
     Dtype* g = params[b.params[0]]->mutable_cpu_diff_as_is() + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
   } else {
-    Dtype* fused = fused_[t.bucket].data();
+    Dtype* packed = packed_[t.bucket].data();
     size_t at = 0;
     for (int p : b.params) {
-      std::memcpy(fused + at, params[p]->cpu_diff_as_is(), sizeof(Dtype) * params[p]->count());
+      std::memcpy(packed + at, params[p]->cpu_diff_as_is(), sizeof(Dtype) * params[p]->count());
       at += params[p]->count();
     }
-    if (ranks_ > 1) w.allreduce->run(fused, b.elements);
+    if (ranks_ > 1) w.allreduce->run(packed, b.elements);
     at = 0;
     for (int p : b.params) {
-      std::memcpy(params[p]->mutable_cpu_diff_as_is(), fused + at, sizeof(Dtype) * params[p]->count());
+      std::memcpy(params[p]->mutable_cpu_diff_as_is(), packed + at, sizeof(Dtype) * params[p]->count());
       at += params[p]->count();
     }
   }
   const std::string name =
-      timeline_.enabled() ? net_->param_display_names()[b.params[0]] + (b.fused() ? " (fused)" : "") : "";
+      timeline_.enabled() ? net_->param_display_names()[b.params[0]] + (b.packed() ? " (packed)" : "") : "";
   timeline_.Record(name, "allreduce", 1 + w.index, t0);
   const double t1 = timeline_.now_us();
-  if (fused_update_) {
-    const Dtype scale = solver_->gradient_scale();
-    if (!b.fused()) {
-      solver_->UpdateSlice(b.params[0], t.offset, t.offset + t.count, t.rate, t.iter, scale);
+  if (one_pass_updates_) {
+    const Dtype scale = optimizer_->gradient_scale();
+    if (!b.packed()) {
+      optimizer_->UpdateSlice(b.params[0], t.offset, t.offset + t.count, t.rate, t.iter, scale);
     } else {
-      for (int p : b.params) solver_->UpdateSlice(p, 0, static_cast<size_t>(params[p]->count()), t.rate, t.iter, scale);
+      for (int p : b.params) {
+        optimizer_->UpdateSlice(p, 0, static_cast<size_t>(params[p]->count()), t.rate, t.iter, scale);
+      }
     }
     timeline_.Record(name, "update", 1 + w.index, t1);
   }
@@ -350,7 +357,7 @@ void DataParallelEngine<Dtype>::ParamsReduced(const Task& t) {
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     for (int p : b.params) {
-      const size_t done = b.fused() ? param_remaining_[p] : t.count;
+      const size_t done = b.packed() ? param_remaining_[p] : t.count;
       param_remaining_[p] -= done;
       if (param_remaining_[p] != 0) continue;
       --unreduced_params_;
@@ -370,9 +377,9 @@ void DataParallelEngine<Dtype>::ParamsReduced(const Task& t) {
 template <typename Dtype>
 void DataParallelEngine<Dtype>::FinishUnit(int layer_id, Dtype rate, int iter) {
   const double t0 = timeline_.now_us();
-  if (!fused_update_) solver_->update_layer(layer_id, rate, iter);
+  if (!one_pass_updates_) optimizer_->UpdateLayer(layer_id, rate, iter);
   const std::vector<int>& params = plan_.unit_params(layer_id);
-  if (!fused_update_) {  // one-pass updates already zeroed the gradients
+  if (!one_pass_updates_) {  // one-pass updates already zeroed the gradients
     for (int p : params) net_->learnable_params()[p]->clear_diff();
     timeline_.Record(net_->layer_names()[layer_id], "update", 1 + static_cast<int>(workers_.size()), t0);
   }
@@ -412,11 +419,11 @@ void DataParallelEngine<Dtype>::Drain() {
 
 template <typename Dtype>
 void DataParallelEngine<Dtype>::AfterIteration(int iterations_done) {
+  iter_ = iterations_done;
   if (options_.checksum_interval > 0 && iterations_done % options_.checksum_interval == 0) {
     CheckConsistency(iterations_done);
   }
-  const int display = solver_->param().display();
-  if (display > 0 && iterations_done % display == 0) LogStats(iterations_done);
+  if (display_ > 0 && iterations_done % display_ == 0) LogStats(iterations_done);
 }
 
 template <typename Dtype>

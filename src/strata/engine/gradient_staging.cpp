@@ -337,7 +337,7 @@ class NcclStaging : public GradientStaging<Dtype> {
     STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream_, computed_, 0));
     for (int c = 0; c < static_cast<int>(layout_.chunks(bucket).size()); ++c) {
       const auto& pieces = layout_.pieces(bucket, c);
-      // A fused bucket's gradients are separate buffers: one grouped launch reduces them all in place.
+      // A packed bucket's gradients are separate buffers: one grouped launch reduces them all in place.
       if (pieces.size() > 1) STRATA_NCCL_CHECK(ncclGroupStart());
       for (const auto& p : pieces) {
         Dtype* g = grads[p.slot] + p.grad_offset;

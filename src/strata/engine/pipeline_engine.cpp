@@ -12,6 +12,7 @@
 #include "strata/common.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/solver_param.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -115,18 +116,9 @@ NetParameter InlineSources(const StageNets& nets) {
 }  // namespace
 
 template <typename Dtype>
-std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, const Communicator& comm,
-                                                  const AllreducePolicy& policy, const std::string& timeline_file) {
+PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm) {
   const PipelineParameter& pp = param.pipeline_param();
   const PipelineLayout layout = PipelineLayout::Of(pp, comm.rank(), comm.size());
-  STRATA_REQUIRE(param.type() != "KFAC") << "pipeline training runs the SGD family; K-FAC's factors are not split "
-                                         << "by stage";
-  STRATA_REQUIRE(param.clip_gradients() < 0)
-      << "clip_gradients needs the norm of the whole gradient, which a pipeline spreads over its stages; it is not "
-      << "supported with pipeline_param";
-  STRATA_REQUIRE(!param.has_recompute_param())
-      << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
-      << "pipeline_param { activations: RECOMPUTE }";
 
   // The whole train net, as one rank would build it: its shapes, its initial weights, its layer times.
   NetParameter train = TrainNetParam(param);
@@ -205,40 +197,34 @@ std::unique_ptr<Solver<Dtype>> MakePipelineSolver(const SolverParameter& param, 
     *stage_param.add_test_net_param() = layout.first() ? InlineSources(test_nets) : test_nets.compute;
     tests.push_back(std::move(t));
   }
-  // The stage's nets read the data shard of their replica.
-  Strata::set_solver_rank(layout.replica);
-  Strata::set_solver_count(layout.replicas);
-  std::unique_ptr<Net<Dtype>> source;
-  if (layout.first() && nets.source.layer_size() > 0) {
-    // Seeded as the whole net was, so the data layers (which come first) draw the same seeds.
-    if (param.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param.random_seed()));
-    source = std::make_unique<Net<Dtype>>(nets.source);
-  }
-  std::unique_ptr<Solver<Dtype>> solver = SolverRegistry<Dtype>::Create(stage_param);
-  if (!solver->net()->learnable_params().empty()) solver->net()->CopyTrainedLayersFrom(initial);
-  // Rank 0 (the last stage of replica 0) logs and writes snapshots.
-  Strata::set_solver_rank(comm.rank());
-  Strata::set_solver_count(comm.size());
-  solver->set_engine(std::make_unique<PipelineEngine<Dtype>>(solver.get(), comm, policy, layout, pp, cut, nets,
-                                                             std::move(source), std::move(tests), timeline_file));
-  return solver;
+  PipelineStagePlan plan;
+  plan.param = std::move(stage_param);
+  plan.layout = layout;
+  plan.cut = cut;
+  plan.nets = nets;
+  plan.tests = std::move(tests);
+  plan.initial = std::move(initial);
+  return plan;
 }
 
 template <typename Dtype>
-PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator& comm, const AllreducePolicy& policy,
-                                      const PipelineLayout& layout, const PipelineParameter& param, StageCut cut,
-                                      const StageNets& nets, std::unique_ptr<Net<Dtype>> source,
-                                      std::vector<TestStage> tests, const std::string& timeline_file)
-    : solver_(solver),
-      layout_(layout),
-      param_(param),
-      cut_(std::move(cut)),
-      tests_(std::move(tests)),
+PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dtype>*>& test_nets,
+                                      Optimizer<Dtype>* optimizer, const Communicator& comm,
+                                      const AllreducePolicy& policy, const PipelineStagePlan& plan,
+                                      std::unique_ptr<Net<Dtype>> source, const std::string& timeline_file)
+    : optimizer_(optimizer),
+      test_nets_(test_nets),
+      display_(plan.param.display()),
+      layout_(plan.layout),
+      param_(plan.param.pipeline_param()),
+      cut_(plan.cut),
+      tests_(plan.tests),
       source_(std::move(source)),
       timeline_(!timeline_file.empty()),
       timeline_file_(timeline_file) {
   const int s = layout_.stage;
-  k_ = solver_->param().iter_size();
+  k_ = plan.param.iter_size();
+  const StageNets& nets = plan.nets;
   reversible_ = param_.reversible() && cut_.reversible(s);
   rebuilds_input_ = reversible_ && cut_.reversible_prefix(s) == 0;
   prev_reversible_ = s > 0 && param_.reversible() && cut_.reversible(s - 1);
@@ -252,7 +238,7 @@ PipelineEngine<Dtype>::PipelineEngine(Solver<Dtype>* solver, const Communicator&
   const int in_flight = layout_.stages - s;
   const int copies = reversible_ || recompute_ ? 1
                      : param_.schedule() == PipelineParameter::SYNC ? std::min(in_flight, k_) : in_flight;
-  nets_.push_back(solver_->net());
+  nets_.push_back(net);
   for (int c = 1; c < copies; ++c) {
     auto copy = std::make_unique<Net<Dtype>>(nets.compute);
     // The same weights and the same gradients: every copy's backward adds into the one gradient.
@@ -644,18 +630,17 @@ void PipelineEngine<Dtype>::FinishReduction() {
 
 template <typename Dtype>
 Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
-  (void)rate;
-  (void)iter;
   const double start = now_ms();
   Net<Dtype>& net = *nets_[0];
+  optimizer_->BeginIteration(iter);
   const bool sync = param_.schedule() == PipelineParameter::SYNC;
-  if (sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
+  if (sync && !optimizer_->gradients_zeroed()) net.ClearParamDiffs();
   const Dtype loss = (sync ? RunSync() : RunAsync()) / static_cast<Dtype>(k_);
-  if (layout_.last()) solver_->CheckLoss(loss);
+  if (layout_.last()) RequireFiniteLoss(loss, iter);
   FinishReduction();
-  solver_->ApplyUpdate();
+  optimizer_->Apply(rate, iter);
   // ASYNC: the backwards a Drain runs before the next update add to a gradient that starts at zero.
-  if (!sync && !solver_->gradients_zeroed()) net.ClearParamDiffs();
+  if (!sync && !optimizer_->gradients_zeroed()) net.ClearParamDiffs();
   ++stats_.iterations;
   stats_.iteration_ms += now_ms() - start;
   return loss;
@@ -716,10 +701,9 @@ void PipelineEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
 
 template <typename Dtype>
 const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& net, Dtype* loss) {
-  const auto& test_nets = solver_->test_nets();
   size_t t = 0;
-  while (t < test_nets.size() && test_nets[t].get() != &net) ++t;
-  CHECK_LT(t, tests_.size()) << "TestForward: not one of the solver's test nets";
+  while (t < test_nets_.size() && test_nets_[t] != &net) ++t;
+  CHECK_LT(t, tests_.size()) << "TestForward: not one of the stage's test nets";
   const TestStage& test = tests_[t];
   if (!layout_.first()) {
     const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
@@ -814,8 +798,7 @@ std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& 
 
 template <typename Dtype>
 void PipelineEngine<Dtype>::AfterIteration(int iterations_done) {
-  const int display = solver_->param().display();
-  if (display <= 0 || iterations_done % display != 0) return;
+  if (display_ <= 0 || iterations_done % display_ != 0) return;
   const std::vector<PipelineStats> all = GatherStats();
   if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << StatsTable(all);
 }
@@ -829,10 +812,8 @@ void PipelineEngine<Dtype>::Finish(int iterations_done) {
   if (timeline_.enabled()) timeline_.Write(timeline_file_, world_collectives_.get());
 }
 
-template std::unique_ptr<Solver<float>> MakePipelineSolver<float>(const SolverParameter&, const Communicator&,
-                                                                  const AllreducePolicy&, const std::string&);
-template std::unique_ptr<Solver<double>> MakePipelineSolver<double>(const SolverParameter&, const Communicator&,
-                                                                    const AllreducePolicy&, const std::string&);
+template PipelineStagePlan PlanPipelineStage<float>(const SolverParameter&, const Communicator&);
+template PipelineStagePlan PlanPipelineStage<double>(const SolverParameter&, const Communicator&);
 STRATA_INSTANTIATE_CLASS(PipelineEngine);
 
 }  // namespace strata

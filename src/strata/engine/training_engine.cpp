@@ -1,8 +1,10 @@
 #include "strata/engine/training_engine.hpp"
 
+#include <cmath>
+
 #include "strata/common.hpp"
 #include "strata/net.hpp"
-#include "strata/solver.hpp"
+#include "strata/optimizer.hpp"
 
 namespace strata {
 
@@ -12,6 +14,13 @@ SignalAction ParseSignalAction(const std::string& name) {
   if (name == "none") return SignalAction::kNone;
   STRATA_FAIL() << "unknown signal effect '" << name << "' (expected stop, snapshot or none)";
   return SignalAction::kNone;
+}
+
+void RequireFiniteLoss(double loss, int iter) {
+  if (!std::isfinite(loss)) {
+    STRATA_FAIL() << "the loss is " << loss << " at iteration " << iter
+                  << "; training stopped (lower base_lr, or check the data)";
+  }
 }
 
 template <typename Dtype>
@@ -24,23 +33,21 @@ void TrainingEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
   net.Forward(loss);
 }
 
-// The solver has set `rate` and `iter` as its current ones; ApplyUpdate reads them there.
 template <typename Dtype>
 Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
-  Net<Dtype>& net = *solver_->net();
-  if (!solver_->gradients_zeroed()) net.ClearParamDiffs();
-  const int passes = solver_->param().iter_size();
+  optimizer_->BeginIteration(iter);
+  if (!optimizer_->gradients_zeroed()) net_->ClearParamDiffs();
   Dtype loss = 0;
-  for (int pass = 0; pass < passes; ++pass) {
+  for (int pass = 0; pass < iter_size_; ++pass) {
     Dtype l = 0;
-    net.Forward(&l);
-    solver_->BeforeBackward(pass);
-    net.Backward();
+    net_->Forward(&l);
+    optimizer_->BeforeBackward(pass);
+    net_->Backward();
     loss += l;
   }
-  loss /= passes;
-  solver_->CheckLoss(loss);
-  solver_->ApplyUpdate();
+  loss /= iter_size_;
+  RequireFiniteLoss(loss, iter);
+  optimizer_->Apply(rate, iter);
   return loss;
 }
 

@@ -133,13 +133,19 @@ std::vector<NetParameter> TestNetParams(const SolverParameter& param) {
 }
 
 template <typename Dtype>
-Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
-  if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+Solver<Dtype>::Solver(const SolverParameter& param, const EngineSetup& setup) : param_(param) {
+  OptimizerRegistry<Dtype>::TypeOf(param);  // an unknown solver type fails before any net is built
+  EngineFactory<Dtype> engines(param, setup);  // refuses what the engine cannot run; a pipeline cuts the nets
+  param_ = engines.net_param();
   if (!param_.has_lr_policy()) param_.set_lr_policy("fixed");
   int probe_step = 0;
   LearningRateAt(param_, 0, &probe_step);  // reject an unknown or incomplete policy now, not mid-run
-  InitTrainNet();
-  InitTestNets();
+  engines.BuildNets([this] {
+    if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+    InitTrainNet();
+    InitTestNets();
+    return net_.get();
+  });
   const auto& loss_weights = net_->blob_loss_weights();
   // A pipeline stage's net (docs/pipeline.md) may have neither: its gradient comes from the next stage.
   const bool pipeline_stage = param_.has_net_param() && param_.net_param().external_gradient_size() > 0;
@@ -151,11 +157,11 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
     LOG(WARNING) << "test_interval is 0: the " << test_nets_.size() << " test net(s) never run (set test_interval "
                  << "to test every that many iterations)";
   }
-  for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
-  set_engine(nullptr);
+  optimizer_ = OptimizerRegistry<Dtype>::Create(param_, net_.get());
+  set_engine(engines.MakeEngine(net_.get(), test_nets_, optimizer_.get()));
 }
 
-// The engine goes first: its threads may still be updating this solver's weights until it is destroyed.
+// The engine goes first: its threads may still be updating the weights until it is destroyed.
 template <typename Dtype>
 Solver<Dtype>::~Solver() {
   engine_.reset();
@@ -164,8 +170,10 @@ Solver<Dtype>::~Solver() {
 template <typename Dtype>
 TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<Dtype>> engine) {
   engine_.reset();  // the old one stops its threads and detaches its hooks before the new one runs an iteration
-  engine_ = engine ? std::move(engine) : std::make_unique<LocalEngine<Dtype>>(this);
-  gradient_scale_ = Dtype(1) / (static_cast<Dtype>(engine_->replicas()) * static_cast<Dtype>(param_.iter_size()));
+  engine_ = engine ? std::move(engine)
+                   : std::make_unique<LocalEngine<Dtype>>(net_.get(), optimizer_.get(), param_.iter_size());
+  optimizer_->set_replicas(engine_->replicas());
+  optimizer_->set_collectives(engine_->collectives());
   return engine_.get();
 }
 
@@ -203,14 +211,6 @@ Dtype Solver<Dtype>::GetLearningRate() {
 }
 
 template <typename Dtype>
-void Solver<Dtype>::CheckLoss(Dtype loss) const {
-  if (!std::isfinite(static_cast<double>(loss))) {
-    STRATA_FAIL() << "the loss is " << loss << " at iteration " << iter_
-                  << "; training stopped (lower base_lr, or check the data)";
-  }
-}
-
-template <typename Dtype>
 void Solver<Dtype>::Solve(const std::string& resume_file) {
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
@@ -223,7 +223,6 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
     RequireWritableLocation(SnapshotFilename(".caffemodel"), "snapshot_prefix");
     RemoveStaleSnapshotFiles();
   }
-  PreSolve();
   requested_early_exit_ = false;
   const int start_iter = iter_;
   Step(param_.max_iter() - iter_);
@@ -269,8 +268,8 @@ void Solver<Dtype>::Step(int iters) {
       }
     }
     const bool display = param_.display() && iter_ % param_.display() == 0;
-    rate_ = GetLearningRate();
-    const Dtype loss = engine_->Iterate(rate_, iter_);
+    const Dtype rate = GetLearningRate();
+    const Dtype loss = engine_->Iterate(rate, iter_);
     UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     if (display) {
       const double secs =
@@ -289,7 +288,7 @@ void Solver<Dtype>::Step(int iters) {
           LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
         }
         DisplayOutputs(net_->output_blobs(), *net_, "Train");
-        LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate_;
+        LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
       }
       window_start = std::chrono::steady_clock::now();
       window_iter = iter_;
@@ -379,118 +378,6 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
   return scores;
 }
 
-template <typename Dtype>
-void Solver<Dtype>::ClipGradients(Dtype diff_scale) {
-  const Dtype clip = param_.clip_gradients();
-  if (clip < 0) return;
-  Dtype sumsq = 0;
-  for (Blob<Dtype>* p : net_->learnable_params()) sumsq += p->sumsq_diff();
-  const Dtype norm = std::sqrt(sumsq) * diff_scale;
-  if (norm > clip) {
-    const Dtype scale = clip / norm;
-    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << clip << ") by scale "
-              << scale;
-    for (Blob<Dtype>* p : net_->learnable_params()) p->scale_diff(scale);
-  }
-}
-
-template <typename Dtype>
-void Solver<Dtype>::Normalize(int param_id) {
-  if (gradient_scale_ == 1) return;
-  net_->learnable_params()[param_id]->scale_diff(gradient_scale_);
-}
-
-template <typename Dtype>
-void Solver<Dtype>::Regularize(int param_id) {
-  Blob<Dtype>* p = net_->learnable_params()[param_id];
-  const Dtype decay = param_.weight_decay() * net_->params_weight_decay()[param_id];
-  if (decay == 0 || p->count() == 0) return;
-#ifdef STRATA_USE_CUDA
-  if (Strata::mode() == Strata::GPU) {
-    if (param_.regularization_type() == "L2") {
-      gpu_axpy(p->count(), decay, p->gpu_data(), p->mutable_gpu_diff());
-    } else {
-      gpu_add_sign(p->count(), decay, p->gpu_data(), p->mutable_gpu_diff());
-    }
-    return;
-  }
-#endif
-  p->AlignDiffWithData();
-  if (param_.regularization_type() == "L2") {
-    cpu_axpy(p->count(), decay, p->cpu_data_as_is(), p->mutable_cpu_diff_as_is());
-  } else {
-    const Dtype* w = p->cpu_data_as_is();
-    Dtype* g = p->mutable_cpu_diff_as_is();
-    for (int i = 0; i < p->count(); ++i) g[i] += decay * static_cast<Dtype>((w[i] > 0) - (w[i] < 0));
-  }
-}
-
-template <typename Dtype>
-void Solver<Dtype>::AllocateUpdateState() {
-  for (auto& h : history_) h->mutable_cpu_data();
-  for (Blob<Dtype>* p : net_->learnable_params()) {
-    p->mutable_cpu_data();
-    p->mutable_cpu_diff();
-  }
-}
-
-template <typename Dtype>
-void Solver<Dtype>::AlignLayouts(int param_id) {
-  if (Strata::mode() == Strata::GPU) return;  // the device copies are plain
-  Blob<Dtype>* p = net_->learnable_params()[param_id];
-  p->AlignDiffWithData();
-  // history_ holds one blob per param, or two (AdaDelta, Adam: the second ones after all the first).
-  const size_t params = net_->learnable_params().size();
-  for (size_t h = static_cast<size_t>(param_id); h < history_.size(); h += params) p->AlignWithData(*history_[h]);
-}
-
-template <typename Dtype>
-void Solver<Dtype>::UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale) {
-  CHECK(has_fused_update()) << type() << " has no one-pass update";
-  CHECK_LE(end, static_cast<size_t>(net_->learnable_params()[param_id]->count()));
-  const Dtype decay = param_.weight_decay() * net_->params_weight_decay()[param_id];
-  FusedUpdate(param_id, begin, end, rate, iter, FusedStep{grad_scale, decay, param_.regularization_type() == "L1"});
-}
-
-template <typename Dtype>
-void Solver<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
-  Blob<Dtype>* p = net_->learnable_params()[param_id];
-  const bool fused = updates_in_one_pass();
-  if (net_->params_lr()[param_id] == 0) {
-    // Frozen: no step, but the one-pass path promises zero gradients after the update.
-    if (fused) p->clear_diff();
-    return;
-  }
-  AlignLayouts(param_id);
-  if (fused) {
-    UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, gradient_scale_);
-    return;
-  }
-  Normalize(param_id);
-  Regularize(param_id);
-  ComputeUpdateValue(param_id, rate, iter);
-  net_->learnable_params()[param_id]->Update();
-}
-
-template <typename Dtype>
-void Solver<Dtype>::update_layer(int layer_id, Dtype rate, int iter) {
-  // Clipping needs the norm over the whole net, so it is done by ApplyUpdate, never per layer.
-  CHECK(!needs_whole_gradient()) << "this solver updates the whole net at once; use ApplyUpdate";
-  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
-}
-
-template <typename Dtype>
-void Solver<Dtype>::ApplyUpdate() {
-  if (param_.clip_gradients() >= 0) {
-    // Caffe clips the gradient summed over iter_size's passes; over replicas, their mean.
-    ClipGradients(Dtype(1) / static_cast<Dtype>(engine_->replicas()));
-    for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p), rate_, iter_);
-  } else {
-    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) update_layer(layer_id);
-  }
-  gradients_zeroed_ = updates_in_one_pass();
-}
-
 // A snapshot is written to NAME.tmp.PID and renamed (WriteFileAtomically); a process killed in between leaves the
 // temporary file behind. No other run writes this prefix now, so any such file is an interrupted snapshot's.
 template <typename Dtype>
@@ -550,7 +437,7 @@ void Solver<Dtype>::Snapshot() {
   state.set_iter(iter_);
   state.set_learned_net(model_file);
   state.set_current_step(current_step_);
-  for (auto& h : history_) h->ToProto(state.add_history());
+  optimizer_->SaveState(&state);
   // Positions and seeds are the same on every rank (the Data layer counts global positions).
   for (Layer<Dtype>* layer : RecordStreamLayers()) {
     const typename Layer<Dtype>::RecordStream stream = layer->record_stream();
@@ -574,9 +461,6 @@ void Solver<Dtype>::Restore(const std::string& state_file) {
 
 template <typename Dtype>
 void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_file) {
-  STRATA_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
-      << state_file << " holds " << state.history_size() << " history blobs; this " << type() << " solver on net '"
-      << net_->name() << "' needs " << history_.size() << " (a different net or solver type?)";
   // A negative step would index stepvalue before its start (multistep) in GetLearningRate.
   STRATA_REQUIRE(state.iter() >= 0 && state.current_step() >= 0)
       << state_file << ": corrupt state: iteration " << state.iter() << ", learning-rate step "
@@ -586,6 +470,8 @@ void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_f
         << state_file << " was written by a run with " << state.num_ranks() << " rank(s); this run has "
         << Strata::solver_count() << " (the data order would differ)";
   }
+  // The optimizer's state (its history blobs): it checks that the file is for this net and solver type.
+  optimizer_->RestoreState(state, state_file);
   if (state.has_learned_net() && !state.learned_net().empty()) {
     std::string model = state.learned_net();
     // A snapshot moved with its model file: look beside the state file too.
@@ -597,13 +483,6 @@ void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_f
       if (FileExists(beside)) model = beside;
     }
     net_->CopyTrainedLayersFrom(model);
-  }
-  for (int i = 0; i < state.history_size(); ++i) {
-    try {
-      history_[i]->FromProto(state.history(i), false);
-    } catch (const Error& e) {
-      throw Error(state_file + ": history blob " + std::to_string(i) + ": " + e.what());
-    }
   }
   iter_ = state.iter();
   current_step_ = state.current_step();
@@ -668,44 +547,5 @@ void Solver<Dtype>::RestoreRandomEngine(const SolverState& state, const std::str
 }
 
 STRATA_INSTANTIATE_CLASS(Solver);
-
-template <typename Dtype>
-std::map<std::string, typename SolverRegistry<Dtype>::Creator>& SolverRegistry<Dtype>::registry() {
-  static std::map<std::string, Creator> reg;
-  return reg;
-}
-
-template <typename Dtype>
-void SolverRegistry<Dtype>::Add(const std::string& type, Creator c) {
-  CHECK(registry().count(type) == 0) << "solver type " << type << " registered twice";
-  registry()[type] = std::move(c);
-}
-
-template <typename Dtype>
-std::vector<std::string> SolverRegistry<Dtype>::Types() {
-  std::vector<std::string> types;
-  for (const auto& kv : registry()) types.push_back(kv.first);
-  return types;
-}
-
-template <typename Dtype>
-std::unique_ptr<Solver<Dtype>> SolverRegistry<Dtype>::Create(const SolverParameter& param) {
-  std::string type = param.type();
-  // The legacy enum, when the string is left at its default.
-  if (!param.has_type() && param.has_solver_type()) {
-    static const char* names[] = {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"};
-    type = names[param.solver_type()];
-  }
-  auto it = registry().find(type);
-  if (it == registry().end()) {
-    std::string known;
-    for (const auto& t : Types()) known += (known.empty() ? "" : ", ") + t;
-    STRATA_FAIL() << "unknown solver type '" << type << "' (known: " << known << ")";
-  }
-  return it->second(param);
-}
-
-template class SolverRegistry<float>;
-template class SolverRegistry<double>;
 
 }  // namespace strata

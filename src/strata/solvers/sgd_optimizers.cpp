@@ -1,4 +1,4 @@
-#include "strata/solvers/sgd_solvers.hpp"
+#include "strata/solvers/sgd_optimizers.hpp"
 
 #include <cmath>
 
@@ -8,7 +8,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDA
-// The same updates on device memory (sgd_solvers.cu): in GPU mode the weights, gradients and history stay on the
+// The same updates on device memory (sgd_optimizers.cu): in GPU mode the weights, gradients and history stay on the
 // GPU and no step copies them to the host.
 template <typename Dtype>
 void sgd_update_gpu(int n, Dtype* g, Dtype* h, Dtype momentum, Dtype lr);
@@ -25,10 +25,10 @@ void adam_update_gpu(int n, Dtype* g, Dtype* m, Dtype* s, Dtype b1, Dtype b2, Dt
 namespace {
 
 // The CPU rules below are functions (g, i) -> step that advance element i's history. Each runs in one of two
-// sweeps: Caffe's ComputeUpdateValue (the step replaces the gradient) or the one-pass update.
+// sweeps: Caffe's ComputeUpdateValue (the step replaces the gradient) or the one-pass update (OnePassUpdate).
 template <typename Dtype, typename Rule>
 STRATA_HOT_KERNEL void step_sweep(Blob<Dtype>* p, Rule rule) {
-  // In whatever layout the gradient and history are (Solver::AlignLayouts made them alike): elementwise.
+  // In whatever layout the gradient and history are (Optimizer::AlignLayouts made them alike): elementwise.
   Dtype* g = p->mutable_cpu_diff_as_is();
   const size_t n = static_cast<size_t>(p->count());
   for (size_t i = 0; i < n; ++i) g[i] = rule(g[i], i);
@@ -37,8 +37,9 @@ STRATA_HOT_KERNEL void step_sweep(Blob<Dtype>* p, Rule rule) {
 // g' = grad_scale g + decay term; w -= rule(g', i); g = 0. The decay term is chosen outside the loop so that
 // the loop body stays branch-free and vectorises.
 template <typename Dtype, typename Rule>
-STRATA_HOT_KERNEL void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, const typename Solver<Dtype>::FusedStep& s, Rule rule) {
-  Dtype* w = p->mutable_cpu_data_as_is();  // aligned with g and the history by Solver::AlignLayouts
+STRATA_HOT_KERNEL void one_pass_sweep(Blob<Dtype>* p, size_t begin, size_t end,
+                                      const typename Optimizer<Dtype>::OnePassStep& s, Rule rule) {
+  Dtype* w = p->mutable_cpu_data_as_is();  // aligned with g and the history by Optimizer::AlignLayouts
   Dtype* g = p->mutable_cpu_diff_as_is();
   const Dtype scale = s.grad_scale, decay = s.decay;
   auto sweep = [&](auto decay_term) {
@@ -56,18 +57,10 @@ STRATA_HOT_KERNEL void fused_sweep(Blob<Dtype>* p, size_t begin, size_t end, con
   }
 }
 
-// Solvers with a second history blob per parameter (AdaDelta, Adam) append it after the first ones, so the
-// solverstate holds 2 x params history blobs in Caffe's order.
-template <typename Dtype>
-void add_second_history(std::vector<std::shared_ptr<Blob<Dtype>>>* history) {
-  const size_t n = history->size();
-  for (size_t i = 0; i < n; ++i) history->push_back(std::make_shared<Blob<Dtype>>((*history)[i]->shape()));
-}
-
 }  // namespace
 
 template <typename Dtype>
-auto SGDSolver<Dtype>::Rule(int param_id, Dtype rate) {
+auto SGDOptimizer<Dtype>::Rule(int param_id, Dtype rate) {
   Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype momentum = this->param_.momentum();
@@ -78,7 +71,7 @@ auto SGDSolver<Dtype>::Rule(int param_id, Dtype rate) {
 }
 
 template <typename Dtype>
-void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+void SGDOptimizer<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) {
@@ -91,13 +84,13 @@ void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
 }
 
 template <typename Dtype>
-void SGDSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
-                                   const typename Solver<Dtype>::FusedStep& step) {
-  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+void SGDOptimizer<Dtype>::OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                   const typename Optimizer<Dtype>::OnePassStep& step) {
+  one_pass_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
 }
 
 template <typename Dtype>
-auto NesterovSolver<Dtype>::Rule(int param_id, Dtype rate) {
+auto NesterovOptimizer<Dtype>::Rule(int param_id, Dtype rate) {
   Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype momentum = this->param_.momentum();
@@ -109,7 +102,7 @@ auto NesterovSolver<Dtype>::Rule(int param_id, Dtype rate) {
 }
 
 template <typename Dtype>
-void NesterovSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+void NesterovOptimizer<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) {
@@ -122,21 +115,21 @@ void NesterovSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int ite
 }
 
 template <typename Dtype>
-void NesterovSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
-                                        const typename Solver<Dtype>::FusedStep& step) {
-  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+void NesterovOptimizer<Dtype>::OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                        const typename Optimizer<Dtype>::OnePassStep& step) {
+  one_pass_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
 }
 
 template <typename Dtype>
-AdaptiveRateSolver<Dtype>::AdaptiveRateSolver(const SolverParameter& param, const char* name, Dtype decay,
-                                              Dtype weight)
-    : Solver<Dtype>(param), decay_(decay), weight_(weight) {
+AdaptiveRateOptimizer<Dtype>::AdaptiveRateOptimizer(const SolverParameter& param, Net<Dtype>* net, const char* name,
+                                                    Dtype decay, Dtype weight)
+    : Optimizer<Dtype>(param, net), decay_(decay), weight_(weight) {
   STRATA_REQUIRE(this->param_.momentum() == 0)
       << "momentum cannot be used with " << name << " (it is " << this->param_.momentum() << ")";
 }
 
 template <typename Dtype>
-auto AdaptiveRateSolver<Dtype>::Rule(int param_id, Dtype rate) {
+auto AdaptiveRateOptimizer<Dtype>::Rule(int param_id, Dtype rate) {
   Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   const Dtype lr = rate * this->net_->params_lr()[param_id];
   const Dtype decay = decay_, weight = weight_, delta = this->param_.delta();
@@ -147,7 +140,7 @@ auto AdaptiveRateSolver<Dtype>::Rule(int param_id, Dtype rate) {
 }
 
 template <typename Dtype>
-void AdaptiveRateSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+void AdaptiveRateOptimizer<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) {
@@ -161,27 +154,28 @@ void AdaptiveRateSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int
 }
 
 template <typename Dtype>
-void AdaptiveRateSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
-                                            const typename Solver<Dtype>::FusedStep& step) {
-  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+void AdaptiveRateOptimizer<Dtype>::OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                            const typename Optimizer<Dtype>::OnePassStep& step) {
+  one_pass_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
 }
 
 template <typename Dtype>
-RMSPropSolver<Dtype>::RMSPropSolver(const SolverParameter& param)
-    : AdaptiveRateSolver<Dtype>(param, "RMSProp", param.rms_decay(), Dtype(1) - param.rms_decay()) {
+RMSPropOptimizer<Dtype>::RMSPropOptimizer(const SolverParameter& param, Net<Dtype>* net)
+    : AdaptiveRateOptimizer<Dtype>(param, net, "RMSProp", param.rms_decay(), Dtype(1) - param.rms_decay()) {
   STRATA_REQUIRE(param.rms_decay() >= 0 && param.rms_decay() < 1)
       << "RMSProp needs 0 <= rms_decay < 1, got " << param.rms_decay();
 }
 
 template <typename Dtype>
-AdaDeltaSolver<Dtype>::AdaDeltaSolver(const SolverParameter& param) : Solver<Dtype>(param) {
+AdaDeltaOptimizer<Dtype>::AdaDeltaOptimizer(const SolverParameter& param, Net<Dtype>* net)
+    : Optimizer<Dtype>(param, net) {
   STRATA_REQUIRE(this->param_.momentum() >= 0 && this->param_.momentum() < 1)
       << "AdaDelta needs 0 <= momentum (its decay rate) < 1, got " << this->param_.momentum();
-  add_second_history(&this->history_);  // the history of updates after the history of gradients
+  this->AddSecondHistory();  // the history of updates after the history of gradients
 }
 
 template <typename Dtype>
-auto AdaDeltaSolver<Dtype>::Rule(int param_id, Dtype rate) {
+auto AdaDeltaOptimizer<Dtype>::Rule(int param_id, Dtype rate) {
   const size_t num_params = this->net_->learnable_params().size();
   Dtype* h = this->history_[param_id]->mutable_cpu_data_as_is();
   Dtype* d = this->history_[param_id + num_params]->mutable_cpu_data_as_is();
@@ -196,7 +190,7 @@ auto AdaDeltaSolver<Dtype>::Rule(int param_id, Dtype rate) {
 }
 
 template <typename Dtype>
-void AdaDeltaSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+void AdaDeltaOptimizer<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) {
@@ -212,22 +206,22 @@ void AdaDeltaSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int ite
 }
 
 template <typename Dtype>
-void AdaDeltaSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
-                                        const typename Solver<Dtype>::FusedStep& step) {
-  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
+void AdaDeltaOptimizer<Dtype>::OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                        const typename Optimizer<Dtype>::OnePassStep& step) {
+  one_pass_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate));
 }
 
 template <typename Dtype>
-AdamSolver<Dtype>::AdamSolver(const SolverParameter& param) : Solver<Dtype>(param) {
+AdamOptimizer<Dtype>::AdamOptimizer(const SolverParameter& param, Net<Dtype>* net) : Optimizer<Dtype>(param, net) {
   STRATA_REQUIRE(this->param_.momentum() >= 0 && this->param_.momentum() < 1)
       << "Adam needs 0 <= momentum (beta1) < 1, got " << this->param_.momentum();
   STRATA_REQUIRE(this->param_.momentum2() >= 0 && this->param_.momentum2() < 1)
       << "Adam needs 0 <= momentum2 (beta2) < 1, got " << this->param_.momentum2();
-  add_second_history(&this->history_);  // second moments after the first moments
+  this->AddSecondHistory();  // second moments after the first moments
 }
 
 template <typename Dtype>
-Dtype AdamSolver<Dtype>::StepSize(int param_id, Dtype rate, int iter) const {
+Dtype AdamOptimizer<Dtype>::StepSize(int param_id, Dtype rate, int iter) const {
   const Dtype b1 = this->param_.momentum();
   const Dtype b2 = this->param_.momentum2();
   const int t = iter + 1;
@@ -236,7 +230,7 @@ Dtype AdamSolver<Dtype>::StepSize(int param_id, Dtype rate, int iter) const {
 }
 
 template <typename Dtype>
-auto AdamSolver<Dtype>::Rule(int param_id, Dtype rate, int iter) {
+auto AdamOptimizer<Dtype>::Rule(int param_id, Dtype rate, int iter) {
   const size_t num_params = this->net_->learnable_params().size();
   Dtype* m = this->history_[param_id]->mutable_cpu_data_as_is();
   Dtype* s = this->history_[param_id + num_params]->mutable_cpu_data_as_is();
@@ -252,7 +246,7 @@ auto AdamSolver<Dtype>::Rule(int param_id, Dtype rate, int iter) {
 }
 
 template <typename Dtype>
-void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
+void AdamOptimizer<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
   Blob<Dtype>* p = this->net_->learnable_params()[param_id];
 #ifdef STRATA_USE_CUDA
   if (Strata::mode() == Strata::GPU) {
@@ -268,23 +262,23 @@ void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate, int iter) {
 }
 
 template <typename Dtype>
-void AdamSolver<Dtype>::FusedUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
-                                    const typename Solver<Dtype>::FusedStep& step) {
-  fused_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate, iter));
+void AdamOptimizer<Dtype>::OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter,
+                                    const typename Optimizer<Dtype>::OnePassStep& step) {
+  one_pass_sweep(this->net_->learnable_params()[param_id], begin, end, step, Rule(param_id, rate, iter));
 }
 
-STRATA_INSTANTIATE_CLASS(SGDSolver);
-STRATA_INSTANTIATE_CLASS(NesterovSolver);
-STRATA_INSTANTIATE_CLASS(AdaptiveRateSolver);
-STRATA_INSTANTIATE_CLASS(AdaGradSolver);
-STRATA_INSTANTIATE_CLASS(RMSPropSolver);
-STRATA_INSTANTIATE_CLASS(AdaDeltaSolver);
-STRATA_INSTANTIATE_CLASS(AdamSolver);
-REGISTER_SOLVER_CLASS(SGD);
-REGISTER_SOLVER_CLASS(Nesterov);
-REGISTER_SOLVER_CLASS(AdaGrad);
-REGISTER_SOLVER_CLASS(RMSProp);
-REGISTER_SOLVER_CLASS(AdaDelta);
-REGISTER_SOLVER_CLASS(Adam);
+STRATA_INSTANTIATE_CLASS(SGDOptimizer);
+STRATA_INSTANTIATE_CLASS(NesterovOptimizer);
+STRATA_INSTANTIATE_CLASS(AdaptiveRateOptimizer);
+STRATA_INSTANTIATE_CLASS(AdaGradOptimizer);
+STRATA_INSTANTIATE_CLASS(RMSPropOptimizer);
+STRATA_INSTANTIATE_CLASS(AdaDeltaOptimizer);
+STRATA_INSTANTIATE_CLASS(AdamOptimizer);
+REGISTER_OPTIMIZER_CLASS(SGD);
+REGISTER_OPTIMIZER_CLASS(Nesterov);
+REGISTER_OPTIMIZER_CLASS(AdaGrad);
+REGISTER_OPTIMIZER_CLASS(RMSProp);
+REGISTER_OPTIMIZER_CLASS(AdaDelta);
+REGISTER_OPTIMIZER_CLASS(Adam);
 
 }  // namespace strata

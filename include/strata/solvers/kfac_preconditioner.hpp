@@ -1,14 +1,15 @@
 // K-FAC (solver type "KFAC"; docs/kfac.md): SGD on the natural gradient, with the Fisher of every InnerProduct
-// and Convolution layer approximated by a Kronecker product of two small factors (KfacBlock). One iteration:
+// and Convolution layer approximated by a Kronecker product of two small factors (KfacBlock). KfacPreconditioner
+// is the optimizer's stage before the SGD rule (Optimizer::set_stage). One iteration:
 //
 //   forward   every factor_interval-th iteration, the after-forward hooks collect A from each block's input
 //   [TRUE_FISHER: one more backward with labels sampled from the model's softmax, for G only]
 //   backward  the before-backward hooks collect G from each block's output gradient
-//   update    (ApplyUpdate, with the whole gradient reduced across ranks)
+//   update    (Optimizer::Apply, with the whole gradient reduced across ranks, scaled to the mean and clipped)
 //             factors: reduced to each block's owner (or to every rank) and folded into running averages
 //             inverses: every inverse_interval-th iteration, by each block's owner
 //             precondition: each owner its blocks' gradients; an allgather gives every rank every block's
-//             KL clip, then weight decay and momentum SGD on the preconditioned gradient, as SGDSolver does
+//             KL clip; then the optimizer's weight decay and momentum SGD on the preconditioned gradient
 //
 // Owners are assigned once, greedily by the d^3 cost of each block's inversion, so that the ranks' shares of the
 // inversion and preconditioning work come out even (the seed's model parallelism after the data parallelism).
@@ -22,21 +23,25 @@
 #include <vector>
 
 #include "strata/solvers/kfac_block.hpp"
-#include "strata/solvers/sgd_solvers.hpp"
+#include "strata/optimizer.hpp"
 
 namespace strata {
 
 template <typename Dtype>
-class KfacSolver : public SGDSolver<Dtype> {
+class KfacPreconditioner : public GradientStage<Dtype> {
  public:
-  explicit KfacSolver(const SolverParameter& param);
+  // Finds the blocks of `net` and attaches the statistics hooks to it. Errors: bad kfac_param settings, TRUE_FISHER
+  // on a net it cannot run.
+  KfacPreconditioner(const SolverParameter& param, Net<Dtype>* net);
+  ~KfacPreconditioner() override;
   const char* type() const override { return "KFAC"; }
 
-  void ApplyUpdate() override;
-  bool needs_whole_gradient() const override { return true; }
-  // The step is preconditioned across whole blocks first, so the SGD rule runs in ApplyUpdate's own passes.
-  bool has_fused_update() const override { return false; }
+  void BeginIteration(int iter) override { iter_ = iter; }
   void BeforeBackward(int pass) override;
+  bool in_statistics_pass() const override { return statistics_pass_; }
+  // Folds the iteration's factors, inverts where due and preconditions every block's gradient (the steps above).
+  void Precondition(Dtype rate, int iter, Dtype gradient_scale) override;
+  void set_collectives(Collectives* collectives) override { collectives_ = collectives; }
 
   const std::vector<std::unique_ptr<KfacBlock<Dtype>>>& blocks() const { return blocks_; }
   // The rank that inverts and preconditions block b (0 on one rank or when every rank does every block).
@@ -57,7 +62,8 @@ class KfacSolver : public SGDSolver<Dtype> {
   void CollectG(int layer_id);
   void AssignOwners();
   void ReduceFactors();
-  void PreconditionAll();
+  void PreconditionAll(Dtype rate, Dtype gradient_scale);
+  void LogTimes(int iter);
   // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
   // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy gathered.
   struct Factored {
@@ -66,12 +72,17 @@ class KfacSolver : public SGDSolver<Dtype> {
     const Dtype* dy = nullptr;
     std::vector<Dtype> x_all, dy_all;  // the gathered rows, on several ranks
   };
-  void GatherFactoredInputs();
+  void GatherFactoredInputs(Dtype gradient_scale);
   // Preconditions block b's gradient through its factors if GatherFactoredInputs chose it; false if not.
   bool FactoredPrecondition(int b, Dtype* v);
   bool Owns(int b) const;
 
+  SolverParameter param_;
   KfacParameter kp_;
+  Net<Dtype>* net_;
+  Collectives* collectives_ = nullptr;
+  int iter_ = 0;                  // the iteration whose statistics the hooks collect
+  bool statistics_pass_ = false;
   std::vector<std::unique_ptr<KfacBlock<Dtype>>> blocks_;
   std::vector<std::vector<int>> blocks_of_layer_;
   std::vector<int> a_iter_, g_iter_;  // the iteration each block last collected A and G in

@@ -1,4 +1,4 @@
-#include "strata/solvers/kfac_solver.hpp"
+#include "strata/solvers/kfac_preconditioner.hpp"
 
 #include <glog/logging.h>
 
@@ -9,7 +9,9 @@
 #include <string>
 
 #include "strata/layers/convolution_layer.hpp"
+#include "strata/comm/collectives.hpp"
 #include "strata/math_functions.hpp"
+#include "strata/solvers/sgd_optimizers.hpp"
 
 namespace strata {
 
@@ -50,7 +52,8 @@ std::vector<int> owner_order(const std::vector<int>& owners) {
 }  // namespace
 
 template <typename Dtype>
-KfacSolver<Dtype>::KfacSolver(const SolverParameter& param) : SGDSolver<Dtype>(param), kp_(param.kfac_param()) {
+KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<Dtype>* net)
+    : param_(param), kp_(param.kfac_param()), net_(net) {
   STRATA_REQUIRE(kp_.damping() > 0) << "kfac_param.damping must be positive, got " << kp_.damping();
   STRATA_REQUIRE(!kp_.has_damping_start() || kp_.damping_start() > 0)
       << "kfac_param.damping_start must be positive, got " << kp_.damping_start();
@@ -70,7 +73,6 @@ KfacSolver<Dtype>::KfacSolver(const SolverParameter& param) : SGDSolver<Dtype>(p
       << "kfac_param: inverse_method CHOLESKY needs split_damping: true (the unsplit damping needs the "
       << "factors' eigenbases; use inverse_method: EIGEN)";
   FindBlocks();
-  Net<Dtype>* net = this->net_.get();
   if (kp_.fisher() == KfacParameter::TRUE_FISHER) {
     for (int i = 0; i < net->num_layers(); ++i) {
       const std::string type = net->layers()[i]->type();
@@ -88,13 +90,18 @@ KfacSolver<Dtype>::KfacSolver(const SolverParameter& param) : SGDSolver<Dtype>(p
   }
   a_iter_.assign(blocks_.size(), -1);
   g_iter_.assign(blocks_.size(), -1);
-  net->add_after_forward_hook([this](int layer_id) { CollectA(layer_id); });
-  net->add_before_backward_hook([this](int layer_id) { CollectG(layer_id); });
+  net->add_after_forward_hook([this](int layer_id) { CollectA(layer_id); }, this);
+  net->add_before_backward_hook([this](int layer_id) { CollectG(layer_id); }, this);
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::FindBlocks() {
-  Net<Dtype>* net = this->net_.get();
+KfacPreconditioner<Dtype>::~KfacPreconditioner() {
+  net_->RemoveHooks(this);
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::FindBlocks() {
+  Net<Dtype>* net = net_;
   blocks_of_layer_.assign(net->num_layers(), {});
   const auto& learnable = net->learnable_params();
   // A layer's blob is its learnable param only when it owns it; a layer that shares its weights gets SGD.
@@ -146,7 +153,7 @@ void KfacSolver<Dtype>::FindBlocks() {
 }
 
 template <typename Dtype>
-double KfacSolver<Dtype>::DampingAt(int iter) const {
+double KfacPreconditioner<Dtype>::DampingAt(int iter) const {
   const int warmup = kp_.damping_warmup_iters();
   if (!kp_.has_damping_start() || warmup == 0) return kp_.damping();
   const double t = std::min(iter, warmup) / static_cast<double>(warmup);
@@ -154,18 +161,18 @@ double KfacSolver<Dtype>::DampingAt(int iter) const {
 }
 
 template <typename Dtype>
-bool KfacSolver<Dtype>::Collecting() const {
-  return this->iter_ % kp_.factor_interval() == 0;
+bool KfacPreconditioner<Dtype>::Collecting() const {
+  return iter_ % kp_.factor_interval() == 0;
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::CollectA(int layer_id) {
+void KfacPreconditioner<Dtype>::CollectA(int layer_id) {
   if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
   Stopwatch watch(&times_.factors_ms);
-  Net<Dtype>* net = this->net_.get();
+  Net<Dtype>* net = net_;
   const Layer<Dtype>* layer = net->layers()[layer_id].get();
   for (int b : blocks_of_layer_[layer_id]) {
-    if (a_iter_[b] == this->iter_) continue;  // a later pass of iter_size: the first pass's batch is the sample
+    if (a_iter_[b] == iter_) continue;  // a later pass of iter_size: the first pass's batch is the sample
     KfacBlock<Dtype>& block = *blocks_[b];
     block.ResetFresh();
     for (const Blob<Dtype>* bottom : net->bottom_vecs()[layer_id]) {
@@ -177,19 +184,19 @@ void KfacSolver<Dtype>::CollectA(int layer_id) {
         block.CollectConvolutionA(bottom->cpu_data(), bottom->count(0, conv->channel_axis()), conv->geometry());
       }
     }
-    a_iter_[b] = this->iter_;
+    a_iter_[b] = iter_;
   }
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::CollectG(int layer_id) {
+void KfacPreconditioner<Dtype>::CollectG(int layer_id) {
   if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
   Stopwatch watch(&times_.factors_ms);
-  Net<Dtype>* net = this->net_.get();
+  Net<Dtype>* net = net_;
   const Layer<Dtype>* layer = net->layers()[layer_id].get();
   for (int b : blocks_of_layer_[layer_id]) {
     // Once per iteration: from the true-Fisher pass when there is one, else from the real backward.
-    if (a_iter_[b] != this->iter_ || g_iter_[b] == this->iter_) continue;
+    if (a_iter_[b] != iter_ || g_iter_[b] == iter_) continue;
     KfacBlock<Dtype>& block = *blocks_[b];
     for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
       // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy.
@@ -204,19 +211,19 @@ void KfacSolver<Dtype>::CollectG(int layer_id) {
                                   static_cast<Dtype>(images));
       }
     }
-    g_iter_[b] = this->iter_;
+    g_iter_[b] = iter_;
   }
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::BeforeBackward(int pass) {
+void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
   if (pass != 0 || kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
   Stopwatch watch(&times_.true_fisher_ms);
-  Net<Dtype>* net = this->net_.get();
+  Net<Dtype>* net = net_;
   if (!fisher_rng_seeded_) {
     // Each rank draws its own labels for its own samples.
-    const int rank = this->collectives() ? this->collectives()->rank() : 0;
-    const int64_t seed = this->param_.random_seed() >= 0 ? this->param_.random_seed() : 20161123;
+    const int rank = collectives_ ? collectives_->rank() : 0;
+    const int64_t seed = param_.random_seed() >= 0 ? param_.random_seed() : 20161123;
     fisher_rng_.seed(static_cast<uint32_t>(seed + 7919 * rank));
     fisher_rng_seeded_ = true;
   }
@@ -250,9 +257,9 @@ void KfacSolver<Dtype>::BeforeBackward(int pass) {
       }
     }
   }
-  this->statistics_pass_ = true;
+  statistics_pass_ = true;
   net->Backward();
-  this->statistics_pass_ = false;
+  statistics_pass_ = false;
   for (size_t k = 0; k < softmax_losses_.size(); ++k) {
     Blob<Dtype>* labels = net->bottom_vecs()[softmax_losses_[k]][1];
     std::copy(saved[k].begin(), saved[k].end(), labels->mutable_cpu_data());
@@ -261,8 +268,8 @@ void KfacSolver<Dtype>::BeforeBackward(int pass) {
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::AssignOwners() {
-  const int ranks = this->collectives() ? this->collectives()->size() : 1;
+void KfacPreconditioner<Dtype>::AssignOwners() {
+  const int ranks = collectives_ ? collectives_->size() : 1;
   distributed_ = ranks > 1 && kp_.distribute_inverses();
   owners_.assign(blocks_.size(), 0);
   order_ = owner_order(owners_);
@@ -286,13 +293,13 @@ void KfacSolver<Dtype>::AssignOwners() {
 }
 
 template <typename Dtype>
-bool KfacSolver<Dtype>::Owns(int b) const {
-  return !distributed_ || owners_[b] == this->collectives()->rank();
+bool KfacPreconditioner<Dtype>::Owns(int b) const {
+  return !distributed_ || owners_[b] == collectives_->rank();
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::ReduceFactors() {
-  const int ranks = this->collectives() ? this->collectives()->size() : 1;
+void KfacPreconditioner<Dtype>::ReduceFactors() {
+  const int ranks = collectives_ ? collectives_->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0);
   for (int b : order) counts[owners_[b]] += blocks_[b]->packed_factor_size();
@@ -301,7 +308,7 @@ void KfacSolver<Dtype>::ReduceFactors() {
     Stopwatch watch(&times_.factors_ms);
     Dtype* p = factor_buffer_.data();
     for (int b : order) {
-      CHECK(a_iter_[b] == this->iter_ && g_iter_[b] == this->iter_)
+      CHECK(a_iter_[b] == iter_ && g_iter_[b] == iter_)
           << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
       blocks_[b]->PackFresh(p);
       p += blocks_[b]->packed_factor_size();
@@ -310,9 +317,9 @@ void KfacSolver<Dtype>::ReduceFactors() {
   if (ranks > 1) {
     Stopwatch watch(&times_.communication_ms);
     if (distributed_) {
-      this->collectives()->ReduceScatter(factor_buffer_.data(), counts);
+      collectives_->ReduceScatter(factor_buffer_.data(), counts);
     } else {
-      this->collectives()->Allreduce(factor_buffer_.data(), factor_buffer_.size());
+      collectives_->Allreduce(factor_buffer_.data(), factor_buffer_.size());
     }
   }
   Stopwatch watch(&times_.factors_ms);
@@ -324,18 +331,18 @@ void KfacSolver<Dtype>::ReduceFactors() {
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::GatherFactoredInputs() {
+void KfacPreconditioner<Dtype>::GatherFactoredInputs(Dtype gradient_scale) {
   // An inner product's gradient is dy^T [x 1] summed over the batch: over every rank's batch, averaged, once
   // the engine has reduced it and the solver scaled it. With one pass and no clipping it is exactly that, and where the batch is
   // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
   // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
   // Every rank decides alike: same net, same shapes.
-  Net<Dtype>* net = this->net_.get();
-  const int ranks = this->collectives() ? this->collectives()->size() : 1;
+  Net<Dtype>* net = net_;
+  const int ranks = collectives_ ? collectives_->size() : 1;
   factored_.assign(blocks_.size(), Factored());
   // A recompute plan (a pass runner on the net) frees activations and their gradients as backward passes them:
   // only D is left then.
-  if (this->param_.iter_size() != 1 || this->param_.clip_gradients() >= 0 || !kp_.split_damping() ||
+  if (param_.iter_size() != 1 || param_.clip_gradients() >= 0 || !kp_.split_damping() ||
       net->pass_runner() != nullptr) {
     return;
   }
@@ -359,7 +366,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
   if (ranks == 1 || chosen.empty()) return;
   Stopwatch watch(&times_.communication_ms);
   // [rank 0: block x rows, block dy rows, next block ...][rank 1: ...]
-  const int rank = this->collectives()->rank();
+  const int rank = collectives_->rank();
   factored_buffer_.resize(per_rank * ranks);
   Dtype* mine = factored_buffer_.data() + per_rank * rank;
   for (int b : chosen) {
@@ -368,7 +375,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
     mine = std::copy(f.x, f.x + static_cast<size_t>(rows) * k, mine);
     mine = std::copy(f.dy, f.dy + static_cast<size_t>(rows) * g, mine);
   }
-  this->collectives()->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
+  collectives_->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
   // Each block's rows of all ranks, contiguous; dy scaled as the solver scales the summed gradient (1/N here,
   // with one pass).
   size_t offset = 0;
@@ -381,7 +388,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
       const Dtype* src = factored_buffer_.data() + per_rank * r + offset;
       std::copy(src, src + static_cast<size_t>(rows) * k, f.x_all.data() + static_cast<size_t>(r) * rows * k);
       src += static_cast<size_t>(rows) * k;
-      cpu_scale(rows * g, this->gradient_scale(), src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
+      cpu_scale(rows * g, gradient_scale, src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
     }
     f.x = f.x_all.data();
     f.dy = f.dy_all.data();
@@ -390,7 +397,7 @@ void KfacSolver<Dtype>::GatherFactoredInputs() {
 }
 
 template <typename Dtype>
-bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
+bool KfacPreconditioner<Dtype>::FactoredPrecondition(int b, Dtype* v) {
   const Factored& f = factored_[b];
   if (f.rows == 0 || !blocks_[b]->has_inverses()) return false;
   blocks_[b]->PreconditionFactored(f.x, f.dy, f.rows, v);
@@ -398,9 +405,9 @@ bool KfacSolver<Dtype>::FactoredPrecondition(int b, Dtype* v) {
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::PreconditionAll() {
-  const auto& params = this->net_->learnable_params();
-  const int ranks = this->collectives() ? this->collectives()->size() : 1;
+void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale) {
+  const auto& params = net_->learnable_params();
+  const int ranks = collectives_ ? collectives_->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0), offset(blocks_.size(), 0);
   size_t total = 0;
@@ -411,7 +418,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
   }
   update_buffer_.resize(total);
   gradient_buffer_.resize(total);
-  GatherFactoredInputs();
+  GatherFactoredInputs(gradient_scale);
   {
     Stopwatch watch(&times_.precondition_ms);
     for (size_t b = 0; b < blocks_.size(); ++b) {
@@ -434,7 +441,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
   }
   if (distributed_) {
     Stopwatch watch(&times_.communication_ms);
-    this->collectives()->Allgather(update_buffer_.data(), counts);
+    collectives_->Allgather(update_buffer_.data(), counts);
   }
   // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
   // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
@@ -443,7 +450,7 @@ void KfacSolver<Dtype>::PreconditionAll() {
   if (kp_.kl_clip() > 0) {
     double vg = 0;
     for (size_t b = 0; b < blocks_.size(); ++b) {
-      const double lr = this->rate_ * this->net_->params_lr()[blocks_[b]->shape().weight_param];
+      const double lr = rate * net_->params_lr()[blocks_[b]->shape().weight_param];
       const int n = blocks_[b]->matrix_size();
       double dot = 0;
       for (int i = 0; i < n; ++i) {
@@ -461,13 +468,9 @@ void KfacSolver<Dtype>::PreconditionAll() {
 }
 
 template <typename Dtype>
-void KfacSolver<Dtype>::ApplyUpdate() {
-  const auto& params = this->net_->learnable_params();
-  // The reduced gradient is a sum over the ranks and passes: its mean first, and K-FAC clips that.
-  for (size_t p = 0; p < params.size(); ++p) this->Normalize(static_cast<int>(p));
-  this->ClipGradients(1);
+void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradient_scale) {
+  CHECK_EQ(iter, iter_) << "K-FAC: the update is not for the iteration whose factors were collected";
   if (owners_.empty()) AssignOwners();
-  const int iter = this->iter_;
   if (!blocks_.empty()) {
     if (Collecting()) ReduceFactors();
     const bool scheduled = iter % kp_.inverse_interval() == 0;
@@ -480,32 +483,39 @@ void KfacSolver<Dtype>::ApplyUpdate() {
       }
     }
   }
-  if (!blocks_.empty()) PreconditionAll();
-  for (size_t p = 0; p < params.size(); ++p) {
-    const int id = static_cast<int>(p);
-    if (this->net_->params_lr()[id] == 0) continue;
-    this->AlignLayouts(id);  // the preconditioner wrote a plain gradient
-    this->Regularize(id);
-    this->ComputeUpdateValue(id, this->rate_, iter);
-    params[id]->Update();
-  }
-  const int display = this->param_.display();
-  if (display && (iter + 1) % display == 0) {
-    const Times& last = reported_;
-    const double n = display;
-    LOG(INFO) << "K-FAC per iteration (last " << display << "): factors " << (times_.factors_ms - last.factors_ms) / n
-              << " ms, true-Fisher backward " << (times_.true_fisher_ms - last.true_fisher_ms) / n
-              << " ms, inverses " << (times_.inverses_ms - last.inverses_ms) / n << " ms, preconditioning "
-              << (times_.precondition_ms - last.precondition_ms) / n << " ms, communication "
-              << (times_.communication_ms - last.communication_ms) / n << " ms";
-    reported_ = times_;
-  }
+  if (!blocks_.empty()) PreconditionAll(rate, gradient_scale);
+  LogTimes(iter);
 }
 
-STRATA_INSTANTIATE_CLASS(KfacSolver);
-static SolverRegisterer<float> g_kfac_float(
-    "KFAC", [](const SolverParameter& p) { return std::make_unique<KfacSolver<float>>(p); });
-static SolverRegisterer<double> g_kfac_double(
-    "KFAC", [](const SolverParameter& p) { return std::make_unique<KfacSolver<double>>(p); });
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::LogTimes(int iter) {
+  const int display = param_.display();
+  if (!display || (iter + 1) % display != 0) return;
+  const Times& last = reported_;
+  const double n = display;
+  LOG(INFO) << "K-FAC per iteration (last " << display << "): factors " << (times_.factors_ms - last.factors_ms) / n
+            << " ms, true-Fisher backward " << (times_.true_fisher_ms - last.true_fisher_ms) / n
+            << " ms, inverses " << (times_.inverses_ms - last.inverses_ms) / n << " ms, preconditioning "
+            << (times_.precondition_ms - last.precondition_ms) / n << " ms, communication "
+            << (times_.communication_ms - last.communication_ms) / n << " ms";
+  reported_ = times_;
+}
+
+STRATA_INSTANTIATE_CLASS(KfacPreconditioner);
+
+namespace {
+
+// "KFAC": momentum SGD with K-FAC's preconditioning as the stage before it.
+template <typename Dtype>
+std::unique_ptr<Optimizer<Dtype>> MakeKfacOptimizer(const SolverParameter& param, Net<Dtype>* net) {
+  auto optimizer = std::make_unique<SGDOptimizer<Dtype>>(param, net);
+  optimizer->set_stage(std::make_unique<KfacPreconditioner<Dtype>>(param, net));
+  return optimizer;
+}
+
+OptimizerRegisterer<float> g_kfac_float("KFAC", MakeKfacOptimizer<float>);
+OptimizerRegisterer<double> g_kfac_double("KFAC", MakeKfacOptimizer<double>);
+
+}  // namespace
 
 }  // namespace strata

@@ -1,5 +1,5 @@
 // The SGD family's per-parameter updates on the GPU: one pass over gradient and history each, the same
-// formulas as the CPU loops in sgd_solvers.cpp.
+// formulas as the CPU loops in sgd_optimizers.cpp.
 #include "strata/cuda.hpp"
 
 namespace strata {

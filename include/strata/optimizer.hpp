@@ -1,0 +1,190 @@
+// Optimizer: how a net's reduced gradients become a step of its weights: the update rule, its state (the history
+// blobs) and the stages before it, apart from the loop (Solver: iterations, tests, snapshots) and from how the
+// gradients are computed and reduced (TrainingEngine). The engines call it with the rate and iteration they are
+// given; the loop saves and restores its state.
+//
+// For each learnable param, in every path:
+//   scale by gradient_scale() (1 / (replicas x iter_size)) -> regularise (L2/L1 weight decay x decay_mult) ->
+//   the rule (SGD momentum, Nesterov, Adam...) -> data -= step
+// Apply(rate, iter) does it for the whole net (after clipping, or after a GradientStage such as K-FAC's
+// preconditioning); UpdateLayer for one layer's params (the data-parallel engine, as each layer's gradient is
+// reduced); UpdateSlice for a range of one param's elements in one sweep over memory (OnePassUpdate).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/net.hpp"
+#include "strata/proto/strata.pb.h"
+
+namespace strata {
+
+class Collectives;
+
+// A stage that rewrites the whole net's gradient before the rule (K-FAC's preconditioning, docs/kfac.md) and may
+// gather statistics during the iteration's forward and backward (through the net's hooks) and run a backward of
+// its own between them.
+template <typename Dtype>
+class GradientStage {
+ public:
+  virtual ~GradientStage() = default;
+  virtual const char* type() const = 0;
+  // The iteration whose forward and backward run next (statistics are collected by iteration).
+  virtual void BeginIteration(int iter) {}
+  // Between the forward and the backward of pass `pass` of the iteration.
+  virtual void BeforeBackward(int pass) {}
+  // True while the stage runs a backward of its own: its gradients are not the iteration's.
+  virtual bool in_statistics_pass() const { return false; }
+  // Rewrites the gradients of the whole net, already scaled to the mean and clipped, before the rule.
+  // `gradient_scale` is what they were scaled by (for statistics the stage kept unscaled).
+  virtual void Precondition(Dtype rate, int iter, Dtype gradient_scale) = 0;
+  // Collectives over the replicas (null: one rank), from the engine.
+  virtual void set_collectives(Collectives* collectives) {}
+};
+
+template <typename Dtype>
+class Optimizer {
+ public:
+  Optimizer(const SolverParameter& param, Net<Dtype>* net);
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // The solver type: "SGD", "Adam", ..., "KFAC" (a stage before SGD).
+  const char* type() const { return stage_ ? stage_->type() : rule_type(); }
+  const SolverParameter& param() const { return param_; }
+  Net<Dtype>* net() const { return net_; }
+
+  // ---- what the engines call, with the rate and iteration of the iteration they run ----
+  // First in every iteration, before its forward.
+  void BeginIteration(int iter);
+  // Between the forward and the backward of each pass (K-FAC's true-Fisher backward).
+  void BeforeBackward(int pass);
+  // True while a stage runs a backward of its own: hooks that ship gradients must leave them alone.
+  bool in_statistics_pass() const { return stage_ && stage_->in_statistics_pass(); }
+  // Updates every learnable param of the net (what one rank does after backward).
+  void Apply(Dtype rate, int iter);
+  // Updates the learnable params whose gradients are final after layer `layer_id`'s backward. Safe to call
+  // concurrently for different layers; never with needs_whole_gradient().
+  void UpdateLayer(int layer_id, Dtype rate, int iter);
+  // Whether the update needs the whole reduced gradient at once (gradient clipping; a stage such as K-FAC's):
+  // then engines reduce every layer and call Apply, never UpdateLayer.
+  bool needs_whole_gradient() const { return param_.clip_gradients() >= 0 || stage_ != nullptr; }
+  // Whether the last Apply left every gradient at zero (one-pass updates): the next iteration need not clear them.
+  bool gradients_zeroed() const { return gradients_zeroed_; }
+
+  // What a one-pass update does before the rule: g <- grad_scale * g + weight decay.
+  struct OnePassStep {
+    Dtype grad_scale;
+    Dtype decay;  // weight_decay x the param's decay_mult
+    bool l1;      // regularization_type "L1": decay x sign(w), else decay x w
+  };
+  // The one-pass update on the CPU: for elements [begin, end) of learnable param `param_id`, the gradient is
+  // scaled by `grad_scale` (gradient_scale() in training) and regularised, the rule advances its history and
+  // moves the weights, and the gradient is left at zero, all in one sweep over memory (normalise, regularise,
+  // the rule and Blob::Update would take five). The data-parallel engine runs it on each chunk right after the
+  // chunk's allreduce, while the chunk is still in cache. Only with has_one_pass_update(); safe to call
+  // concurrently on disjoint ranges.
+  void UpdateSlice(int param_id, size_t begin, size_t end, Dtype rate, int iter, Dtype grad_scale);
+  // Whether the rule has a one-pass CPU sweep (the SGD family) and no stage rewrites the gradient first.
+  bool has_one_pass_update() const { return !stage_ && rule_has_one_pass(); }
+  // Whether updates take the one-pass path now: a one-pass rule, and the weights on the CPU.
+  bool updates_in_one_pass() const;
+  // Makes the CPU copies of the history and of the params' values and gradients exist now. SyncedMemory
+  // allocates lazily and is not thread-safe, so threads that call UpdateSlice on slices of one param must not be
+  // the first to touch it (two would each allocate a history, and one's updates would be lost).
+  void AllocateUpdateState();
+  // Brings param `param_id`'s gradient and history into the layout its value is in (a layer may keep its weights
+  // in oneDNN's order, strata/layout.hpp's CustomLayout), so that the update's elementwise sweeps read all of them
+  // alike. The update paths call it; the data-parallel engine calls it on its main thread before threads update
+  // slices of the param (a conversion is not thread-safe, and is then already done).
+  void AlignLayouts(int param_id);
+
+  // ---- what the loop sets up ----
+  // The engine's replicas: every reduced gradient is a sum over `replicas` replicas of iter_size passes, so the
+  // update multiplies it by gradient_scale() = 1 / (replicas x iter_size), the one place this is computed.
+  void set_replicas(int replicas);
+  Dtype gradient_scale() const { return gradient_scale_; }
+  // Collectives over the replicas for stages that communicate more than the gradient (K-FAC); null: one rank.
+  void set_collectives(Collectives* collectives);
+  // The rule's state into a solverstate (its history blobs, in Caffe's order), and back. Restore checks that the
+  // state fits this net and rule; `origin` (the file) prefixes its errors.
+  void SaveState(SolverState* state) const;
+  void RestoreState(const SolverState& state, const std::string& origin);
+  // One history blob per learnable param (AdaDelta, Adam: a second set after the first).
+  const std::vector<std::shared_ptr<Blob<Dtype>>>& history() const { return history_; }
+  // The stage before the rule (K-FAC's), or null. The optimizer owns it.
+  GradientStage<Dtype>* stage() const { return stage_.get(); }
+  void set_stage(std::unique_ptr<GradientStage<Dtype>> stage) { stage_ = std::move(stage); }
+
+ protected:
+  virtual const char* rule_type() const = 0;
+  // Turns the (normalised, regularised) gradient of learnable param `param_id` into the step in its diff.
+  // `iter` is the iteration the gradient belongs to (Adam's bias correction uses it).
+  virtual void ComputeUpdateValue(int param_id, Dtype rate, int iter) = 0;
+  virtual bool rule_has_one_pass() const { return false; }
+  // The rule's half of UpdateSlice (rules with rule_has_one_pass() override it).
+  virtual void OnePassUpdate(int param_id, size_t begin, size_t end, Dtype rate, int iter, const OnePassStep& step) {}
+  // Rules with a second history blob per param (AdaDelta, Adam) append it after the first ones.
+  void AddSecondHistory();
+
+  // The gradient times gradient_scale() (nothing when that is 1).
+  void Normalize(int param_id);
+  void Regularize(int param_id);
+  // Scales the gradients down so that the L2 norm of diff_scale x diff is at most clip_gradients.
+  void ClipGradients(Dtype diff_scale);
+
+  SolverParameter param_;
+  Net<Dtype>* net_;
+  std::vector<std::shared_ptr<Blob<Dtype>>> history_;
+
+ private:
+  void UpdateParam(int param_id, Dtype rate, int iter);
+  void UpdateLayerParams(int layer_id, Dtype rate, int iter);
+  // The stage's path: the mean, clipping, the stage, then regularisation and the rule in separate passes.
+  void ApplyWithStage(Dtype rate, int iter);
+
+  std::unique_ptr<GradientStage<Dtype>> stage_;
+  int replicas_ = 1;
+  Dtype gradient_scale_ = 1;
+  bool gradients_zeroed_ = false;
+};
+
+// The optimizers by solver type: "SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam", "KFAC" (the
+// legacy solver_type enum maps to these names).
+template <typename Dtype>
+class OptimizerRegistry {
+ public:
+  using Creator = std::function<std::unique_ptr<Optimizer<Dtype>>(const SolverParameter&, Net<Dtype>*)>;
+  static void Add(const std::string& type, Creator c);
+  // The type `param` names (its type, or the legacy enum); an unknown one is an Error naming the known ones.
+  static std::string TypeOf(const SolverParameter& param);
+  static std::unique_ptr<Optimizer<Dtype>> Create(const SolverParameter& param, Net<Dtype>* net);
+  static std::vector<std::string> Types();
+
+ private:
+  static std::map<std::string, Creator>& registry();
+};
+
+template <typename Dtype>
+struct OptimizerRegisterer {
+  OptimizerRegisterer(const std::string& type, typename OptimizerRegistry<Dtype>::Creator c) {
+    OptimizerRegistry<Dtype>::Add(type, std::move(c));
+  }
+};
+
+#define REGISTER_OPTIMIZER_CLASS(type)                                                                    \
+  static ::strata::OptimizerRegisterer<float> g_strata_optimizer_f_##type(                               \
+      #type, [](const ::strata::SolverParameter& p, ::strata::Net<float>* n) {                           \
+        return std::make_unique<type##Optimizer<float>>(p, n);                                            \
+      });                                                                                                 \
+  static ::strata::OptimizerRegisterer<double> g_strata_optimizer_d_##type(                              \
+      #type, [](const ::strata::SolverParameter& p, ::strata::Net<double>* n) {                          \
+        return std::make_unique<type##Optimizer<double>>(p, n);                                           \
+      })
+
+}  // namespace strata

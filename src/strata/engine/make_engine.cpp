@@ -1,0 +1,89 @@
+#include "strata/engine/make_engine.hpp"
+
+#include "strata/common.hpp"
+#include "strata/net.hpp"
+
+namespace strata {
+
+const char* EngineName(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::kLocal: return "local";
+    case EngineKind::kDataParallel: return "data-parallel";
+    case EngineKind::kPipeline: return "pipeline";
+  }
+  return "?";
+}
+
+EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup) {
+  if (param.has_pipeline_param()) {
+    STRATA_REQUIRE(param.type() != "KFAC") << "pipeline_param and the K-FAC solver together are not supported: "
+                                           << "pipeline training runs the SGD family; K-FAC's factors are not "
+                                           << "split by stage";
+    STRATA_REQUIRE(param.clip_gradients() < 0)
+        << "clip_gradients needs the norm of the whole gradient, which a pipeline spreads over its stages; it is not "
+        << "supported with pipeline_param";
+    STRATA_REQUIRE(!param.has_recompute_param())
+        << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
+        << "pipeline_param { activations: RECOMPUTE }";
+    STRATA_REQUIRE(setup.comm != nullptr)
+        << "pipeline_param needs the ranks of an MPI job (strata train under mpirun), which this run was not given";
+    return EngineKind::kPipeline;
+  }
+  // Several ranks (or a timeline, which only this engine records on one rank): the data-parallel engine.
+  if (setup.comm && (setup.comm->size() > 1 || !setup.options.timeline_file.empty())) return EngineKind::kDataParallel;
+  return EngineKind::kLocal;
+}
+
+template <typename Dtype>
+EngineFactory<Dtype>::EngineFactory(const SolverParameter& param, const EngineSetup& setup)
+    : param_(param), setup_(setup), kind_(ChooseEngine(param, setup)) {
+  if (kind_ == EngineKind::kPipeline) {
+    pipeline_ = std::make_unique<PipelineStagePlan>(PlanPipelineStage<Dtype>(param, *setup.comm));
+  }
+}
+
+template <typename Dtype>
+void EngineFactory<Dtype>::BuildNets(const std::function<Net<Dtype>*()>& build) {
+  if (!pipeline_) {
+    build();
+    return;
+  }
+  const PipelineLayout& layout = pipeline_->layout;
+  // The stage's nets read the data shard of their replica.
+  Strata::set_solver_rank(layout.replica);
+  Strata::set_solver_count(layout.replicas);
+  if (layout.first() && pipeline_->nets.source.layer_size() > 0) {
+    // Seeded as the whole net was, so the data layers (which come first) draw the same seeds.
+    if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
+    source_ = std::make_unique<Net<Dtype>>(pipeline_->nets.source);
+  }
+  Net<Dtype>* net = build();
+  if (!net->learnable_params().empty()) net->CopyTrainedLayersFrom(pipeline_->initial);
+  // Rank 0 (the last stage of replica 0) logs and writes snapshots.
+  Strata::set_solver_rank(setup_.comm->rank());
+  Strata::set_solver_count(setup_.comm->size());
+}
+
+template <typename Dtype>
+std::unique_ptr<TrainingEngine<Dtype>> EngineFactory<Dtype>::MakeEngine(
+    Net<Dtype>* net, const std::vector<std::shared_ptr<Net<Dtype>>>& test_nets, Optimizer<Dtype>* optimizer) {
+  switch (kind_) {
+    case EngineKind::kDataParallel:
+      return std::make_unique<DataParallelEngine<Dtype>>(net, optimizer, param_, *setup_.comm, setup_.policy,
+                                                         setup_.options);
+    case EngineKind::kPipeline: {
+      std::vector<Net<Dtype>*> tests;
+      for (const auto& t : test_nets) tests.push_back(t.get());
+      return std::make_unique<PipelineEngine<Dtype>>(net, tests, optimizer, *setup_.comm, setup_.policy, *pipeline_,
+                                                     std::move(source_), setup_.options.timeline_file);
+    }
+    case EngineKind::kLocal:
+      break;
+  }
+  return std::make_unique<LocalEngine<Dtype>>(net, optimizer, param_.iter_size());
+}
+
+template class EngineFactory<float>;
+template class EngineFactory<double>;
+
+}  // namespace strata
