@@ -24,12 +24,8 @@ TRACED_SECTIONS = re.compile(r"iteration|seam", re.I)
 
 # Includes that go up the order, each a real cycle that is not resolved yet: (including file, included
 # header) -> why. Keep this the only place such an exception lives.
-EXCEPTIONS = {
-    # The Solver owns its engine (Solver::set_engine) while the engines call back into the Solver's update;
-    # issue 37 splits the loop from the optimizer, after which solver.hpp no longer includes the engine.
-    ("include/strata/solver.hpp", "include/strata/engine/training_engine.hpp"):
-        "solver <-> engine: the loop owns the engine that calls the solver's update",
-}
+# (None now: issue 37 split the loop from the optimizer, so solver.hpp's include of the engine goes down.)
+EXCEPTIONS = {}
 
 
 def part_of(path):
@@ -240,7 +236,15 @@ def self_test():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
                 f.write(text)
-        problems = check(root)
+        # A stale exception is planted too (the real list may be empty).
+        global EXCEPTIONS
+        saved = EXCEPTIONS
+        EXCEPTIONS = dict(saved)
+        EXCEPTIONS[("include/strata/low.hpp", "include/strata/gone.hpp")] = "a planted stale exception"
+        try:
+            problems = check(root)
+        finally:
+            EXCEPTIONS = saved
     missed = [e for e in expected if not any(e in p for p in problems)]
     extra = [p for p in problems if not any(e in p for e in expected)]
     for m in missed:

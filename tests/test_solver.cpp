@@ -13,7 +13,6 @@
 #include "strata/layer_factory.hpp"
 #include "strata/solver.hpp"
 #include "strata/solvers/sgd_optimizers.hpp"
-#include "strata/solvers/sgd_solvers.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {

@@ -8,7 +8,7 @@
 //   Adam:     m = b1 m + (1-b1) g;  s = b2 s + (1-b2) g^2;       w -= lr sqrt(1-b2^t)/(1-b1^t) m / (sqrt(s) + eps)
 // lr here is the policy's rate times the parameter's lr_mult. Each has a one-pass CPU update (OnePassUpdate, run by
 // Optimizer::UpdateSlice) that applies the same rule. The loops of these types (SGDSolver, ...) are in
-// strata/solvers/sgd_solvers.hpp.
+// strata/solver.hpp.
 #pragma once
 
 #include "strata/optimizer.hpp"
