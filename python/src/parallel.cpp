@@ -11,6 +11,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/make_engine.hpp"
 
 namespace strata::python {
 
@@ -112,12 +113,13 @@ SolverPtr MakeParallelSolver(const SolverParameter& param) {
       << comm.num_comm_threads() << " (strata.rank() or an earlier solver brought it up): make this solver first";
   SolverPtr solver;
   EndJobOnError([&] {
-    solver = SolverPtr(SolverRegistry<float>::Create(param).release());
-    if (comm.size() > 1) {
-      solver->set_engine(std::make_unique<DataParallelEngine<float>>(solver.get(), comm, PolicyOf(param.comm_param()),
-                                                                     options));
-      ParallelSolvers().insert(solver.get());
-    }
+    // MakeEngine's choice, as in strata train: the data-parallel engine on several ranks.
+    EngineSetup setup;
+    setup.comm = &comm;
+    setup.policy = PolicyOf(param.comm_param());
+    setup.options = options;
+    solver = SolverPtr(SolverRegistry<float>::Create(param, setup).release());
+    if (comm.size() > 1) ParallelSolvers().insert(solver.get());
   });
   return solver;
 }
