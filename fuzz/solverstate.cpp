@@ -1,12 +1,16 @@
-// A solver snapshot (binary solverstate): parsed and restored into an SGD solver (momentum, multistep rate)
-// over the small fixed net, then its learning rate read, as `strata train --snapshot` does. The weights file
-// it names (learned_net) is not read: that format is fuzz/caffemodel.cpp's.
+// A solver snapshot (binary solverstate): read from a file as `strata train --snapshot` reads it (ReadSolverState:
+// one record at a time, its checksum trailer checked) and restored into an SGD solver (momentum, multistep rate)
+// over the small fixed net, then its learning rate read. The weights file it names (learned_net, learned_net_name)
+// is not read: that format is fuzz/caffemodel.cpp's. Inputs with HDF5's signature are left out (fuzz/caffemodel.cpp).
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include "fuzz_util.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace {
 
@@ -23,9 +27,13 @@ std::unique_ptr<strata::Solver<float>> SgdSolver() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
+    if (size >= 8 && std::memcmp(data, "\x89HDF\r\n\x1a\n", 8) == 0) return 0;
+    static const std::string file = strata::fuzz::TempDir("solverstate") + "/input.solverstate";
+    std::ofstream(file, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), size);
     strata::SolverState state;
-    strata::ReadProtoFromBinaryString(std::string(reinterpret_cast<const char*>(data), size), &state, "fuzz");
+    strata::ReadSolverState(file, &state);
     state.clear_learned_net();
+    state.clear_learned_net_name();
     const std::unique_ptr<strata::Solver<float>> solver = SgdSolver();
     solver->Restore(state, "fuzz");
     solver->GetLearningRate();  // reads the restored iteration and step

@@ -18,6 +18,10 @@
 #   disk-full              the snapshot directory is a 160 KiB tmpfs, full at the third snapshot
 #   corrupt-record         a record in the middle of the LMDB is not a Datum
 #   nan-loss               the learning rate jumps at iteration 150 until the loss is not finite
+#   second-run             a second `strata train` on the snapshot prefix of a live run (refused, naming it)
+#   mixed-pair             a rerun into a used prefix killed between its two files (that pair is refused)
+#   flipped-bytes          a changed byte in a caffemodel, then in a solverstate (each refused, naming it)
+#   hdf5-SIGTERM           snapshot_format: HDF5, SIGTERM to rank 1: the .h5 snapshots resume exactly
 #   host-link-down         2 hosts of the test bed (scripts/cluster.sh), one rank each: host 1's link goes down
 #   host-killed            the same, host 1's rank is killed with SIGKILL (the whole host's work dies)
 # For every case but the stop cases (which check the watchdog's messages and end): every process ends within 30 s
@@ -103,6 +107,7 @@ layer { name: "ip1" type: "InnerProduct" bottom: "conv1" top: "ip1"
         inner_product_param { num_output: 10 weight_filler { type: "gaussian" std: 0.1 } } }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip1" bottom: "label" top: "loss" }
 EOF
+seed=1 format=BINARYPROTO
 solver_text() {  # PREFIX [EXTRA...]
   local prefix=$1
   shift
@@ -114,14 +119,17 @@ weight_decay: 0.0005
 max_iter: 100000000
 snapshot: 100
 snapshot_prefix: "$prefix"
+snapshot_format: $format
 display: 0
-random_seed: 1
+random_seed: $seed
 solver_mode: CPU
 comm_param { checksum_interval: 50 }
 EOF
   for line in "$@"; do echo "$line"; done
 }
 extra=()
+model_ext() { [ "$format" = HDF5 ] && echo .caffemodel.h5 || echo .caffemodel; }
+state_ext() { [ "$format" = HDF5 ] && echo .solverstate.h5 || echo .solverstate; }
 
 mpi_cmd() {  # SECONDS: sets mpi to mpirun with NP ranks under timeout, the fault variable passed through
   if [ -n "$bed" ]; then  # one rank per host of the test bed
@@ -167,7 +175,12 @@ wait_for() {  # SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds,
   done
   fail "no $what after $secs s"
 }
-has_snapshot() { ls "$snapdir"/snap_iter_*.solverstate > /dev/null 2>&1; }
+has_snapshot() { [ -n "$(newest_snapshot)" ]; }
+newest_snapshot() {  # the iteration of the newest solverstate, or nothing
+  local ext
+  ext=$(state_ext)
+  ls "$snapdir" | sed -n "s/^snap_iter_\([0-9]*\)${ext//./\\.}\$/\1/p" | sort -n | tail -n 1
+}
 log_has() { grep -q "$1" "$work/train.log" 2>/dev/null; }
 
 # Waits for mpirun and every rank to end within the limit from `fault_ms`; leaves mpirun's status in $status.
@@ -184,34 +197,53 @@ expect_end() {
   echo "mpirun exited with status $status; every process ended $(($(now_ms) - fault_ms)) ms after the fault"
 }
 expect_failed() { [ "$status" -ne 0 ] || fail "mpirun exited with status 0 although the run failed"; }
-expect_line() { grep -q -- "$1" "$work/train.log" || fail "the log does not say '$1'"; echo "said: $(grep -m 1 -- "$1" "$work/train.log")"; }
+expect_line() {  # TEXT [LOG]: the log (train.log) has a line matching TEXT
+  local log=${2:-$work/train.log}
+  grep -q -- "$1" "$log" || fail "$(basename "$log") does not say '$1'"
+  echo "said: $(grep -m 1 -- "$1" "$log")"
+}
 
 # The newest snapshot pair must load and resume exactly: from it to 20 iterations later gives the same weights,
 # bit for bit, as a run from the start that was never interrupted.
 expect_resumes() {
-  local last states
-  states=$(ls "$snapdir"/snap_iter_*.solverstate 2>/dev/null) || fail "no snapshot was written"
-  last=$(echo "$states" | sed 's/.*_iter_\([0-9]*\)\.solverstate/\1/' | sort -n | tail -n 1)
-  [ -f "$snapdir/snap_iter_$last.caffemodel" ] || fail "snap_iter_$last.solverstate has no .caffemodel beside it"
+  local last model state
+  last=$(newest_snapshot)
+  [ -n "$last" ] || fail "no snapshot was written"
+  model=$(model_ext) state=$(state_ext)
+  [ -f "$snapdir/snap_iter_$last$model" ] || fail "snap_iter_$last$state has no $model beside it"
   echo "newest complete snapshot: iteration $last"
-  timeout -k 5 60 "$strata" test --model="$net" --weights="$snapdir/snap_iter_$last.caffemodel" --iterations=1 \
+  timeout -k 5 60 "$strata" test --model="$net" --weights="$snapdir/snap_iter_$last$model" --iterations=1 \
     > "$work/test.log" 2>&1 || { cat "$work/test.log" >&2; fail "strata test cannot load snap_iter_$last"; }
   local target=$((last + 20))
   mkdir -p "$work/resumed" "$work/reference"
   solver_text "$snapdir/snap" > "$work/resume.prototxt"
   mpi_cmd 120
   STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/resume.prototxt" \
-    --snapshot="$snapdir/snap_iter_$last.solverstate" --iterations=$target > "$work/resume.log" 2>&1 ||
+    --snapshot="$snapdir/snap_iter_$last$state" --iterations=$target > "$work/resume.log" 2>&1 ||
     { tail -n 20 "$work/resume.log" >&2; fail "resuming from snap_iter_$last failed"; }
   solver_text "$work/reference/snap" > "$work/reference.prototxt"
   STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/reference.prototxt" --iterations=$target \
     > "$work/reference.log" 2>&1 || { tail -n 20 "$work/reference.log" >&2; fail "the reference run failed"; }
-  cmp -s "$snapdir/snap_iter_$target.caffemodel" "$work/reference/snap_iter_$target.caffemodel" ||
+  cmp -s "$snapdir/snap_iter_$target$model" "$work/reference/snap_iter_$target$model" ||
     fail "resumed from iteration $last, the weights at $target differ from an uninterrupted run's"
   echo "resumed from iteration $last to $target: the same weights, bit for bit, as the uninterrupted run"
   local stray
   stray=$(ls "$snapdir" | grep '\.tmp\.' || true)
   [ -z "$stray" ] || fail "temporary files left after the next run started: $stray"
+}
+
+# A run without faults to iteration 200 (pairs at 100 and 200), on the solver that resuming uses.
+train_to_200() {
+  solver_text "$snapdir/snap" > "$work/solver.prototxt"
+  mpi_cmd 120
+  STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/solver.prototxt" --iterations=200 > "$work/first.log" 2>&1 ||
+    { tail -n 20 "$work/first.log" >&2; fail "the run to iteration 200 failed"; }
+}
+expect_refused_resume() {  # STATE TEXT: resuming from STATE fails, saying TEXT
+  mpi_cmd 120
+  STRATA_FAULT= "${mpi[@]}" "$strata" train --solver="$work/solver.prototxt" --snapshot="$1" --iterations=220 \
+    > "$work/train.log" 2>&1 && fail "resumed from $1"
+  expect_line "$2"
 }
 
 # ---- the cases ----
@@ -424,6 +456,74 @@ PY
     # Resumed on a fresh bed: the snapshot rank 0 wrote is all a new job needs.
     bash "$cluster" down > /dev/null 2>&1
     bash "$cluster" up "$np" --slots 1 > "$work/bed.log" 2>&1 || { cat "$work/bed.log" >&2; fail "no second test bed"; }
+    expect_resumes
+    ;;
+  second-run)
+    # A second `strata train` on the prefix of a live run is refused before its first iteration, naming the host
+    # and process that hold it; the live run goes on snapshotting (its temporary files untouched).
+    start_training
+    wait_for 60 "a first snapshot" has_snapshot
+    holder=$(rank_pid "$mpirun_pid" 0)
+    solver_text "$snapdir/snap" > "$work/second.prototxt"
+    timeout -k 5 60 "$strata" train --solver="$work/second.prototxt" > "$work/second.log" 2>&1
+    second=$?
+    [ "$second" -eq 1 ] || { cat "$work/second.log" >&2; fail "the second run on the prefix exited with $second, not 1"; }
+    expect_line "error: snapshot_prefix '$snapdir/snap' is in use by another run (host $(hostname), pid $holder, holding $snapdir/snap.lock)" "$work/second.log"
+    before=$(newest_snapshot)
+    wait_for 60 "a snapshot after the second run's refusal" eval '[ "$(newest_snapshot)" -gt "$before" ]'
+    echo "the live run wrote iteration $(newest_snapshot) after the refusal"
+    fault_ms=$(now_ms)
+    kill -s TERM "$mpirun_pid"
+    expect_end
+    expect_resumes
+    ;;
+  mixed-pair)
+    # A run writes pairs at 100 and 200; a rerun with another seed into the same prefix is killed between its
+    # two files at 200: its caffemodel beside the first run's solverstate. Resuming that pair is refused; the
+    # rerun's pair at 100 resumes exactly.
+    train_to_200
+    seed=2
+    solver_text "$snapdir/snap" > "$work/solver.prototxt"
+    STRATA_FAULT=snapshot:0:200 "${mpi[@]}" "$strata" train --solver="$work/solver.prototxt" > "$work/train.log" 2>&1 &&
+      fail "the rerun was not killed"
+    expect_line "STRATA_FAULT: killing"
+    [ -f "$snapdir/snap_iter_200.caffemodel" ] && [ -f "$snapdir/snap_iter_200.solverstate" ] ||
+      fail "no mixed pair at iteration 200"
+    expect_refused_resume "$snapdir/snap_iter_200.solverstate" \
+      "$snapdir/snap_iter_200.solverstate and $snapdir/snap_iter_200.caffemodel are not a pair"
+    rm "$snapdir"/snap_iter_200.*
+    expect_resumes
+    ;;
+  flipped-bytes)
+    # One changed byte in the middle of the newest caffemodel, then of the newest solverstate: `strata test` and
+    # resuming refuse it, naming the file; the pair before resumes exactly.
+    train_to_200
+    for f in snap_iter_200.caffemodel snap_iter_200.solverstate; do
+      cp "$snapdir/$f" "$work/good"
+      /usr/bin/python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 0x10; open(sys.argv[1], "wb").write(b)' "$snapdir/$f"
+      if [ "$f" = snap_iter_200.caffemodel ]; then
+        timeout -k 5 60 "$strata" test --model="$net" --weights="$snapdir/$f" --iterations=1 > "$work/train.log" 2>&1 &&
+          fail "strata test loaded the changed $f"
+        expect_line "error: $snapdir/$f is corrupt: its content's checksum (CRC-32) is"
+      fi
+      expect_refused_resume "$snapdir/snap_iter_200.solverstate" "$snapdir/$f is corrupt: its content's checksum (CRC-32) is"
+      cp "$work/good" "$snapdir/$f"
+    done
+    rm "$snapdir"/snap_iter_200.*
+    expect_resumes
+    ;;
+  hdf5-SIGTERM)
+    # Caffe's snapshot_format: HDF5: a signal to one rank stops every rank with a final snapshot, and the .h5
+    # pair resumes exactly.
+    format=HDF5
+    start_training
+    wait_for 60 "a first snapshot" has_snapshot
+    pid=$(rank_pid "$mpirun_pid" 1)
+    fault_ms=$(now_ms)
+    kill -s TERM "$pid"
+    expect_end
+    [ "$status" -eq 0 ] || fail "a stop asked for by a signal ended with status $status"
+    expect_line "Snapshotting to HDF5 file $snapdir/snap_iter_"
     expect_resumes
     ;;
   *) fail "unknown case" ;;

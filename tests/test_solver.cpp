@@ -2,6 +2,7 @@
 // exact resume, and the errors a bad solver setup gives.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "strata/solver.hpp"
 #include "strata/solvers/sgd_optimizers.hpp"
 #include "strata/util/io.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace strata {
 
@@ -416,7 +418,8 @@ class SolverFiles : public ::testing::Test {
 };
 
 // Training 0..6 in one go equals 0..3, snapshot, then resume to 6 — bit for bit, dropout included, for a solver
-// with one history blob per parameter and for ones with two (AdaDelta, Adam) or none that momentum touches.
+// with one history blob per parameter and for ones with two (AdaDelta, Adam) or none that momentum touches, with
+// snapshots in either of Caffe's formats.
 TEST_F(SolverFiles, ResumeIsExact) {
   const char* net = R"(
 name: "resume"
@@ -427,8 +430,10 @@ layer { name: "fc2" type: "InnerProduct" bottom: "h" top: "y"
         inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 } } }
 layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
 )";
+  for (const auto format : {SolverParameter::BINARYPROTO, SolverParameter::HDF5})
   for (const std::string type : {"SGD", "RMSProp", "AdaDelta", "Adam"}) {
-    SCOPED_TRACE(type);
+    SCOPED_TRACE(type + (format == SolverParameter::HDF5 ? " HDF5" : " BINARYPROTO"));
+    const std::string prefix = dir_ + "/" + type + (format == SolverParameter::HDF5 ? "_h5" : "");
     auto make = [&](int max_iter) {
       SolverParameter p;
       p.set_type(type);
@@ -441,7 +446,8 @@ layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
       p.set_power(0.75f);
       p.set_max_iter(max_iter);
       p.set_random_seed(7);
-      p.set_snapshot_prefix(dir_ + "/" + type);
+      p.set_snapshot_prefix(prefix);
+      p.set_snapshot_format(format);
       auto s = SolverRegistry<float>::Create(p);
       float* x = s->net()->blob_by_name("x")->mutable_cpu_data();
       for (int i = 0; i < 12; ++i) x[i] = 0.1f * (i - 5);
@@ -452,7 +458,7 @@ layer { name: "loss" type: "SolverTestLoss" bottom: "y" top: "l" }
     auto first = make(3);
     first->Solve();  // snapshots at the end: TYPE_iter_3.*
     auto resumed = make(6);
-    resumed->Solve(dir_ + "/" + type + "_iter_3.solverstate");
+    resumed->Solve(prefix + "_iter_3" + SolverstateExtension(format));
     EXPECT_EQ(resumed->iter(), 6);
     const auto& a = straight->net()->learnable_params();
     const auto& b = resumed->net()->learnable_params();
@@ -488,6 +494,7 @@ TEST(SolverResume, OlderSolverstateLoadsAndMismatchIsAnError) {
   EXPECT_EQ(state.data_seed_size(), 2);
   EXPECT_EQ(state.rank_rng_state_size(), 1);
   SolverState old = state;
+  old.clear_checksum();  // an edited file has the old checksum no more
   old.clear_data_position();
   old.clear_data_seed();
   old.clear_rank_rng_state();
@@ -495,6 +502,7 @@ TEST(SolverResume, OlderSolverstateLoadsAndMismatchIsAnError) {
   EXPECT_NO_THROW(solver->Restore(dir / "older.solverstate"));
   EXPECT_EQ(solver->iter(), 2);
   SolverState extra = state;
+  extra.clear_checksum();
   extra.add_data_position(0);
   WriteProtoToBinaryFile(extra, dir / "extra.solverstate");
   testing_data::ExpectErrorContaining([&] { solver->Restore(dir / "extra.solverstate"); },
@@ -521,12 +529,17 @@ TEST_F(SolverFiles, NaNLossStopsAndKeepsEarlierSnapshot) {
 }
 
 // A process killed inside a snapshot's write leaves its NAME.tmp.PID (WriteFileAtomically); the next run with the
-// same prefix removes such files before it trains, and leaves every other file alone.
+// same prefix removes such files before it trains (their process is gone), and leaves every other file alone.
 TEST_F(SolverFiles, StaleSnapshotTemporariesAreRemovedBeforeTraining) {
   SolverParameter p = MakeSolver("base_lr: 0.1 max_iter: 1");
   p.set_snapshot_prefix(dir_ + "/run");
   p.set_snapshot_after_train(true);
-  const std::vector<std::string> stale = {"run_iter_100.caffemodel.tmp.4242", "run_iter_100.solverstate.tmp.77"};
+  const pid_t gone = fork();  // a process that has ended: its pid names no process now
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  waitpid(gone, nullptr, 0);
+  const std::string dead = std::to_string(gone);
+  const std::vector<std::string> stale = {"run_iter_100.caffemodel.tmp." + dead, "run_iter_100.solverstate.tmp." + dead};
   const std::vector<std::string> kept = {"run_iter_50.caffemodel", "other_iter_100.caffemodel.tmp.4242", "notes.tmp.1"};
   for (const auto& f : stale) std::ofstream(dir_ + "/" + f) << "half a snapshot";
   for (const auto& f : kept) std::ofstream(dir_ + "/" + f) << "not ours";

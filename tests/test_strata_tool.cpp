@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data_test_util.hpp"
+#include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
@@ -356,6 +357,52 @@ TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
   EXPECT_NE(ReadAll(out).find("set no weights for layer(s) 'ip2'"), std::string::npos) << ReadAll(out);
   ExpectError("test --strict_weights --model=" + bigger + " --weights=" + tiny + " --iterations=1",
               {"'ip2'", "--strict_weights"});
+}
+
+// Caffe's solver-level `weights` (fine-tuning) loads before iteration 1 with --weights' checks; as in `caffe
+// train`, --weights replaces it and --snapshot drops it. Snapshots in HDF5 (Caffe's .h5 names) train, test and
+// resume like binary ones.
+TEST_F(StrataTool, SolverWeightsFieldFineTunes) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string base = "net: \"" + net + "\"\nmax_iter: 1\nrandom_seed: 5\n";
+  const std::string out = dir_ / "out";
+  ASSERT_EQ(Shell(kStrata + " train --solver=" + Write("a.prototxt", base + "base_lr: 0.5\nsnapshot_prefix: \"" +
+                                                       dir_ / "a" + "\"\nsnapshot_format: HDF5\n") +
+                  " > " + out + " 2>&1"), 0) << ReadAll(out);
+  const std::string a = dir_ / "a_iter_1.caffemodel.h5";
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "a_iter_1.solverstate.h5"));
+  EXPECT_EQ(Shell(kStrata + " test --model=" + net + " --weights=" + a + " --iterations=1 > " + out + " 2>&1"), 0)
+      << ReadAll(out);
+  // Fine-tuned at base_lr 0, the snapshot holds exactly the weights the field named.
+  const std::string ft = Write("ft.prototxt", base + "base_lr: 0\nweights: \"" + a +
+                                                  "\"\nsnapshot_prefix: \"" + dir_ / "ft" + "\"\n");
+  ASSERT_EQ(Shell(kStrata + " train --solver=" + ft + " > " + out + " 2>&1"), 0) << ReadAll(out);
+  EXPECT_NE(ReadAll(out).find("Initialising from " + a), std::string::npos) << ReadAll(out);
+  NetParameter from, tuned;
+  ReadNetParamsFromBinaryFile(a, &from);
+  ReadNetParamsFromBinaryFile(dir_ / "ft_iter_1.caffemodel", &tuned);
+  auto ip = [](const NetParameter& w, int b) {
+    for (const LayerParameter& layer : w.layer()) {
+      if (layer.name() == "ip" && layer.blobs_size() > b) return std::vector<float>(layer.blobs(b).data().begin(), layer.blobs(b).data().end());
+    }
+    return std::vector<float>();
+  };
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_FALSE(ip(from, b).empty());
+    EXPECT_EQ(ip(tuned, b), ip(from, b)) << "blob " << b;
+  }
+  // Weights of another net in the field: --weights' error; --weights replaces the field, --snapshot drops it.
+  NetParameter other;
+  other.set_name("other");
+  other.add_layer()->set_name("fc");
+  WriteProtoToBinaryFile(other, dir_ / "other.caffemodel");
+  const std::string bad = Write("bad.prototxt", base + "base_lr: 0\nweights: \"" + dir_ / "other.caffemodel" +
+                                                    "\"\nsnapshot_prefix: \"" + dir_ / "bad" + "\"\n");
+  ExpectError("train --solver=" + bad, {dir_ / "other.caffemodel", "set no layer of net 'tiny'"});
+  EXPECT_EQ(Shell(kStrata + " train --solver=" + bad + " --weights=" + a + " > " + out + " 2>&1"), 0) << ReadAll(out);
+  EXPECT_EQ(Shell(kStrata + " train --solver=" + bad + " --iterations=2 --snapshot=" + dir_ / "a_iter_1.solverstate.h5" +
+                  " > " + out + " 2>&1"), 0) << ReadAll(out);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "bad_iter_2.caffemodel"));
 }
 
 // Nets that would run and do nothing, or abort in a CHECK, are one error before any work.

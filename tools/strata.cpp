@@ -569,12 +569,13 @@ int scale_command() {
   return 0;
 }
 
-// Loads the comma-separated `files` into `net`. A file that sets no layer of the net is an error (by
-// CopyTrainedLayersFrom); layers with parameters that no file sets keep their initial values, which is a
-// warning naming them (fine-tuning a changed net), or an error with --strict_weights.
-void LoadWeights(Net<float>* net, const std::string& files) {
+// Loads the comma-separated `files` (given as `origin`: --weights, or the solver's weights field) into `net`. A file
+// that sets no layer of the net is an error (by CopyTrainedLayersFrom); layers with parameters that no file sets
+// keep their initial values, which is a warning naming them (fine-tuning a changed net), or an error with
+// --strict_weights.
+void LoadWeights(Net<float>* net, const std::string& files, const std::string& origin = "--weights") {
   const std::vector<std::string> weight_files = SplitCommas(files);
-  STRATA_REQUIRE(!weight_files.empty()) << "--weights names no file";
+  STRATA_REQUIRE(!weight_files.empty()) << origin << " names no file";
   std::set<std::string> untouched;
   bool first = true;
   for (const auto& w : weight_files) {
@@ -590,9 +591,9 @@ void LoadWeights(Net<float>* net, const std::string& files) {
   if (untouched.empty()) return;
   std::string names;
   for (const std::string& name : untouched) names += (names.empty() ? "'" : ", '") + name + "'";
-  STRATA_REQUIRE(!FLAGS_strict_weights) << "--weights=" << files << " set no weights for layer(s) " << names
+  STRATA_REQUIRE(!FLAGS_strict_weights) << origin << "=" << files << " set no weights for layer(s) " << names
                                         << " of net '" << net->name() << "' (--strict_weights)";
-  LOG(WARNING) << "--weights=" << files << " set no weights for layer(s) " << names << " of net '" << net->name()
+  LOG(WARNING) << origin << "=" << files << " set no weights for layer(s) " << names << " of net '" << net->name()
                << "': they keep their initial values";
 }
 
@@ -699,7 +700,14 @@ int train(int* argc, char*** argv) {
     setup.options = options;
     solver = SolverRegistry<float>::Create(param, setup);
     solver->SetActionFunction(install_signal_handlers());
-    if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) LoadWeights(solver->net(), FLAGS_weights);
+    // Caffe's `caffe train`: --weights replaces the solver's weights field, --snapshot drops it.
+    if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) {
+      LoadWeights(solver->net(), FLAGS_weights);
+    } else if (FLAGS_snapshot.empty() && param.weights_size() > 0) {
+      std::string files;
+      for (const std::string& w : param.weights()) files += (files.empty() ? "" : ",") + w;
+      LoadWeights(solver->net(), files, "the solver's weights");
+    }
     solver->Solve(FLAGS_snapshot);
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.

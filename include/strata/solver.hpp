@@ -59,8 +59,8 @@ class Solver {
   // engine and (if recorded) the weights: the resumed run then repeats the uninterrupted one bit for bit.
   // A solverstate from before those were recorded still loads, with a warning that resume is not exact.
   void Restore(const std::string& state_file);
-  // The same from a parsed state; `origin` (the file) prefixes error messages and locates a moved
-  // learned_net beside it. Errors leave the solver partly restored: callers give up on it.
+  // The same from a parsed state; `origin` (the file) prefixes error messages, and the caffemodel written with the
+  // state is found beside it (ReadPairedCaffemodel). Errors leave the solver partly restored: callers give up on it.
   void Restore(const SolverState& state, const std::string& origin);
 
   const SolverParameter& param() const { return param_; }
@@ -95,8 +95,6 @@ class Solver {
   std::vector<Layer<Dtype>*> RecordStreamLayers();
   void RestoreRecordStreams(const SolverState& state, const std::string& state_file);
   void RestoreRandomEngine(const SolverState& state, const std::string& state_file);
-  // Deletes the temporary files of snapshots that a killed process never finished.
-  void RemoveStaleSnapshotFiles() const;
   // The replicas' collectives, from the engine (null: one rank).
   Collectives* collectives() const { return engine_->collectives(); }
 

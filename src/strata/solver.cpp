@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "strata/math_functions.hpp"
@@ -13,6 +12,7 @@
 #include "strata/recompute/planner.hpp"
 #include "strata/util/fault_injection.hpp"
 #include "strata/util/io.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace strata {
 
@@ -214,14 +214,24 @@ template <typename Dtype>
 void Solver<Dtype>::Solve(const std::string& resume_file) {
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  // Snapshots go where the rank that writes them can write, in a format that holds the net, on a prefix no other
+  // run uses: checked now, not at the first snapshot hours in.
+  if (param_.snapshot() > 0 || param_.snapshot_after_train()) {
+    std::vector<std::pair<std::string, uint64_t>> layer_bytes;  // with their gradients under snapshot_diff
+    for (int i = 0; i < net_->num_layers(); ++i) {
+      uint64_t bytes = 0;
+      for (const auto& blob : net_->layers()[i]->blobs()) bytes += sizeof(Dtype) * static_cast<uint64_t>(blob->count());
+      layer_bytes.emplace_back(net_->layer_names()[i], param_.snapshot_diff() ? 2 * bytes : bytes);
+    }
+    RequireSnapshotFits(layer_bytes, param_.snapshot_format());
+    if (Strata::root_solver()) {
+      RequireWritableLocation(SnapshotFilename(".caffemodel"), "snapshot_prefix");
+      ClaimSnapshotPrefix(param_.snapshot_prefix());
+    }
+  }
   if (!resume_file.empty()) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
-  }
-  // Snapshots go where the rank that writes them can write: checked now, not at the first snapshot hours in.
-  if (Strata::root_solver() && (param_.snapshot() > 0 || param_.snapshot_after_train())) {
-    RequireWritableLocation(SnapshotFilename(".caffemodel"), "snapshot_prefix");
-    RemoveStaleSnapshotFiles();
   }
   requested_early_exit_ = false;
   const int start_iter = iter_;
@@ -378,23 +388,6 @@ std::vector<Dtype> Solver<Dtype>::Test(int test_net_id) {
   return scores;
 }
 
-// A snapshot is written to NAME.tmp.PID and renamed (WriteFileAtomically); a process killed in between leaves the
-// temporary file behind. No other run writes this prefix now, so any such file is an interrupted snapshot's.
-template <typename Dtype>
-void Solver<Dtype>::RemoveStaleSnapshotFiles() const {
-  namespace fs = std::filesystem;
-  const std::string stem = fs::path(param_.snapshot_prefix() + "_iter_").filename().string();
-  const fs::path dir = fs::path(param_.snapshot_prefix() + "_iter_").parent_path();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(stem, 0) != 0 || name.find(".tmp.") == std::string::npos) continue;
-    if (fs::remove(entry.path(), ec)) {
-      LOG(INFO) << "Removed " << entry.path().string() << ", left by an interrupted snapshot";
-    }
-  }
-}
-
 template <typename Dtype>
 std::string Solver<Dtype>::SnapshotFilename(const std::string& extension) const {
   return param_.snapshot_prefix() + "_iter_" + std::to_string(iter_) + extension;
@@ -425,17 +418,20 @@ void Solver<Dtype>::Snapshot() {
   NetParameter weights;
   const bool gathered = engine_->GatherWeights(&weights, param_.snapshot_diff());
   if (!Strata::root_solver()) return;
-  STRATA_REQUIRE(param_.snapshot_format() == SolverParameter::BINARYPROTO)
-      << "only snapshot_format BINARYPROTO is supported (HDF5 is not)";
-  const std::string model_file = SnapshotFilename(".caffemodel");
+  // Files that check themselves, in either of Caffe's formats (util/snapshot_files.hpp).
+  const SolverParameter::SnapshotFormat format = param_.snapshot_format();
+  const char* format_name = format == SolverParameter::HDF5 ? "HDF5" : "binary proto";
+  const std::string model_file = SnapshotFilename(CaffemodelExtension(format));
+  const std::string state_file = SnapshotFilename(SolverstateExtension(format));
   if (!gathered) net_->ToProto(&weights, param_.snapshot_diff());
-  LOG(INFO) << "Snapshotting to binary proto file " << model_file;
-  WriteProtoToBinaryFile(weights, model_file);
+  LOG(INFO) << "Snapshotting to " << format_name << " file " << model_file;
+  const uint32_t model_checksum = WriteCaffemodel(&weights, iter_, model_file, format);
+  NetParameter().Swap(&weights);  // its memory back before the history's copy
   MaybeInjectFault(FaultPoint::kSnapshot, iter_);
 
   SolverState state;
   state.set_iter(iter_);
-  state.set_learned_net(model_file);
+  RecordCaffemodel(model_file, model_checksum, iter_, state_file, &state);
   state.set_current_step(current_step_);
   optimizer_->SaveState(&state);
   // Positions and seeds are the same on every rank (the Data layer counts global positions).
@@ -447,15 +443,14 @@ void Solver<Dtype>::Snapshot() {
   state.set_num_ranks(Strata::solver_count());
   state.set_rng_state(rank_rngs[0]);
   for (const std::string& r : rank_rngs) state.add_rank_rng_state(r);
-  const std::string state_file = SnapshotFilename(".solverstate");
-  LOG(INFO) << "Snapshotting solver state to binary proto file " << state_file;
-  WriteProtoToBinaryFile(state, state_file);
+  LOG(INFO) << "Snapshotting solver state to " << format_name << " file " << state_file;
+  WriteSolverState(&state, state_file, format);
 }
 
 template <typename Dtype>
 void Solver<Dtype>::Restore(const std::string& state_file) {
   SolverState state;
-  ReadProtoFromBinaryFile(state_file, &state);
+  ReadSolverState(state_file, &state);
   Restore(state, state_file);
 }
 
@@ -472,17 +467,15 @@ void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_f
   }
   // The optimizer's state (its history blobs): it checks that the file is for this net and solver type.
   optimizer_->RestoreState(state, state_file);
-  if (state.has_learned_net() && !state.learned_net().empty()) {
-    std::string model = state.learned_net();
-    // A snapshot moved with its model file: look beside the state file too.
-    if (!FileExists(model)) {
-      const size_t slash = state_file.rfind('/');
-      const size_t mslash = model.rfind('/');
-      const std::string beside = (slash == std::string::npos ? "" : state_file.substr(0, slash + 1)) +
-                                 (mslash == std::string::npos ? model : model.substr(mslash + 1));
-      if (FileExists(beside)) model = beside;
+  // The caffemodel written with this state, and no other (util/snapshot_files.hpp).
+  NetParameter weights;
+  const std::string model = ReadPairedCaffemodel(state, state_file, &weights);
+  if (!model.empty()) {
+    try {
+      net_->CopyTrainedLayersFrom(weights);
+    } catch (const Error& e) {
+      throw Error(model + ": " + e.what());
     }
-    net_->CopyTrainedLayersFrom(model);
   }
   iter_ = state.iter();
   current_step_ = state.current_step();

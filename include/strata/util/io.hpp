@@ -5,6 +5,7 @@
 
 #include <google/protobuf/message.h>
 
+#include <functional>
 #include <string>
 
 #include "strata/proto/strata.pb.h"
@@ -26,6 +27,11 @@ void WriteProtoToBinaryFile(const google::protobuf::Message& proto, const std::s
 
 // Writes `bytes` to `filename` atomically: temporary file in the same directory, fsync, rename, fsync dir.
 void WriteFileAtomically(const std::string& filename, const std::string& bytes);
+// The same, the temporary file NAME.tmp.PID created and written by `write` (given its path): for files written
+// piece by piece. An exception from `write` removes the temporary file and goes on.
+void WriteFileAtomically(const std::string& filename, const std::function<void(const std::string& tmp)>& write);
+// Writes all `n` bytes to `fd` (the file `name`), or throws "cannot write NAME: REASON".
+void WriteAll(int fd, const void* data, size_t n, const std::string& name);
 bool FileExists(const std::string& filename);
 // Makes sure `filename` can be written later: creates its directory (and any missing ones above it), then creates
 // and removes a probe file there. Otherwise throws an Error naming `what` (a flag or field) and the reason. For
@@ -34,7 +40,8 @@ void RequireWritableLocation(const std::string& filename, const std::string& wha
 
 // Reads a net definition (text), upgrading Caffe's legacy V1 `layers` to `layer`.
 void ReadNetParamsFromTextFile(const std::string& filename, NetParameter* param);
-// Reads trained weights (binary caffemodel), upgrading V1 layers too.
+// Reads trained weights (a caffemodel, binary or HDF5, its checksum checked: ReadCaffemodel), upgrading V1 layers
+// too.
 void ReadNetParamsFromBinaryFile(const std::string& filename, NetParameter* param);
 void ReadSolverParamsFromTextFile(const std::string& filename, SolverParameter* param);
 

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "strata/layer_factory.hpp"
-#include "strata/layers/hdf5_util.hpp"
+#include "strata/util/hdf5_util.hpp"
 
 namespace strata {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "strata/layer_factory.hpp"
-#include "strata/layers/hdf5_util.hpp"
+#include "strata/util/hdf5_util.hpp"
 
 namespace strata {
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "strata/common.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace strata {
 
@@ -110,31 +111,35 @@ void ReadProtoFromBinaryFile(const std::string& filename, Message* proto) {
   ReadProtoFromBinaryString(read_whole_file(filename), proto, filename);
 }
 
-void WriteFileAtomically(const std::string& filename, const std::string& bytes) {
-  const std::string tmp = filename + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  STRATA_REQUIRE(fd >= 0) << "cannot create " << tmp << ": " << std::strerror(errno);
+void WriteAll(int fd, const void* data, size_t n, const std::string& name) {
+  const char* bytes = static_cast<const char*>(data);
   size_t written = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+  while (written < n) {
+    const ssize_t w = ::write(fd, bytes + written, n - written);
+    if (w < 0 && errno == EINTR) continue;
+    STRATA_REQUIRE(w >= 0) << "cannot write " << name << ": " << std::strerror(errno);
+    written += static_cast<size_t>(w);
+  }
+}
+
+void WriteFileAtomically(const std::string& filename, const std::function<void(const std::string& tmp)>& write) {
+  const std::string tmp = filename + ".tmp." + std::to_string(::getpid());
+  try {
+    write(tmp);
+    // The data reach the disk before the rename makes them the file's.
+    const int fd = ::open(tmp.c_str(), O_RDONLY);
+    STRATA_REQUIRE(fd >= 0) << "cannot open " << tmp << ": " << std::strerror(errno);
+    if (::fsync(fd) != 0) {
       const int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      STRATA_FAIL() << "cannot write " << tmp << ": " << std::strerror(err);
+      STRATA_FAIL() << "cannot flush " << tmp << ": " << std::strerror(err);
     }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
+    ::close(fd);
+    STRATA_REQUIRE(::rename(tmp.c_str(), filename.c_str()) == 0)
+        << "cannot rename " << tmp << " to " << filename << ": " << std::strerror(errno);
+  } catch (...) {
     ::unlink(tmp.c_str());
-    STRATA_FAIL() << "cannot flush " << tmp << ": " << std::strerror(err);
-  }
-  if (::rename(tmp.c_str(), filename.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    STRATA_FAIL() << "cannot rename " << tmp << " to " << filename << ": " << std::strerror(err);
+    throw;
   }
   // Make the rename itself durable.
   const size_t slash = filename.rfind('/');
@@ -144,6 +149,20 @@ void WriteFileAtomically(const std::string& filename, const std::string& bytes) 
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void WriteFileAtomically(const std::string& filename, const std::string& bytes) {
+  WriteFileAtomically(filename, [&](const std::string& tmp) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    STRATA_REQUIRE(fd >= 0) << "cannot create " << tmp << ": " << std::strerror(errno);
+    try {
+      WriteAll(fd, bytes.data(), bytes.size(), tmp);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    STRATA_REQUIRE(::close(fd) == 0) << "cannot write " << tmp << ": " << std::strerror(errno);
+  });
 }
 
 void WriteProtoToTextFile(const Message& proto, const std::string& filename) {
@@ -272,7 +291,7 @@ void ReadNetParamsFromTextFile(const std::string& filename, NetParameter* param)
 }
 
 void ReadNetParamsFromBinaryFile(const std::string& filename, NetParameter* param) {
-  ReadProtoFromBinaryFile(filename, param);
+  ReadCaffemodel(filename, param);
   UpgradeV1Net(param);
 }
 

@@ -1,5 +1,5 @@
-// What the HDF5 layers share (private to libstrata): HDF5 handles closed on scope exit, HDF5's automatic error
-// printing turned off while Strata calls the library, and the HDF5 memory type of a Dtype.
+// What the HDF5 layers and the HDF5 snapshot files share (private to libstrata): HDF5 handles closed on scope exit,
+// HDF5's automatic error printing turned off while Strata calls the library, and the HDF5 memory type of a Dtype.
 #pragma once
 
 #include <hdf5.h>
