@@ -120,6 +120,9 @@ class Solver {
 
   // Signal handling: polled once per iteration.
   void SetActionFunction(std::function<SignalAction()> f) { action_ = std::move(f); }
+  // Polled by a one-process engine between an iteration's micro-batches (iter_size may be huge): true when a
+  // signal asks to stop now. The engine then drops the iteration, and Solve ends without a final snapshot.
+  bool StopRequestedInIteration();
   // Throws the Error for a non-finite loss at the current iteration.
   void CheckLoss(Dtype loss) const;
 
@@ -172,6 +175,8 @@ class Solver {
   std::vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   std::function<SignalAction()> action_;
+  SignalAction pending_action_ = SignalAction::kNone;  // polled inside an iteration, acted on after it
+  bool iteration_dropped_ = false;
   bool requested_early_exit_ = false;
   Dtype gradient_scale_ = 1;
   std::unique_ptr<TrainingEngine<Dtype>> engine_;

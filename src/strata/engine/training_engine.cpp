@@ -37,6 +37,8 @@ Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
     solver_->BeforeBackward(pass);
     net.Backward();
     loss += l;
+    // A signal is honoured within one micro-batch, whatever iter_size is: the iteration is dropped, not applied.
+    if (pass + 1 < passes && solver_->StopRequestedInIteration()) return loss / (pass + 1);
   }
   loss /= passes;
   solver_->CheckLoss(loss);
