@@ -18,6 +18,7 @@ namespace strata {
 namespace {
 
 using testing_data::ExpectErrorContaining;
+using testing_data::Replace;
 using testing_data::TempDir;
 
 // A small classifier: x (4 x 3) -> ip (4 x 5) -> relu in place -> softmax loss with labels y.
@@ -31,12 +32,6 @@ layer { name: "relu" type: "ReLU" bottom: "z" top: "z" }
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
 )";
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  return s;
-}
 
 NetParameter NetText(const std::string& text) {
   NetParameter p;

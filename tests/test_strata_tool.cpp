@@ -17,6 +17,7 @@ namespace strata {
 namespace {
 
 using testing_data::ReadAll;
+using testing_data::Replace;
 using testing_data::Shell;
 using testing_data::TempDir;
 using testing_data::WriteFile;
@@ -30,12 +31,6 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "z" inner_product_param
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
 )";
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  return s;
-}
 
 // The net with its input from a DummyData layer (zeros) instead of an Input layer, for `strata test`, which
 // refuses a net whose Input layers nothing fills.
