@@ -94,12 +94,12 @@ fail() {
 np=2
 snapdir=$work
 net=$work/net.prototxt
-# A small net on an Input layer (no data files; the corrupt-record case swaps in a Data layer). Snapshots every
-# 100 iterations, a fraction of a second apart; the solver would run for hours.
+# A small net on a DummyData layer (zeros, no data files; the corrupt-record case swaps in a Data layer). Snapshots
+# every 100 iterations, a fraction of a second apart; the solver would run for hours.
 cat > "$net" <<'EOF'
 name: "fault"
-layer { name: "in" type: "Input" top: "data" top: "label"
-        input_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }
+layer { name: "in" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
         convolution_param { num_output: 8 kernel_size: 3 weight_filler { type: "gaussian" std: 0.1 } } }
 layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
@@ -409,7 +409,7 @@ assert at >= 0 and data.find(needle, at + 1) < 0, "record 6000 not found exactly
 data[at + 1:at + 3] = bytes([0xFF, 0x7F])
 open(path, "wb").write(data)
 PY
-    sed -i 's|layer { name: "in" type: "Input" top: "data" top: "label"|layer { name: "in" type: "Data" top: "data" top: "label" transform_param { scale: 0.00390625 } data_param { source: "'"$work/lmdb"'" batch_size: 16 } }|; /input_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }/d' "$net"
+    sed -i 's|layer { name: "in" type: "DummyData" top: "data" top: "label"|layer { name: "in" type: "Data" top: "data" top: "label" transform_param { scale: 0.00390625 } data_param { source: "'"$work/lmdb"'" batch_size: 16 } }|; /dummy_data_param { shape { dim: 16 dim: 1 dim: 12 dim: 12 } shape { dim: 16 } } }/d' "$net"
     start_training
     wait_for 120 "the corrupt record" log_has "(record 6000) is not a Datum"
     fault_ms=$(now_ms)

@@ -210,7 +210,29 @@ TEST(ConvertTools, Imageset) {
                         {dir / "bad_label.txt:1", "'one'"});
   WriteFile(dir / "missing.txt", "nope.png 1\n");
   ExpectErrorContaining([&] { ConvertImageset(root, dir / "missing.txt", dir / "none", raw); },
-                        {"could be read"});
+                        {"cannot read '" + root + "nope.png' (" + (dir / "missing.txt") + ":1)", "--skip_unreadable"});
+}
+
+// A missing or empty image in the list is an error naming it and its line; --skip_unreadable leaves such images
+// out with a warning, as Caffe's convert_imageset does, and still refuses a list of which nothing can be read.
+TEST(ConvertTools, UnreadableImagesAreErrorsUnlessSkipped) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "imgs");
+  ASSERT_TRUE(cv::imwrite(dir / "imgs/a.png", cv::Mat(2, 3, CV_8UC3, cv::Scalar(1, 2, 3))));
+  WriteFile(dir / "imgs/empty.png", "");
+  const std::string root = dir / "imgs/";
+  WriteFile(dir / "list.txt", "a.png 1\ngone.png 2\nempty.png 3\n");
+  ImagesetOptions options;
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list.txt", dir / "db", options); },
+                        {"cannot read '" + root + "gone.png' (" + (dir / "list.txt") + ":2)", "--skip_unreadable"});
+  WriteFile(dir / "list2.txt", "a.png 1\nempty.png 3\n");
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list2.txt", dir / "db", options); },
+                        {"cannot read '" + root + "empty.png' (" + (dir / "list2.txt") + ":2)"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "db"));
+  options.skip_unreadable = true;
+  EXPECT_EQ(ConvertImageset(root, dir / "list.txt", dir / "db", options), 1u);
+  WriteFile(dir / "none.txt", "gone.png 2\nempty.png 3\n");
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "none.txt", dir / "db2", options); }, {"could be read"});
 }
 
 // A conversion that fails leaves no database behind, empty or partial, so the rerun after fixing the input
@@ -226,10 +248,10 @@ TEST(ConvertTools, FailedImagesetLeavesNothingAndRerunWorks) {
     for (const auto& e : std::filesystem::directory_iterator(dir.path()))
       EXPECT_EQ(e.path().filename().string().find("db"), std::string::npos) << e.path();
   };
-  // No image readable: the database would be empty.
+  // No image readable.
   WriteFile(dir / "list.txt", "nope.png 1\n");
   ImagesetOptions options;
-  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list.txt", db, options); }, {"could be read"});
+  ExpectErrorContaining([&] { ConvertImageset(root, dir / "list.txt", db, options); }, {"cannot read"});
   no_leftovers();
   // Fails at the second image, after the first was written: the partial database goes too.
   options.check_size = true;

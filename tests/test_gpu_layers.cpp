@@ -354,8 +354,8 @@ TEST_F(GpuTest, FusedBatchNormScaleReluTrainsAsOnTheCpu) {
   }
 }
 
-// Where there is no GPU (this machine, CI), asking for one ends the tools with one clear error, not a crash;
-// (solver_mode GPU without --gpu falls back to the CPU with a warning instead.)
+// Where there is no GPU (this machine, CI), asking for one ends the tools with one clear error, not a crash
+// (solver_mode GPU without --gpu too: StrataTool.SettingsCheckedBeforeAnyWork).
 TEST(GpuTools, AskingForAMissingGpuIsOneClearError) {
   if (gpu_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   const std::string bin = std::string(STRATA_BINARY_DIR) + "/bin/strata";

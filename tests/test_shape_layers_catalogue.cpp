@@ -373,17 +373,23 @@ TEST(FilterLayer, HandWorked) {
   ExpectValues(b.cpu_diff(), {0, 5, 0, 6});
 }
 
-TEST(FilterLayer, SelectingNothingMakesEmptyTopsAndZeroGradients) {
+// A batch of which nothing is selected would train the layers after it on nothing (loss 0 throughout, when the
+// selector is never set): an Error at that forward, naming the layer. Set-up, before any selector value, passes.
+TEST(FilterLayer, SelectingNothingIsAnError) {
   Blob<double> a({3, 2}), selector({3}), ta;
   FillUniform(&a, -1.0, 1.0);
   SetValues(&selector, {0, 0, 0});
-  auto layer = SetUpAndForward(R"(type: "Filter")", {&a, &selector}, {&ta});
-  EXPECT_EQ(ta.shape(), (std::vector<int>{0, 2}));
-  EXPECT_EQ(ta.count(), 0);
-  cpu_set(a.count(), 9.0, a.mutable_cpu_diff());
-  layer->Backward({&ta}, {true, false}, {&a, &selector});
-  for (int i = 0; i < a.count(); ++i) EXPECT_EQ(a.cpu_diff()[i], 0.0);
-  // The next forward with a selection fills the tops again.
+  auto layer = Make(R"(name: "f" type: "Filter")");
+  layer->SetUp({&a, &selector}, {&ta});
+  EXPECT_EQ(ta.shape(), (std::vector<int>{3, 2}));
+  try {
+    layer->Forward({&a, &selector}, {&ta});
+    ADD_FAILURE() << "a selection of nothing was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'f' (Filter): the selector (the last bottom) selects none of the "
+                                         "batch's 3 items"), std::string::npos) << e.what();
+  }
+  // A later batch with a selection runs.
   SetValues(&selector, {1, 0, 1});
   layer->Forward({&a, &selector}, {&ta});
   EXPECT_EQ(ta.shape(), (std::vector<int>{2, 2}));

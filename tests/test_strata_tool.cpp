@@ -3,6 +3,7 @@
 // (the test target does not depend on it).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -10,12 +11,14 @@
 #include <vector>
 
 #include "data_test_util.hpp"
+#include "strata/device.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
 namespace {
 
 using testing_data::ReadAll;
+using testing_data::Replace;
 using testing_data::Shell;
 using testing_data::TempDir;
 using testing_data::WriteFile;
@@ -29,11 +32,11 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "z" inner_product_param
 layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
 )";
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  const size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  return s;
+
+// The net with its input from a DummyData layer (zeros) instead of an Input layer, for `strata test`, which
+// refuses a net whose Input layers nothing fills.
+std::string WithDummyData(const std::string& net) {
+  return Replace(Replace(net, "type: \"Input\"", "type: \"DummyData\""), "input_param", "dummy_data_param");
 }
 
 class StrataTool : public ::testing::Test {
@@ -182,8 +185,8 @@ TEST_F(StrataTool, UnwritableOutputPathsFailBeforeTraining) {
 // parse_log.py expects), and `strata test` prints every batch's outputs, then "Loss:" and each output's mean
 // exactly once, in the net's output order.
 TEST_F(StrataTool, LogsReadAsCaffesTools) {
-  const std::string net = Write("net.prototxt", Replace(kNet, "layer { name: \"loss\"",
-      "layer { name: \"acc\" type: \"Accuracy\" bottom: \"z\" bottom: \"y\" top: \"accuracy\" }\nlayer { name: \"loss\""));
+  const std::string net = Write("net.prototxt", WithDummyData(Replace(kNet, "layer { name: \"loss\"",
+      "layer { name: \"acc\" type: \"Accuracy\" bottom: \"z\" bottom: \"y\" top: \"accuracy\" }\nlayer { name: \"loss\"")));
   const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 4\ndisplay: 2\n"
                                    "snapshot_prefix: \"" + dir_ / "snap" + "\"\n");
   const std::string train = dir_ / "train.log", test = dir_ / "test.log";
@@ -320,7 +323,7 @@ TEST_F(StrataTool, NcclGradientPathInCpuTraining) {
 }
 
 TEST_F(StrataTool, TestWithCorruptWeights) {
-  const std::string net = Write("net.prototxt", kNet);
+  const std::string net = Write("net.prototxt", WithDummyData(kNet));
   const std::string weights = Write("w.caffemodel", "\x0a\x04tiny\x3a\xff\xff");  // truncated NetParameter
   ExpectError("test --model=" + net + " --weights=" + weights + " --iterations=1", {"w.caffemodel"});
   ExpectError("test --model=" + net + " --weights=" + dir_ / "missing.caffemodel" + " --iterations=1",
@@ -330,7 +333,7 @@ TEST_F(StrataTool, TestWithCorruptWeights) {
 // Weights that set nothing of the net (an empty file, another net's) are an error for test and train; weights
 // that leave some layers with parameters unset are a warning, or an error with --strict_weights.
 TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
-  const std::string net = Write("net.prototxt", kNet);
+  const std::string net = Write("net.prototxt", WithDummyData(kNet));
   const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 1\n"
                                    "snapshot_prefix: \"" + dir_ / "tiny" + "\"\n");
   ASSERT_EQ(Shell(kStrata + " train --solver=" + solver + " > " + dir_ / "out" + " 2>&1"), 0) << ReadAll(dir_ / "out");
@@ -348,7 +351,7 @@ TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
   }
   ExpectError("train --solver=" + solver + " --weights=", {"--weights names no file"});
   // A net with one more layer: the weights set 'ip' but not 'ip2'.
-  const std::string bigger = Write("bigger.prototxt", Replace(Replace(kNet, "bottom: \"z\" bottom", "bottom: \"z2\" bottom"),
+  const std::string bigger = Write("bigger.prototxt", Replace(Replace(WithDummyData(kNet), "bottom: \"z\" bottom", "bottom: \"z2\" bottom"),
       "layer { name: \"loss\"", "layer { name: \"ip2\" type: \"InnerProduct\" bottom: \"z\" top: \"z2\" "
       "inner_product_param { num_output: 4 } }\nlayer { name: \"loss\""));
   const std::string out = dir_ / "partial";
@@ -519,6 +522,42 @@ TEST_F(StrataTool, ScaleRefusesBadInputBeforeSimulating) {
   ExpectError("scale --model=" + net + " --times=" + times + " --network=" + dir_ / "none.machine", {"none.machine"});
   ExpectError("scale --model=" + net + " --times=" + times + " --allreduce=mpi", {"no shape", "mpi"});
   ExpectError("scale --model=" + net + " --times=" + times + " --dispatch=fastest", {"--dispatch"});
+}
+
+// What only the program can check, before any work: the machine (solver_mode: GPU without a GPU, an error as
+// --gpu is; where there is a GPU the solver trains on it), the solver file (named in its settings' messages), and
+// `strata test` of a deploy net, whose Input layers nothing would fill.
+TEST_F(StrataTool, SettingsCheckedBeforeAnyWork) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string base = "net: \"" + net + "\"\nmax_iter: 1\nsnapshot_prefix: \"" + dir_ / "snap" + "\"\n";
+  if (gpu_device_count() == 0) {
+    const std::string gpu = Write("gpu.prototxt", base + "base_lr: 0.01\nsolver_mode: GPU\n");
+    ExpectError("train --solver=" + gpu, {"solver_mode: GPU", gpu_build() ? "finds no GPU" : "has no GPU support",
+                                          "set solver_mode: CPU in " + gpu});
+  }
+  const std::string negative = Write("negative.prototxt", base + "base_lr: -0.01\n");
+  ExpectError("train --solver=" + negative, {negative + ": base_lr is -0.01"});
+  ExpectError("test --model=" + net + " --weights=" + dir_ / "w.caffemodel",
+              {net, "net 'tiny' reads its input 'x', 'y' from Input layers", "strata test cannot fill"});
+}
+
+// SIGTERM inside an iteration of 16 million micro-batches (minutes of work): the run ends at once, status 0 as for
+// any requested stop, the iteration dropped and no final snapshot written (it would not resume exactly).
+TEST_F(StrataTool, SigtermEndsALongIterationAtOnce) {
+  const std::string net = Write("net.prototxt", kNet);
+  const std::string solver = Write("solver.prototxt", "net: \"" + net + "\"\nbase_lr: 0.01\nmax_iter: 10\n"
+                                   "iter_size: 16000000\nsnapshot_prefix: \"" + dir_ / "snap" + "\"\n");
+  const std::string log = dir_ / "train.log";
+  const auto start = std::chrono::steady_clock::now();
+  const int status = Shell("timeout --preserve-status -k 30 -s TERM 5 " + kStrata + " train --solver=" + solver +
+                           " > " + log + " 2>&1");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status, 0) << ReadAll(log);
+  EXPECT_LT(seconds, 25) << ReadAll(log);
+  EXPECT_NE(ReadAll(log).find("Stopped inside iteration 0 (iter_size 16000000): that iteration is dropped"),
+            std::string::npos) << ReadAll(log);
+  EXPECT_NE(ReadAll(log).find("Optimization stopped early"), std::string::npos) << ReadAll(log);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "snap_iter_0.caffemodel"));
 }
 
 }  // namespace

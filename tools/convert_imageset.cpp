@@ -14,6 +14,8 @@ DEFINE_bool(check_size, false, "Check that all the raw images have the same size
 DEFINE_bool(encoded, false, "When true, store the images encoded (as files), not as raw pixels.");
 DEFINE_string(encode_type, "", "Encoding of the stored images ('png', 'jpg', ...); default: each file's own.");
 DEFINE_uint64(seed, 1701, "Seed for --shuffle.");
+DEFINE_bool(skip_unreadable, false, "Leave out images that are missing, empty or cannot be decoded, with a warning "
+            "each (Caffe's behaviour); by default such an image is an error naming it.");
 
 int main(int argc, char** argv) {
   return strata::RunTool(
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
         options.encoded = FLAGS_encoded;
         options.encode_type = FLAGS_encode_type;
         options.seed = FLAGS_seed;
+        options.skip_unreadable = FLAGS_skip_unreadable;
         options.backend = strata::BackendFlag();
         strata::ConvertImageset(args[1], args[2], args[3], options);
       });

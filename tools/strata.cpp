@@ -136,14 +136,14 @@ double ms_since(Clock::time_point t0) {
 
 // GPU mode when asked for (--gpu=N, or `wanted`: solver_mode GPU): picks the device before anything else
 // touches CUDA (and before MPI_Init), then switches the process's mode. Returns whether the GPU is used.
-// --gpu=N without such a GPU is an error.
+// --gpu=N without such a GPU is an error, and so is solver_mode GPU without one: a run that asked for a GPU and
+// quietly trains on the CPU instead is not the run that was asked for.
 bool setup_gpu(bool wanted) {
-  if (FLAGS_gpu < 0 && wanted && gpu_device_count() == 0) {
-    // A Caffe solver often says GPU; where there is none, run it on the CPU as before rather than refuse.
-    LOG(WARNING) << "solver_mode GPU requested but "
-                 << (gpu_build() ? "the CUDA runtime finds no GPU" : "this build has no GPU support")
-                 << "; using the CPU";
-    wanted = false;
+  if (FLAGS_gpu < 0 && wanted) {
+    STRATA_REQUIRE(gpu_build() && gpu_device_count() > 0)
+        << "the solver says solver_mode: GPU, but " << (gpu_build() ? "the CUDA runtime finds no GPU on this machine"
+                                                                   : "this build of Strata has no GPU support")
+        << "; set solver_mode: CPU in " << FLAGS_solver << " to train on the CPU";
   }
   if (!wanted && FLAGS_gpu < 0) {
     Strata::set_mode(Strata::CPU);
@@ -603,7 +603,7 @@ volatile std::sig_atomic_t g_got_sighup = 0;
 // Said at once (write(2) is async-signal-safe), not at the next iteration: under mpirun, SIGTERM is also how
 // a rank learns that another rank has died, and it may then be waiting in an allreduce that never ends until
 // mpirun kills it.
-char g_sigint_note[160] = "strata: SIGINT/SIGTERM received; stopping after this iteration\n";
+char g_sigint_note[160] = "strata: SIGINT/SIGTERM received; stopping after this micro-batch\n";
 void on_sigint(int) {
   g_got_sigint = 1;
   ssize_t ignored = write(STDERR_FILENO, g_sigint_note, std::strlen(g_sigint_note));
@@ -725,6 +725,13 @@ int test_command() {
   const std::vector<std::string> stages = parse_stages();
   setup_gpu(false);
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
+  // A deploy net's Input layers are filled by the program that uses it; here nothing would fill them, and the
+  // scores would be those of whatever the blobs hold.
+  std::string inputs;
+  for (int id : net.input_blob_ids()) inputs += (inputs.empty() ? "'" : ", '") + net.blob_names()[id] + "'";
+  STRATA_REQUIRE(inputs.empty()) << FLAGS_model << ": net '" << net.name() << "' reads its input " << inputs
+                                 << " from Input layers, which strata test cannot fill; give the net with its "
+                                 << "data layers (the train/test prototxt, not the deploy one)";
   LoadWeights(&net, FLAGS_weights);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   // As Caffe's `caffe test`: every output value of every batch, then the loss and each output's mean once, in

@@ -87,6 +87,10 @@ class Layer {
   // nor its top data lets both be freed early.
   virtual bool BackwardNeedsBottomData() const { return true; }
   virtual bool BackwardNeedsTopData() const { return false; }
+  // Whether backward is still exact when the layer runs in place (a top is its bottom, which forward overwrites):
+  // when it reads no bottom data, or keeps its own copy of the input (PReLU, Scale, Swish). Net refuses an
+  // in-place layer that runs backward without it.
+  virtual bool BackwardWorksInPlace() const { return !BackwardNeedsBottomData(); }
   // True for layers whose backward rebuilds their bottoms' data from their tops (reversible blocks): the Net
   // may drop such a bottom after forward when this layer is its only reader, and drops it again once the
   // layer that produced it is done with backward.

@@ -6,6 +6,7 @@
 #include "strata/layer_factory.hpp"
 #include "strata/layer_modules.hpp"
 #include "strata/layout.hpp"
+#include "strata/setting_checks.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/insert_splits.hpp"
 #include "strata/util/io.hpp"
@@ -158,13 +159,8 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     STRATA_REQUIRE(lp->propagate_down_size() == 0 || lp->propagate_down_size() == lp->bottom_size())
         << "layer '" << lp->name() << "': propagate_down must be given for all " << lp->bottom_size()
         << " bottoms or none";
-    // Caffe allows it (its mnist_autoencoder has two layers named 'loss'); by name, weights, the solverstate and
-    // layer_by_name reach the last one, as in Caffe.
-    if (layer_names_index_.count(lp->name()) && !lp->name().empty()) {
-      LOG(WARNING) << "net '" << param.name() << "': two layers are named '" << lp->name()
-                   << "'; by name, weights and layer_by_name reach the last one";
-    }
     try {
+      RequireFiniteFields(*lp, "layer '" + lp->name() + "' (" + lp->type() + ")");
       if (!LayerRegistry<Dtype>::Has(lp->type())) LoadLayerModule(lp->type());
       layers_.push_back(LayerRegistry<Dtype>::CreateLayer(*lp));
     } catch (const Error& e) {
@@ -383,6 +379,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
               << " layers with precision BF16 multiply in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
               << "; the others compute in float";
   }
+  CheckBuiltNet(*this);
 }
 
 template <typename Dtype>

@@ -10,6 +10,7 @@
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
+#include "strata/setting_checks.hpp"
 #include "strata/util/fault_injection.hpp"
 #include "strata/util/io.hpp"
 #include "strata/util/snapshot_files.hpp"
@@ -19,16 +20,11 @@ namespace strata {
 SolverParameter ReadSolverParam(const std::string& filename) {
   SolverParameter param;
   ReadSolverParamsFromTextFile(filename, &param);
-  const int nets = param.has_net() + param.has_net_param() + param.has_train_net() + param.has_train_net_param();
-  STRATA_REQUIRE(nets == 1) << filename << ": a solver needs exactly one of net, net_param, train_net, "
-                            << "train_net_param (found " << nets << ")";
-  STRATA_REQUIRE(param.max_iter() >= 0) << filename << ": max_iter must not be negative";
-  STRATA_REQUIRE(param.iter_size() >= 1) << filename << ": iter_size must be at least 1";
-  STRATA_REQUIRE(param.average_loss() >= 1) << filename << ": average_loss must be at least 1";
-  STRATA_REQUIRE(param.regularization_type() == "L2" || param.regularization_type() == "L1")
-      << filename << ": regularization_type must be L1 or L2, got '" << param.regularization_type() << "'";
-  STRATA_REQUIRE(param.test_interval() >= 0) << filename << ": test_interval must not be negative";
-  STRATA_REQUIRE(param.snapshot() >= 0) << filename << ": snapshot must not be negative";
+  try {
+    CheckSolverParam(param);  // the Solver checks again; here the message can name the file
+  } catch (const Error& e) {
+    throw Error(filename + ": " + e.what());
+  }
   // A relative net path is relative to the working directory, as in Caffe.
   return param;
 }
@@ -134,6 +130,7 @@ std::vector<NetParameter> TestNetParams(const SolverParameter& param) {
 
 template <typename Dtype>
 Solver<Dtype>::Solver(const SolverParameter& param, const EngineSetup& setup) : param_(param) {
+  CheckSolverParam(param_);
   OptimizerRegistry<Dtype>::TypeOf(param);  // an unknown solver type fails before any net is built
   EngineFactory<Dtype> engines(param, setup);  // refuses what the engine cannot run; a pipeline cuts the nets
   param_ = engines.net_param();
@@ -172,8 +169,10 @@ TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<
   engine_.reset();  // the old one stops its threads and detaches its hooks before the new one runs an iteration
   engine_ = engine ? std::move(engine)
                    : std::make_unique<LocalEngine<Dtype>>(net_.get(), optimizer_.get(), param_.iter_size());
+  CheckGradientContributions(engine_->replicas(), param_.iter_size());
   optimizer_->set_replicas(engine_->replicas());
   optimizer_->set_collectives(engine_->collectives());
+  engine_->set_stop_poll([this] { return StopRequestedInIteration(); });
   return engine_.get();
 }
 
@@ -211,6 +210,18 @@ Dtype Solver<Dtype>::GetLearningRate() {
 }
 
 template <typename Dtype>
+bool Solver<Dtype>::StopRequestedInIteration() {
+  if (!action_) return false;
+  const SignalAction a = action_();
+  // A stop outranks a snapshot; either waits for Step.
+  if (a == SignalAction::kStop || (a == SignalAction::kSnapshot && pending_action_ == SignalAction::kNone)) {
+    pending_action_ = a;
+  }
+  iteration_dropped_ = pending_action_ == SignalAction::kStop;
+  return iteration_dropped_;
+}
+
+template <typename Dtype>
 void Solver<Dtype>::Solve(const std::string& resume_file) {
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
@@ -234,10 +245,18 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
     Restore(resume_file);
   }
   requested_early_exit_ = false;
+  iteration_dropped_ = false;
   const int start_iter = iter_;
   Step(param_.max_iter() - iter_);
   engine_->Drain();
-  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) Snapshot();
+  RequireFiniteWeights(*net_, iter_);  // the last update too: a NaN model never ends a run with status 0
+  if (iteration_dropped_) {
+    // The data and random engines moved on inside the dropped iteration: a snapshot now would not resume exactly.
+    LOG(WARNING) << "Stopped inside iteration " << iter_ << " (iter_size " << param_.iter_size()
+                 << "): that iteration is dropped and no final snapshot is written";
+  } else if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0)) {
+    Snapshot();
+  }
   engine_->Finish(iter_);
   if (requested_early_exit_) {
     LOG(INFO) << "Optimization stopped early.";
@@ -247,6 +266,7 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
   if (param_.display() && iter_ % param_.display() == 0) {
     Dtype loss = 0;
     engine_->TrainForward(*net_, &loss);
+    RequireFiniteLoss(loss, iter_);
     UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
   }
@@ -270,7 +290,11 @@ void Solver<Dtype>::Step(int iters) {
       TestAll();
     }
     if (action_) {
-      const SignalAction a = engine_->AgreeOnAction(action_(), iter_);
+      SignalAction local = action_();
+      // A request polled inside the last iteration (StopRequestedInIteration) counts too; a stop outranks a snapshot.
+      if (local == SignalAction::kNone || pending_action_ == SignalAction::kStop) local = pending_action_;
+      pending_action_ = SignalAction::kNone;
+      const SignalAction a = engine_->AgreeOnAction(local, iter_);
       if (a == SignalAction::kSnapshot) Snapshot();
       if (a == SignalAction::kStop) {
         requested_early_exit_ = true;
@@ -280,6 +304,10 @@ void Solver<Dtype>::Step(int iters) {
     const bool display = param_.display() && iter_ % param_.display() == 0;
     const Dtype rate = GetLearningRate();
     const Dtype loss = engine_->Iterate(rate, iter_);
+    if (iteration_dropped_) {
+      requested_early_exit_ = true;
+      break;
+    }
     UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
     if (display) {
       const double secs =
@@ -424,6 +452,7 @@ void Solver<Dtype>::Snapshot() {
   const std::string model_file = SnapshotFilename(CaffemodelExtension(format));
   const std::string state_file = SnapshotFilename(SolverstateExtension(format));
   if (!gathered) net_->ToProto(&weights, param_.snapshot_diff());
+  RequireFiniteWeights(weights, iter_);
   LOG(INFO) << "Snapshotting to " << format_name << " file " << model_file;
   const uint32_t model_checksum = WriteCaffemodel(&weights, iter_, model_file, format);
   NetParameter().Swap(&weights);  // its memory back before the history's copy

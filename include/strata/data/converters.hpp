@@ -48,10 +48,12 @@ struct ImagesetOptions {
   std::string encode_type;     // "png", "jpg", ...; empty: each file's own extension
   uint64_t seed = 1701;        // for shuffle; Caffe's is unseeded, ours repeats
   RecordBackend backend = RecordBackend::kLmdb;
+  bool skip_unreadable = false;  // leave out images that cannot be read (Caffe's way) instead of failing
 };
 // A list file of "path label" lines (path relative to `root`, which is prefixed as is, so give it a
-// trailing slash; the label follows the last space) -> database `db` (options.backend) with keys "%08d_path". Images that cannot
-// be read are skipped with a warning, as in Caffe. Returns the number of records written.
+// trailing slash; the label follows the last space) -> database `db` (options.backend) with keys "%08d_path".
+// An image that cannot be read is an error naming it, or with skip_unreadable is left out with a warning, as in
+// Caffe. Returns the number of records written.
 uint64_t ConvertImageset(const std::string& root, const std::string& list_file, const std::string& db,
                          const ImagesetOptions& options);
 

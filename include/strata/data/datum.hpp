@@ -47,8 +47,9 @@ class DatumPixels {
 // Reads an image file into a Datum the way Caffe's convert_imageset does: decoded as color (BGR) or gray,
 // resized to height x width when both are positive, stored as raw CHW bytes, or, when `encoding` is given
 // ("png", "jpg", ...), stored encoded: the file's own bytes when nothing would change, else re-encoded.
-// Returns false (and logs) when the file cannot be read as an image; Error when built without OpenCV.
+// Returns false when the file cannot be read as an image, with the reason in *why (logged when why is null);
+// Error when built without OpenCV.
 bool ReadImageToDatum(const std::string& filename, int label, int height, int width, bool is_color,
-                      const std::string& encoding, Datum* datum);
+                      const std::string& encoding, Datum* datum, std::string* why = nullptr);
 
 }  // namespace strata

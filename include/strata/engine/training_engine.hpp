@@ -21,6 +21,7 @@
 // Optimizer::gradient_scale() = 1 / (replicas x iter_size) as part of its update.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,16 @@ class TrainingEngine {
   virtual int replicas() const { return 1; }
   // Collectives over the replicas for optimizers that communicate more than the gradient (K-FAC); null: one rank.
   virtual Collectives* collectives() { return nullptr; }
+
+  // The loop's "stop now?", for engines that can drop an iteration between its micro-batches (one process): a
+  // signal is then honoured within one micro-batch whatever iter_size is. Ranks that must agree stop at iterations.
+  void set_stop_poll(std::function<bool()> poll) { stop_poll_ = std::move(poll); }
+
+ protected:
+  bool StopRequested() const { return stop_poll_ && stop_poll_(); }
+
+ private:
+  std::function<bool()> stop_poll_;
 };
 
 // One process: clear the gradients, iter_size x (forward, backward), then the optimizer's Apply.

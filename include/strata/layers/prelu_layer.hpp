@@ -20,6 +20,7 @@ class PReLULayer : public NeuronLayer<Dtype> {
   const char* type() const override { return "PReLU"; }
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return false; }
+  bool BackwardWorksInPlace() const override { return true; }  // in place, forward keeps a copy (KeptInput)
   std::vector<Blob<Dtype>*> SavedActivations() override { return {input_.blob()}; }
 
  protected:

@@ -18,6 +18,7 @@ class ScaleLayer : public Layer<Dtype> {
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Scale"; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&input_copy_}; }
+  bool BackwardWorksInPlace() const override { return true; }  // forward copies the input (input_copy_)
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }

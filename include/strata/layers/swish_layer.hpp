@@ -18,6 +18,7 @@ class SwishLayer : public NeuronLayer<Dtype> {
   const char* type() const override { return "Swish"; }
   bool BackwardNeedsBottomData() const override { return true; }
   bool BackwardNeedsTopData() const override { return false; }
+  bool BackwardWorksInPlace() const override { return true; }  // in place, forward keeps a copy (KeptInput)
   std::vector<Blob<Dtype>*> SavedActivations() override { return {input_.blob()}; }
 
  protected:

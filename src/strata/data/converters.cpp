@@ -167,8 +167,14 @@ uint64_t ConvertImageset(const std::string& root, const std::string& list_file, 
                                         << "' from its name; give --encode_type";
     }
     if (!options.encoded) encoding.clear();
+    std::string why;
     if (!ReadImageToDatum(root + path, lines[i].label, options.resize_height, options.resize_width,
-                          !options.gray, encoding, &datum)) {
+                          !options.gray, encoding, &datum, &why)) {
+      // A missing or empty file is usually a broken copy of the data set: an error, unless asked to skip.
+      STRATA_REQUIRE(options.skip_unreadable)
+          << "cannot read '" << root + path << "' (" << list_file << ":" << lines[i].line << ") as an image: " << why
+          << "; fix the list or the file, or pass --skip_unreadable to leave such images out as Caffe does";
+      LOG(WARNING) << "skipping '" << root + path << "' (" << list_file << ":" << lines[i].line << "): " << why;
       ++skipped;
       continue;
     }

@@ -85,11 +85,15 @@ std::string lower_extension(const std::string& filename) {
 }  // namespace
 
 bool ReadImageToDatum(const std::string& filename, int label, int height, int width, bool is_color,
-                      const std::string& encoding, Datum* datum) {
+                      const std::string& encoding, Datum* datum, std::string* why) {
   image_codecs::Image img;
   const std::string error = image_codecs::Get().read(filename, is_color, height, width, &img);
   if (!error.empty()) {
-    LOG(ERROR) << "cannot read '" << filename << "' as an image: " << error;
+    if (why) {
+      *why = error;
+    } else {
+      LOG(ERROR) << "cannot read '" << filename << "' as an image: " << error;
+    }
     return false;
   }
   datum->Clear();

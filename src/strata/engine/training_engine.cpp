@@ -44,6 +44,8 @@ Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
     optimizer_->BeforeBackward(pass);
     net_->Backward();
     loss += l;
+    // A signal is honoured within one micro-batch, whatever iter_size is: the iteration is dropped, not applied.
+    if (pass + 1 < iter_size_ && this->StopRequested()) return loss / (pass + 1);
   }
   loss /= iter_size_;
   RequireFiniteLoss(loss, iter);

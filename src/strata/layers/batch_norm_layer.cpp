@@ -124,6 +124,16 @@ void BatchNormLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top
   use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : this->phase_ == TEST;
   moving_average_fraction_ = p.moving_average_fraction();
   eps_ = p.eps();
+  // The running sums decay by the fraction each iteration: above 1 they grow without bound, below 0 they flip
+  // sign (1 is the plain average over every batch so far).
+  STRATA_REQUIRE(p.moving_average_fraction() >= 0 && p.moving_average_fraction() <= 1)
+      << "batch_norm_param.moving_average_fraction is " << p.moving_average_fraction()
+      << "; it must be in [0, 1] (Caffe's default 0.999)";
+  STRATA_REQUIRE(p.eps() >= 0) << "batch_norm_param.eps is " << p.eps() << "; it must not be negative";
+  if (p.eps() == 0) {
+    // Caffe takes it, and a hand computation may want it; a channel of equal values then divides by 0.
+    LOG(WARNING) << this->describe() << ": batch_norm_param.eps is 0: a channel of equal values divides by 0";
+  }
   STRATA_REQUIRE(bottom[0]->num_axes() >= 1) << "the bottom must have at least one axis";
   channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
   if (!this->blobs_.empty()) {

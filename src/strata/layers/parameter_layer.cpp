@@ -7,6 +7,10 @@ namespace strata {
 template <typename Dtype>
 void ParameterLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   const BlobShape& shape = this->layer_param_.parameter_param().shape();
+  for (int d = 0; d < shape.dim_size(); ++d) {
+    STRATA_REQUIRE(shape.dim(d) > 0) << "parameter_param.shape has dimension " << d << " = " << shape.dim(d)
+                                     << "; every dimension must be positive";
+  }
   if (this->blobs_.empty()) {
     this->blobs_.push_back(std::make_shared<Blob<Dtype>>());
     this->blobs_[0]->Reshape(shape);

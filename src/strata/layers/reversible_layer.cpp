@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -80,6 +81,20 @@ void ReversibleLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& to
       << "; the inverse x_{t-m} = (x_t - F_t) / gamma needs a finite gamma other than 0";
   STRATA_REQUIRE(p.step_size() == 0 || (p.f_size() == 0 && p.g_size() == 0))
       << this->describe() << ": reversible_param gives both f/g and step; write the steps one way";
+  {
+    // Rebuilding divides by gamma once per step of a stream's chain (ceil(k / m) steps), multiplying the rounding
+    // error by 1 / |gamma| each time (docs/reversible.md, "Exactness"): refuse a gamma that leaves the rebuilt
+    // input fewer than half of Dtype's significant bits (12 of float's 24), before training on noise.
+    const int k = p.step_size() > 0 ? p.step_size() : 2;
+    const int chain = (k + static_cast<int>(p.streams()) - 1) / static_cast<int>(p.streams());
+    const double amplification = std::pow(std::fabs(p.gamma()), -chain);
+    const double most = std::ldexp(1.0, std::numeric_limits<Dtype>::digits / 2);
+    STRATA_REQUIRE(amplification <= most)
+        << this->describe() << ": reversible_param.gamma is " << p.gamma() << ": rebuilding the input divides by "
+        << "it " << chain << " time(s), amplifying rounding errors by " << amplification << " > 2^"
+        << std::numeric_limits<Dtype>::digits / 2 << ", which leaves less than half the precision; use |gamma| >= "
+        << std::pow(most, -1.0 / chain);
+  }
   const Blob<Dtype>& x = *bottom[0];
   STRATA_REQUIRE(x.num_axes() >= 2) << this->describe() << ": the input of shape " << x.shape_string()
                                     << " has no channel axis to split";
