@@ -151,6 +151,12 @@ Solver<Dtype>::Solver(const SolverParameter& param) : param_(param) {
     LOG(WARNING) << "test_interval is 0: the " << test_nets_.size() << " test net(s) never run (set test_interval "
                  << "to test every that many iterations)";
   }
+  // Caffe's rule, kept; but with iter_size it is not what one pass over the whole batch would clip.
+  if (param_.clip_gradients() >= 0 && param_.iter_size() > 1) {
+    LOG(WARNING) << "clip_gradients " << param_.clip_gradients() << " bounds the norm of the gradient summed over the "
+                 << param_.iter_size() << " passes of iter_size (Caffe's rule), not of their mean: the training "
+                 << "differs from one pass over the whole batch";
+  }
   for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
   set_engine(nullptr);
 }
