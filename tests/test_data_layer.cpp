@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
+#include <thread>
 
 #include "data_test_util.hpp"
 #include "strata/layers/data_layer.hpp"
@@ -269,13 +272,29 @@ TEST(DataLayer, BadRecordsSurfaceFromForward) {
   EXPECT_EQ(d.Next().back(), 1.0);  // label of record 1: the layer works again
 }
 
+// Destroyed while its thread prefetches or waits on a full queue, the layer stops within a bound (a stop that
+// waited forever fails here instead of hanging the suite), and the batches it gave before are the right ones.
 TEST(DataLayer, StopsCleanlyWhateverTheThreadIsDoing) {
   TempDir dir;
   WriteDatumDb(dir / "db", IndexDatums(50));
   LayerParameter p = DataParam(dir / "db", 4);
   for (int i = 0; i < 10; ++i) {
-    DataUnderTest d(p);  // destroyed while prefetching, or waiting on a full queue
-    for (int t = 0; t < i % 3; ++t) d.Next();
+    auto d = std::make_unique<DataUnderTest>(p);
+    for (int t = 0; t < i % 3; ++t) {
+      const std::vector<double> batch = d->Next();  // 4 x 4 pixels, then 4 labels: record k is k everywhere
+      for (int k = 0; k < 4; ++k) EXPECT_EQ(batch[16 + k], 4 * t + k) << "layer " << i << ", batch " << t;
+    }
+    auto stopped = std::make_shared<std::promise<void>>();
+    std::future<void> done = stopped->get_future();
+    std::thread stopper([layer = std::move(d), stopped]() mutable {
+      layer.reset();
+      stopped->set_value();
+    });
+    if (done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      stopper.detach();  // leaks the layer: the test has failed and must not hang
+      FAIL() << "layer " << i << " did not stop within 30 s of being destroyed";
+    }
+    stopper.join();
   }
 }
 

@@ -102,8 +102,12 @@ TEST(AllreduceShape, TimesAreTheCostModelsClosedForms) {
       EXPECT_NEAR(ShapeAllreduce("vhd", n, m).seconds(a, b, g), vhd, 1e-12 * (1 + vhd)) << n << " " << m;
       EXPECT_NEAR(ShapeAllreduce("ring", n, m).seconds(a, b, g), ring, 1e-12 * (1 + ring)) << n << " " << m;
       EXPECT_NEAR(ShapeAllreduce("brb", n, m).seconds(a, b, g), brb, 1e-12 * (1 + brb)) << n << " " << m;
+      // The cost model's prediction is the same closed form, written out above, for each algorithm.
       const NetworkCostModel model{a, b, g};
-      EXPECT_DOUBLE_EQ(model.predict("vhd", n, m), ShapeAllreduce("vhd", n, m).seconds(a, b, g));
+      EXPECT_NEAR(model.predict("brd", n, m), brd, 1e-12 * (1 + brd)) << n << " " << m;
+      EXPECT_NEAR(model.predict("vhd", n, m), vhd, 1e-12 * (1 + vhd)) << n << " " << m;
+      EXPECT_NEAR(model.predict("ring", n, m), ring, 1e-12 * (1 + ring)) << n << " " << m;
+      EXPECT_NEAR(model.predict("brb", n, m), brb, 1e-12 * (1 + brb)) << n << " " << m;
     }
   }
 }

@@ -135,12 +135,21 @@ class Layer {
 
   // Fusion (Net, when layer_fusion_enabled()): a layer may absorb the layer right after it, which then reads and
   // writes exactly this layer's one top in place and needs backward exactly when this one does. Absorb returns
-  // whether it took `next`; an absorbed layer's forward and backward (CPU and GPU) do nothing, the absorbing layer
-  // doing its work in its own (BatchNorm takes a Scale and a ReLU after it, a sum a ReLU, a convolution on oneDNN a
-  // ReLU).
+  // whether it took `next`'s forward (BatchNorm takes a Scale and a ReLU after it, a sum a ReLU, a convolution on
+  // oneDNN a ReLU); AbsorbsBackward whether it computes the absorbed layers' backward inside its own too (one pass
+  // instead of several: BatchNorm, a sum) or leaves it to them (a convolution: the ReLU's gradient is a pass of its
+  // own either way, so keeping it in the ReLU's slot costs nothing and lets the hooks on the convolution see the
+  // gradient of its own output, as K-FAC's factors need). Forward and Backward skip what was absorbed; Net fires
+  // the hooks of every layer as without fusion.
   virtual bool Absorb(Layer<Dtype>& next) { return false; }
+  virtual bool AbsorbsBackward() const { return true; }
+  // Whether this layer's forward (and its backward) is done inside the layer that absorbed it.
   bool absorbed() const { return absorbed_; }
-  void set_absorbed(bool absorbed) { absorbed_ = absorbed; }
+  bool backward_absorbed() const { return backward_absorbed_; }
+  void set_absorbed(bool forward, bool backward) {
+    absorbed_ = forward;
+    backward_absorbed_ = forward && backward;
+  }
 
   // True for parameter blobs that hold statistics updated by forward (BatchNorm's mean, variance and
   // scale factor) rather than weights learned by gradient: not counted as learnable, never decayed.
@@ -188,6 +197,7 @@ class Layer {
   void SetLossWeights(const BlobVec& top);
   std::vector<bool> top_may_block_;
   bool absorbed_ = false;
+  bool backward_absorbed_ = false;
 };
 
 // Runs `forward` (the layers' Forward, or a net's over them) once more as it ran before: the random engine

@@ -30,6 +30,7 @@ template <typename Dtype>
 Dtype Layer<Dtype>::Forward(const BlobVec& bottom, const BlobVec& top) {
   Dtype total = 0;
   Reshape(bottom, top);
+  if (absorbed_) return total;  // the layer before it computed it (Absorb); an absorbed layer has no loss
   if (Strata::mode() == Strata::GPU) {
     Forward_gpu(bottom, top);
   } else {
@@ -46,6 +47,7 @@ Dtype Layer<Dtype>::Forward(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void Layer<Dtype>::Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
+  if (backward_absorbed_) return;
   if (Strata::mode() == Strata::GPU) {
     Backward_gpu(top, propagate_down, bottom);
   } else {

@@ -280,7 +280,8 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
 
   // Fusion: each layer absorbs what it can of the layers right after it that work in place on its one top and
   // need backward as it does (Layer::Absorb). The absorbed layers' parameters are then read by the absorbing
-  // layer's forward and their gradients are final after its backward (below).
+  // layer's forward and their gradients are final after its backward where it takes theirs (below). The hooks
+  // still fire for every layer.
   std::vector<int> absorbed_by(num_layers, -1);
   if (layer_fusion_enabled()) {
     for (int l = 0; l < num_layers; ++l) {
@@ -293,7 +294,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
             !layers_[l]->Absorb(*layers_[next])) {
           break;
         }
-        layers_[next]->set_absorbed(true);
+        layers_[next]->set_absorbed(true, layers_[l]->AbsorbsBackward());
         absorbed_by[next] = l;
       }
     }
@@ -356,11 +357,13 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   for (size_t p = 0; p < params_.size(); ++p) {
     const int owner = param_owners_[p] < 0 ? static_cast<int>(p) : param_owners_[p];
     const int learnable_id = learnable_param_ids_[owner];
-    // An absorbed layer's parameters belong to the layer that computes with them.
-    const int layer_id = absorbed_by[param_layer_indices_[p].first] >= 0 ? absorbed_by[param_layer_indices_[p].first]
-                                                                          : param_layer_indices_[p].first;
-    lowest_user[learnable_id] = std::min(lowest_user[learnable_id], layer_id);
-    layer_learnable_ids_[layer_id].push_back(learnable_id);
+    // An absorbed layer's parameters are read by the forward of the layer that absorbed it, and their gradients
+    // are computed by its backward when it took that too.
+    const int layer_id = param_layer_indices_[p].first;
+    const int reader = absorbed_by[layer_id] >= 0 ? absorbed_by[layer_id] : layer_id;
+    const int writer = layers_[layer_id]->backward_absorbed() ? reader : layer_id;
+    lowest_user[learnable_id] = std::min(lowest_user[learnable_id], writer);
+    layer_learnable_ids_[reader].push_back(learnable_id);
   }
   for (size_t l = 0; l < lowest_user.size(); ++l) final_after_[lowest_user[l]].push_back(static_cast<int>(l));
 

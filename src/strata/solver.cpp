@@ -154,6 +154,12 @@ Solver<Dtype>::Solver(const SolverParameter& param, const EngineSetup& setup) : 
     LOG(WARNING) << "test_interval is 0: the " << test_nets_.size() << " test net(s) never run (set test_interval "
                  << "to test every that many iterations)";
   }
+  // Caffe's rule, kept; but with iter_size it is not what one pass over the whole batch would clip.
+  if (param_.clip_gradients() >= 0 && param_.iter_size() > 1) {
+    LOG(WARNING) << "clip_gradients " << param_.clip_gradients() << " bounds the norm of the gradient summed over the "
+                 << param_.iter_size() << " passes of iter_size (Caffe's rule), not of their mean: the training "
+                 << "differs from one pass over the whole batch";
+  }
   optimizer_ = OptimizerRegistry<Dtype>::Create(param_, net_.get());
   set_engine(engines.MakeEngine(net_.get(), test_nets_, optimizer_.get()));
 }

@@ -47,8 +47,6 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool EqualNumBottomTopBlobs() const override { return true; }
   // The weight gradient needs the input; nothing needs the output.
   bool BackwardNeedsBottomData() const override { return true; }
-  // Only an absorbed ReLU's gradient reads the output.
-  bool BackwardNeedsTopData() const override { return relu_ != nullptr; }
 
   // The shape as of the last Reshape (K-FAC reads its patches with it).
   const ConvGeometry& geometry() const { return geom_; }
@@ -61,10 +59,11 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool ComputesInBf16() const override;
   // On oneDNN: its kernels read and write the channel-blocked layout themselves.
   bool AcceptsBlockedBottoms() const override;
-  // On the oneDNN engine, absorbs (Layer::Absorb) a ReLU without slope in place after it: the forward primitive
-  // applies it as a post-op, the backward takes its gradient from the output's sign before the convolution's
-  // (on the GPU, kernels after cuDNN's forward and before its backward).
+  // On the oneDNN engine, absorbs (Layer::Absorb) the forward of a ReLU without slope in place after it: the
+  // forward primitive applies it as a post-op (on the GPU, a kernel after cuDNN's forward). The ReLU's backward
+  // runs in its own slot, as it would here.
   bool Absorb(Layer<Dtype>& next) override;
+  bool AbsorbsBackward() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

@@ -58,8 +58,7 @@ class KfacPreconditioner : public GradientStage<Dtype> {
  private:
   void FindBlocks();
   bool Collecting() const;
-  void CollectA(int layer_id);
-  void CollectG(int layer_id);
+  void CollectFactors(int layer_id);
   void AssignOwners();
   void ReduceFactors();
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
@@ -85,7 +84,7 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   bool statistics_pass_ = false;
   std::vector<std::unique_ptr<KfacBlock<Dtype>>> blocks_;
   std::vector<std::vector<int>> blocks_of_layer_;
-  std::vector<int> a_iter_, g_iter_;  // the iteration each block last collected A and G in
+  std::vector<int> collected_iter_;   // the iteration each block last collected its factors in
   std::vector<int> owners_;           // empty until the first update
   std::vector<int> order_;            // the blocks by owner: the layout of the factor and update buffers
   bool distributed_ = false;          // owners differ (several ranks and distribute_inverses)

@@ -5,7 +5,6 @@
 
 #include "conv_window_param.hpp"
 #include "cpu_engine.hpp"
-#include "neuron_math.hpp"
 #include "onednn_convolution.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
@@ -271,17 +270,6 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector
   Dtype* db = bias_grad ? this->blobs_[1]->mutable_cpu_diff() : nullptr;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_) {
-      if (relu_) {
-        // The absorbed ReLU's backward, in place on the top's gradient: dy where the output is positive, else 0.
-        for (Blob<float>* t : top) {
-          const Layout layout = t->diff_layout();
-          const float* y = t->cpu_data_in(layout);
-          float* dy = t->mutable_cpu_diff_in(layout, true);
-          const int n = t->count();
-#pragma omp parallel for simd schedule(static) if (parallel : n >= (1 << 15))
-          for (int k = 0; k < n; ++k) dy[k] = dy[k] * neuron::relu_gradient_factor(y[k], 0.f);
-        }
-      }
       onednn_conv::BackwardEach(*onednn_, *this, top, propagate_down, bottom, weight_grad, db);
       return;
     }

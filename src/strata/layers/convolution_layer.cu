@@ -10,17 +10,6 @@
 
 namespace strata {
 
-namespace {
-
-// An absorbed ReLU's gradient (ConvolutionLayer::Absorb), in place on the output's gradient; its forward is
-// relu_in_place.
-template <typename Dtype>
-__global__ void relu_gradient_in_place(long long n, const Dtype* y, Dtype* dy) {
-  STRATA_KERNEL_LOOP(i, n) dy[i] = dy[i] * relu_gradient_factor(y[i], Dtype(0));
-}
-
-}  // namespace
-
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
@@ -57,11 +46,6 @@ void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector
   void* ws = cuda::workspace(std::max(c.algo.bwd_data_bytes, c.algo.bwd_filter_bytes));
   const Dtype one = 1, zero = 0;
   for (size_t i = 0; i < top.size(); ++i) {
-    if (relu_) {
-      const long long n = top[i]->count();
-      relu_gradient_in_place<<<cuda::blocks(n), cuda::kThreads>>>(n, top[i]->gpu_data(), top[i]->mutable_gpu_diff());
-      STRATA_CUDA_KERNEL_CHECK();
-    }
     const Dtype* dy = top[i]->gpu_diff();
     // Parameter gradients accumulate (beta = 1), as the CPU's GEMMs do.
     if (bias_term_ && this->param_propagate_down(1)) {

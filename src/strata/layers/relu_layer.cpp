@@ -24,7 +24,6 @@ void ReLULayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  if (this->absorbed()) return;  // the layer before it applies it (Layer::Absorb)
   const int n = bottom[0]->count();
   const Layout layout = this->ElementwiseLayout(bottom, top);
   const Dtype* x = bottom[0]->cpu_data_in(layout);
@@ -47,7 +46,7 @@ void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
-  if (!propagate_down[0] || this->absorbed()) return;
+  if (!propagate_down[0]) return;
   const Dtype slope = negative_slope_;
   RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();

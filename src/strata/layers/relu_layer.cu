@@ -21,7 +21,6 @@ __global__ void relu_backward(long long n, const Dtype* s, const Dtype* dy, Dtyp
 
 template <typename Dtype>
 void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  if (this->absorbed()) return;  // the layer before it applies it (Layer::Absorb)
   const int n = bottom[0]->count();
   if (n == 0) return;
   relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[0]->gpu_data(),
@@ -32,7 +31,7 @@ void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
-  if (!propagate_down[0] || this->absorbed()) return;
+  if (!propagate_down[0]) return;
   const Dtype slope = negative_slope_;
   RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();

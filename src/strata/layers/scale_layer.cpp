@@ -61,7 +61,6 @@ void ScaleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void ScaleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  if (this->absorbed()) return;  // the BatchNorm before it scales (Layer::Absorb)
   layout_ = per_channel_ ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
   const Dtype* x = bottom[0]->cpu_data_in(layout_);
   // In place, the scale's gradient needs the input that the output overwrites (kept in the same layout).
@@ -75,7 +74,6 @@ void ScaleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ScaleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
-  if (this->absorbed()) return;
   // Parameter gradients first: in place, writing the bottom's diff overwrites the top's. All in the forward's
   // layout.
   const Dtype* dy = top[0]->cpu_diff_in(layout_);

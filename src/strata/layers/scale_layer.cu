@@ -5,7 +5,6 @@ namespace strata {
 
 template <typename Dtype>
 void ScaleLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  if (this->absorbed()) return;  // the BatchNorm before it scales (Layer::Absorb)
   const Dtype* x = bottom[0]->gpu_data();
   // In place, the scale's gradient needs the input that the output overwrites.
   input_copied_ = top[0] == bottom[0] && (bottom.size() > 1 || this->param_propagate_down(0));
@@ -17,7 +16,6 @@ void ScaleLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ScaleLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
-  if (this->absorbed()) return;
   // Parameter gradients first: in place, writing the bottom's diff overwrites the top's.
   const Dtype* dy = top[0]->gpu_diff();
   if (bias_param_id_ >= 0 && this->param_propagate_down(bias_param_id_)) {

@@ -88,10 +88,8 @@ KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<
         << "kfac_param.fisher TRUE_FISHER runs a second backward, which a recompute plan does not allow; use "
         << "fisher: EMPIRICAL";
   }
-  a_iter_.assign(blocks_.size(), -1);
-  g_iter_.assign(blocks_.size(), -1);
-  net->add_after_forward_hook([this](int layer_id) { CollectA(layer_id); }, this);
-  net->add_before_backward_hook([this](int layer_id) { CollectG(layer_id); }, this);
+  collected_iter_.assign(blocks_.size(), -1);
+  net->add_before_backward_hook([this](int layer_id) { CollectFactors(layer_id); }, this);
 }
 
 template <typename Dtype>
@@ -166,15 +164,19 @@ bool KfacPreconditioner<Dtype>::Collecting() const {
 }
 
 template <typename Dtype>
-void KfacPreconditioner<Dtype>::CollectA(int layer_id) {
+void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
   if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
+  // G from the true-Fisher backward when there is one, else from the real backward; A with it, from the inputs
+  // that backward reads. So every pass of iter_size adds its samples once (as one pass over the whole batch
+  // would), however often a recompute plan replays forward.
+  if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
   Stopwatch watch(&times_.factors_ms);
   Net<Dtype>* net = net_;
   const Layer<Dtype>* layer = net->layers()[layer_id].get();
   for (int b : blocks_of_layer_[layer_id]) {
-    if (a_iter_[b] == iter_) continue;  // a later pass of iter_size: the first pass's batch is the sample
     KfacBlock<Dtype>& block = *blocks_[b];
-    block.ResetFresh();
+    if (collected_iter_[b] != iter_) block.ResetFresh();  // the iteration's first pass
+    collected_iter_[b] = iter_;
     for (const Blob<Dtype>* bottom : net->bottom_vecs()[layer_id]) {
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = bottom->CanonicalAxisIndex(layer->layer_param().inner_product_param().axis());
@@ -184,20 +186,6 @@ void KfacPreconditioner<Dtype>::CollectA(int layer_id) {
         block.CollectConvolutionA(bottom->cpu_data(), bottom->count(0, conv->channel_axis()), conv->geometry());
       }
     }
-    a_iter_[b] = iter_;
-  }
-}
-
-template <typename Dtype>
-void KfacPreconditioner<Dtype>::CollectG(int layer_id) {
-  if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
-  Stopwatch watch(&times_.factors_ms);
-  Net<Dtype>* net = net_;
-  const Layer<Dtype>* layer = net->layers()[layer_id].get();
-  for (int b : blocks_of_layer_[layer_id]) {
-    // Once per iteration: from the true-Fisher pass when there is one, else from the real backward.
-    if (a_iter_[b] != iter_ || g_iter_[b] == iter_) continue;
-    KfacBlock<Dtype>& block = *blocks_[b];
     for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
       // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy.
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
@@ -211,13 +199,12 @@ void KfacPreconditioner<Dtype>::CollectG(int layer_id) {
                                   static_cast<Dtype>(images));
       }
     }
-    g_iter_[b] = iter_;
   }
 }
 
 template <typename Dtype>
 void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
-  if (pass != 0 || kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
+  if (kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
   Stopwatch watch(&times_.true_fisher_ms);
   Net<Dtype>* net = net_;
   if (!fisher_rng_seeded_) {
@@ -257,6 +244,12 @@ void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
       }
     }
   }
+  // The sampled labels' gradients are only for G: the earlier passes' gradients (iter_size) are kept around
+  // this backward and put back after it.
+  std::vector<std::vector<Dtype>> kept;
+  if (pass > 0) {
+    for (Blob<Dtype>* p : net->learnable_params()) kept.emplace_back(p->cpu_diff(), p->cpu_diff() + p->count());
+  }
   statistics_pass_ = true;
   net->Backward();
   statistics_pass_ = false;
@@ -264,7 +257,13 @@ void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
     Blob<Dtype>* labels = net->bottom_vecs()[softmax_losses_[k]][1];
     std::copy(saved[k].begin(), saved[k].end(), labels->mutable_cpu_data());
   }
-  net->ClearParamDiffs();  // the sampled labels' gradients were only for G
+  if (pass == 0) {
+    net->ClearParamDiffs();
+  } else {
+    for (size_t i = 0; i < kept.size(); ++i) {
+      std::copy(kept[i].begin(), kept[i].end(), net->learnable_params()[i]->mutable_cpu_diff());
+    }
+  }
 }
 
 template <typename Dtype>
@@ -308,7 +307,7 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
     Stopwatch watch(&times_.factors_ms);
     Dtype* p = factor_buffer_.data();
     for (int b : order) {
-      CHECK(a_iter_[b] == iter_ && g_iter_[b] == iter_)
+      CHECK(collected_iter_[b] == iter_)
           << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
       blocks_[b]->PackFresh(p);
       p += blocks_[b]->packed_factor_size();
