@@ -6,7 +6,6 @@
 #include "strata/common.hpp"
 #include "strata/net.hpp"
 #include "strata/setting_checks.hpp"
-#include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
