@@ -81,20 +81,18 @@ class ComposabilityRanks : public ::testing::TestWithParam<Cell> {
     auto make = [&](int seed) {
       SolverParameter p = SolverParam(db_, prefix, f, iterations);
       p.set_random_seed(seed);
+      // MakeEngine's choice, as strata train makes it: the pipeline with pipeline_param, else data-parallel over
+      // the ranks; one rank alone runs locally.
+      EngineSetup setup;
+      if (!one) setup.comm = comm_.get();
+      setup.options.chunk_bytes = 64;  // every weight blob in several chunks
       if (f.engine == Features::kPipelineSync || f.engine == Features::kPipelineAsync) {
         PipelineParameter* pp = p.mutable_pipeline_param();
         pp->set_replicas(static_cast<uint32_t>(world_size() / 2));
         pp->add_cut("conv2");
         pp->set_schedule(f.engine == Features::kPipelineSync ? PipelineParameter::SYNC : PipelineParameter::ASYNC);
-        return MakePipelineSolver<float>(p, *comm_, AllreducePolicy::from_name("hybrid"));
       }
-      auto s = SolverRegistry<float>::Create(p);
-      if (f.engine == Features::kDataParallel) {
-        DataParallelOptions o;
-        o.chunk_bytes = 64;  // every weight blob in several chunks
-        s->set_engine(std::make_unique<DataParallelEngine<float>>(s.get(), *comm_, AllreducePolicy::from_name("hybrid"), o));
-      }
-      return s;
+      return SolverRegistry<float>::Create(p, setup);
     };
     Result r;
     std::unique_ptr<Solver<float>> solver;
