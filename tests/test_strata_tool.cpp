@@ -366,7 +366,7 @@ TEST_F(StrataTool, WeightsThatSetNothingAreAnError) {
 // train`, --weights replaces it and --snapshot drops it. Snapshots in HDF5 (Caffe's .h5 names) train, test and
 // resume like binary ones.
 TEST_F(StrataTool, SolverWeightsFieldFineTunes) {
-  const std::string net = Write("net.prototxt", kNet);
+  const std::string net = Write("net.prototxt", WithDummyData(kNet));
   const std::string base = "net: \"" + net + "\"\nmax_iter: 1\nrandom_seed: 5\n";
   const std::string out = dir_ / "out";
   ASSERT_EQ(Shell(kStrata + " train --solver=" + Write("a.prototxt", base + "base_lr: 0.5\nsnapshot_prefix: \"" +

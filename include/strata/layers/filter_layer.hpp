@@ -43,6 +43,14 @@ class FilterLayer : public Layer<Dtype> {
                                            << "last bottom): give that bottom propagate_down: false";
   }
 
+  // In forward, where the selector holds this batch's values (a net is reshaped before any exist): an empty batch
+  // would run the layers after it on nothing, loss 0 and no gradient, an iteration that looks trained and is not.
+  void RequireSelection() const {
+    STRATA_REQUIRE(selected_ > 0) << this->describe() << ": the selector (the last bottom) selects none of the "
+                                  << "batch's " << items_ << " items (every value is 0), so the layers after it "
+                                  << "would see an empty batch";
+  }
+
   bool first_reshape_ = true;
   int items_ = 0;     // N
   int selected_ = 0;  // S

@@ -37,11 +37,6 @@ void FilterLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
   int* position = static_cast<int*>(position_->mutable_cpu_data());
   selected_ = 0;
   for (int n = 0; n < items_; ++n) position[n] = s[n] != Dtype(0) ? selected_++ : -1;
-  // An empty batch would run the layers after it on nothing: loss 0 and no gradient, an iteration that looks
-  // trained and is not (a selector that is never non-zero trains nothing at all).
-  STRATA_REQUIRE(first_reshape_ || selected_ > 0)
-      << this->describe() << ": the selector (the last bottom) selects none of the batch's " << items_
-      << " items (every value is 0), so the layers after it would see an empty batch";
   // At set-up the tops keep every item, so that a net is built before any selector value exists (Caffe's).
   const int kept = first_reshape_ ? items_ : selected_;
   first_reshape_ = false;
@@ -54,7 +49,7 @@ void FilterLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void FilterLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  if (selected_ == 0) return;
+  RequireSelection();
   const int* position = static_cast<const int*>(position_->cpu_data());
   for (size_t t = 0; t < top.size(); ++t) {
     const int dim = bottom[t]->count(1);

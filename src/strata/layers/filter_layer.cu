@@ -27,7 +27,7 @@ __global__ void filter_backward(long long n, int dim, const int* position, const
 
 template <typename Dtype>
 void FilterLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  if (selected_ == 0) return;
+  RequireSelection();
   const int* position = static_cast<const int*>(position_->gpu_data());
   for (size_t t = 0; t < top.size(); ++t) {
     const long long n = bottom[t]->count();
