@@ -656,13 +656,6 @@ int train(int* argc, char*** argv) {
     STRATA_REQUIRE(FLAGS_iterations >= 0) << "--iterations must not be negative";
     param.set_max_iter(FLAGS_iterations);
   }
-  if (!param.has_snapshot_prefix()) {
-    // Caffe's default: the solver file's name without its extension.
-    std::string prefix = FLAGS_solver;
-    const size_t dot = prefix.rfind('.');
-    if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
-    param.set_snapshot_prefix(prefix);
-  }
   // The GPU is chosen before MPI comes up: a CUDA-aware MPI picks its device at MPI_Init. As in Caffe, only a
   // solver_mode the solver states selects the GPU (the field's default is GPU).
   const bool gpu = setup_gpu(param.has_solver_mode() && param.solver_mode() == SolverParameter::GPU);

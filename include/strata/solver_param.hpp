@@ -9,7 +9,8 @@
 
 namespace strata {
 
-// Reads a solver prototxt and checks it (a net is given, numbers in range), resolving nothing else.
+// Reads a solver prototxt and checks it (a net is given, numbers in range), resolving nothing else; without a
+// snapshot_prefix, the prefix is the file's name without its extension (Caffe's default).
 SolverParameter ReadSolverParam(const std::string& filename);
 // The learning rate policy on its own, for tests and tools: rate at `iter` (multistep uses `current_step`,
 // which it advances).

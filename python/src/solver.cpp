@@ -26,13 +26,6 @@ SolverPtr MakeSolver(const std::string& file, const std::string& type) {
     param.clear_solver_type();
     param.set_type(type);
   }
-  if (!param.has_snapshot_prefix()) {
-    // As `strata train` (and Caffe): the solver file's name without its extension.
-    std::string prefix = file;
-    const size_t dot = prefix.rfind('.');
-    if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
-    param.set_snapshot_prefix(prefix);
-  }
   return MakeParallelSolver(param);
 }
 

@@ -25,7 +25,14 @@ SolverParameter ReadSolverParam(const std::string& filename) {
   } catch (const Error& e) {
     throw Error(filename + ": " + e.what());
   }
-  // A relative net path is relative to the working directory, as in Caffe.
+  // Caffe's default snapshot_prefix: the solver file's name without its extension. A relative net path is relative
+  // to the working directory, as in Caffe.
+  if (!param.has_snapshot_prefix()) {
+    std::string prefix = filename;
+    const size_t dot = prefix.rfind('.');
+    if (dot != std::string::npos && prefix.find('/', dot) == std::string::npos) prefix.resize(dot);
+    param.set_snapshot_prefix(prefix);
+  }
   return param;
 }
 
