@@ -346,8 +346,8 @@ case $case_name in
       [ "$n" -eq 1 ] || fail "the stall abort was said $n times, not once"
     else
       kill -CONT "$victim_pid"
-      snapshots=$(ls "$snapdir"/snap_iter_*.solverstate | wc -l)
-      more_snapshots() { [ "$(ls "$snapdir"/snap_iter_*.solverstate | wc -l)" -gt "$snapshots" ]; }
+      before=$(newest_snapshot)
+      more_snapshots() { [ "$(newest_snapshot)" -gt "${before:-0}" ]; }
       wait_for 30 "training going on after SIGCONT" more_snapshots
       rank0=$(started_rank_pid 0)
       fault_ms=$(now_ms)
@@ -487,7 +487,8 @@ PY
     STRATA_FAULT=snapshot:0:200 "${mpi[@]}" "$strata" train --solver="$work/solver.prototxt" > "$work/train.log" 2>&1 &&
       fail "the rerun was not killed"
     expect_line "STRATA_FAULT: killing"
-    [ -f "$snapdir/snap_iter_200.caffemodel" ] && [ -f "$snapdir/snap_iter_200.solverstate" ] ||
+    # The rerun's caffemodel replaced the first run's; the solverstate beside it is still the first run's.
+    [ "$snapdir/snap_iter_200.caffemodel" -nt "$snapdir/snap_iter_200.solverstate" ] ||
       fail "no mixed pair at iteration 200"
     expect_refused_resume "$snapdir/snap_iter_200.solverstate" \
       "$snapdir/snap_iter_200.solverstate and $snapdir/snap_iter_200.caffemodel are not a pair"

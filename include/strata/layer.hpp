@@ -143,7 +143,7 @@ class Layer {
   // the hooks of every layer as without fusion.
   virtual bool Absorb(Layer<Dtype>& next) { return false; }
   virtual bool AbsorbsBackward() const { return true; }
-  // Whether this layer's forward (and its backward) is done inside the layer that absorbed it.
+  // Whether this layer's forward, and whether its backward, is done inside the layer that absorbed it.
   bool absorbed() const { return absorbed_; }
   bool backward_absorbed() const { return backward_absorbed_; }
   void set_absorbed(bool forward, bool backward) {

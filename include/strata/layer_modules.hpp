@@ -7,8 +7,8 @@
 
 namespace strata {
 
-// Loads the module that registers `type`, once per process. Returns false when no module provides the type;
-// throws an Error saying why when the module cannot be loaded or started.
-bool LoadLayerModule(const std::string& type);
+// Loads the module that registers `type`, once per process; does nothing when no module provides the type. Throws
+// an Error saying why when the module cannot be loaded or started.
+void LoadLayerModule(const std::string& type);
 
 }  // namespace strata

@@ -56,8 +56,6 @@ class Optimizer {
 
   // The solver type: "SGD", "Adam", ..., "KFAC" (a stage before SGD).
   const char* type() const { return stage_ ? stage_->type() : rule_type(); }
-  const SolverParameter& param() const { return param_; }
-  Net<Dtype>* net() const { return net_; }
 
   // ---- what the engines call, with the rate and iteration of the iteration they run ----
   // First in every iteration, before its forward.
@@ -115,8 +113,6 @@ class Optimizer {
   // state fits this net and rule; `origin` (the file) prefixes its errors.
   void SaveState(SolverState* state) const;
   void RestoreState(const SolverState& state, const std::string& origin);
-  // One history blob per learnable param (AdaDelta, Adam: a second set after the first).
-  const std::vector<std::shared_ptr<Blob<Dtype>>>& history() const { return history_; }
   // The stage before the rule (K-FAC's), or null. The optimizer owns it.
   GradientStage<Dtype>* stage() const { return stage_.get(); }
   void set_stage(std::unique_ptr<GradientStage<Dtype>> stage) { stage_ = std::move(stage); }
@@ -144,7 +140,8 @@ class Optimizer {
 
  private:
   void UpdateParam(int param_id, Dtype rate, int iter);
-  void UpdateLayerParams(int layer_id, Dtype rate, int iter);
+  // The separate passes after the mean: layouts aligned, regularised, the rule, data -= step.
+  void StepParam(int param_id, Dtype rate, int iter);
   // The stage's path: the mean, clipping, the stage, then regularisation and the rule in separate passes.
   void ApplyWithStage(Dtype rate, int iter);
 

@@ -28,8 +28,8 @@ std::vector<std::string> LoadPlugin(const std::string& path);
 // taken out of argv, since a command-line parser would keep only the last), then STRATA_PLUGINS (colon-separated).
 std::vector<std::string> TakePluginArguments(int* argc, char** argv);
 
-// Loads each of `paths` in order, logging the types each adds. Returns every type added.
-std::vector<std::string> LoadPlugins(const std::vector<std::string>& paths);
+// Loads each of `paths` in order, logging the types each adds.
+void LoadPlugins(const std::vector<std::string>& paths);
 
 namespace internal {
 // The registrations of the library LoadPlugin is loading now, or null (LayerRegistry::AddCreator reads it).

@@ -1,5 +1,5 @@
 // libstrata_python.so: the interpreter inside the tools. libstrata opens this module the first time a net has a
-// layer of type "Python" (LoadModuleForType), so the tools and libstrata never link Python themselves. It starts
+// layer of type "Python" (LoadLayerModule), so the tools and libstrata never link Python themselves. It starts
 // the interpreter, puts this build's (or installation's) strata package first on sys.path and imports it, which
 // registers the "Python" layer type; then it lets go of the GIL, which the layers take around each call.
 #include <pybind11/embed.h>

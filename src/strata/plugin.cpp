@@ -26,7 +26,8 @@ void SplitInto(const std::string& list, char separator, std::vector<std::string>
   }
 }
 
-std::string Joined(const std::set<std::string>& names) {
+template <typename Names>
+std::string Joined(const Names& names) {
   std::string s;
   for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
   return s;
@@ -92,16 +93,11 @@ std::vector<std::string> TakePluginArguments(int* argc, char** argv) {
   return paths;
 }
 
-std::vector<std::string> LoadPlugins(const std::vector<std::string>& paths) {
-  std::vector<std::string> all;
+void LoadPlugins(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const std::vector<std::string> types = LoadPlugin(path);
-    std::string list;
-    for (const std::string& t : types) list += (list.empty() ? "" : ", ") + t;
-    LOG(INFO) << "Loaded plugin " << path << (types.empty() ? "" : ": layer types " + list);
-    all.insert(all.end(), types.begin(), types.end());
+    LOG(INFO) << "Loaded plugin " << path << (types.empty() ? "" : ": layer types " + Joined(types));
   }
-  return all;
 }
 
 }  // namespace strata

@@ -66,12 +66,10 @@ class StallWatchdog {
   StallWatchdog(const StallWatchdog&) = delete;
   StallWatchdog& operator=(const StallWatchdog&) = delete;
 
-  // The calling thread enters (and leaves) a collective on `channel`. Cheap: two atomic stores each.
+  // The calling thread enters (and leaves) a collective on `channel`. Cheap: a few atomic operations and a clock
+  // read on entering, one store on leaving.
   void enter(int channel);
   void leave(int channel);
-
-  const StallLimits& limits() const { return limits_; }
-  int num_channels() const { return static_cast<int>(channels_.size()); }
 
  private:
   struct Channel;

@@ -15,7 +15,7 @@
 //     communication thread                      -> sleeps on its chunk's event
 //
 // Either way Reduce returns only once the chunk's sum over the ranks is back in the gradient on the device (the
-// solver scales it, Solver::gradient_scale), so the engine's bookkeeping is the CPU's: when the last chunk of a
+// optimizer scales it, Optimizer::gradient_scale), so the engine's bookkeeping is the CPU's: when the last chunk of a
 // layer is reduced, that thread enqueues the layer's update, and the next forward of the layer, enqueued after it on the same stream, waits for it. The
 // ordering argument is in docs/gpu.md. Communication threads never touch SyncedMemory here: the main thread
 // takes the gradients' device pointers when it stages a bucket.

@@ -32,7 +32,6 @@ struct EngineSetup {
 };
 
 enum class EngineKind { kLocal, kDataParallel, kPipeline };
-const char* EngineName(EngineKind kind);
 
 // Which engine runs `param` under `setup`. Combinations that cannot run are refused here, before any net is built,
 // with one message naming both settings (pipeline_param with K-FAC, clip_gradients or recompute_param, or without
@@ -44,7 +43,6 @@ class EngineFactory {
  public:
   // Chooses the engine (ChooseEngine); a pipeline plans its stages here (collective over setup.comm).
   EngineFactory(const SolverParameter& param, const EngineSetup& setup);
-  EngineKind kind() const { return kind_; }
   // What the loop builds its nets from: the solver parameter itself, or a pipeline stage's cut of its nets.
   const SolverParameter& net_param() const { return pipeline_ ? pipeline_->param : param_; }
   // Runs `build` (the loop building its train and test nets; returns the train net) as the engine needs: a pipeline

@@ -5,15 +5,6 @@
 
 namespace strata {
 
-const char* EngineName(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::kLocal: return "local";
-    case EngineKind::kDataParallel: return "data-parallel";
-    case EngineKind::kPipeline: return "pipeline";
-  }
-  return "?";
-}
-
 EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup) {
   if (param.has_pipeline_param()) {
     STRATA_REQUIRE(param.type() != "KFAC") << "pipeline_param and the K-FAC solver together are not supported: "

@@ -129,27 +129,28 @@ void Optimizer<Dtype>::UpdateParam(int param_id, Dtype rate, int iter) {
     if (one_pass) p->clear_diff();
     return;
   }
-  AlignLayouts(param_id);
   if (one_pass) {
+    AlignLayouts(param_id);
     UpdateSlice(param_id, 0, static_cast<size_t>(p->count()), rate, iter, gradient_scale_);
     return;
   }
   Normalize(param_id);
-  Regularize(param_id);
-  ComputeUpdateValue(param_id, rate, iter);
-  p->Update();
+  StepParam(param_id, rate, iter);
 }
 
 template <typename Dtype>
-void Optimizer<Dtype>::UpdateLayerParams(int layer_id, Dtype rate, int iter) {
-  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
+void Optimizer<Dtype>::StepParam(int param_id, Dtype rate, int iter) {
+  AlignLayouts(param_id);
+  Regularize(param_id);
+  ComputeUpdateValue(param_id, rate, iter);
+  net_->learnable_params()[param_id]->Update();
 }
 
 template <typename Dtype>
 void Optimizer<Dtype>::UpdateLayer(int layer_id, Dtype rate, int iter) {
   // Clipping and stages need the whole net's gradient, so they are done by Apply, never per layer.
   CHECK(!needs_whole_gradient()) << type() << " updates the whole net at once; use Apply";
-  UpdateLayerParams(layer_id, rate, iter);
+  for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
 }
 
 template <typename Dtype>
@@ -161,7 +162,7 @@ void Optimizer<Dtype>::Apply(Dtype rate, int iter) {
     ClipGradients(Dtype(1) / static_cast<Dtype>(replicas_));
     for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p), rate, iter);
   } else {
-    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) UpdateLayerParams(layer_id, rate, iter);
+    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) UpdateLayer(layer_id, rate, iter);
   }
   gradients_zeroed_ = updates_in_one_pass();
 }
@@ -176,10 +177,7 @@ void Optimizer<Dtype>::ApplyWithStage(Dtype rate, int iter) {
   for (size_t p = 0; p < params.size(); ++p) {
     const int id = static_cast<int>(p);
     if (net_->params_lr()[id] == 0) continue;
-    AlignLayouts(id);  // the stage wrote a plain gradient
-    Regularize(id);
-    ComputeUpdateValue(id, rate, iter);
-    params[id]->Update();
+    StepParam(id, rate, iter);  // aligns the layouts first: the stage wrote a plain gradient
   }
 }
 
