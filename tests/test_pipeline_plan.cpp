@@ -135,6 +135,26 @@ TEST(PipelinePlan, StageNetsReceiveThroughAnInputLayerAndSplitWhatTheyAlsoRead) 
   }
 }
 
+// A stage computes as the whole net would: its nets keep the net's precision (a BF16 run's stages once
+// computed in float) and debug_info.
+TEST(PipelinePlan, StageNetsKeepTheNetsSettings) {
+  NetParameter net = TestNet();
+  net.set_precision(BF16);
+  net.set_debug_info(true);
+  std::map<std::string, std::vector<int>> shapes;
+  Net<float> whole(TestNet());
+  for (size_t i = 0; i < whole.blobs().size(); ++i) shapes[whole.blob_names()[i]] = whole.blobs()[i]->shape();
+  const StageCut cut = CutNet(net, {"b0", "skip"});
+  for (int s = 0; s < 3; ++s) {
+    const StageNets stage = MakeStageNets(net, cut, s, shapes);
+    EXPECT_EQ(stage.compute.precision(), BF16) << "stage " << s;
+    EXPECT_TRUE(stage.compute.debug_info()) << "stage " << s;
+    if (s == 0) EXPECT_EQ(stage.source.precision(), BF16);
+  }
+  net.clear_precision();
+  EXPECT_FALSE(MakeStageNets(net, cut, 1, shapes).compute.has_precision());
+}
+
 TEST(PipelinePlan, BadCutsAreOneClearErrorEach) {
   const NetParameter net = TestNet();
   EXPECT_NE(ErrorOf([&] { CutNet(net, {"b0_f"}); }).find("inside the Reversible block 'b0'"), std::string::npos);

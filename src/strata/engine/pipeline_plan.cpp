@@ -229,9 +229,15 @@ std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<dou
 StageNets MakeStageNets(const NetParameter& net, const StageCut& cut, int s,
                         const std::map<std::string, std::vector<int>>& shapes) {
   StageNets out;
+  // A stage's nets keep the whole net's own settings (its precision: without it a BF16 stage computed in float).
+  const auto settings = [&net](NetParameter* stage, const std::string& name) {
+    stage->set_name(name);
+    *stage->mutable_state() = net.state();
+    if (net.has_precision()) stage->set_precision(net.precision());
+    stage->set_debug_info(net.debug_info());
+  };
   const std::string stage_name = net.name() + ".stage" + std::to_string(s);
-  out.compute.set_name(stage_name);
-  *out.compute.mutable_state() = net.state();
+  settings(&out.compute, stage_name);
   // Stages after the first need the gradient of what they receive, whether or not their layers have parameters.
   out.compute.set_force_backward(s > 0 || net.force_backward());
   const std::vector<std::string> in = cut.inputs(s);
@@ -247,10 +253,7 @@ StageNets MakeStageNets(const NetParameter& net, const StageCut& cut, int s,
       for (int d : it->second) shape->add_dim(d);
     }
   }
-  if (s == 0) {
-    out.source.set_name(net.name() + ".source");
-    *out.source.mutable_state() = net.state();
-  }
+  if (s == 0) settings(&out.source, net.name() + ".source");
   std::set<std::string> read_here;
   for (size_t i = 0; i < cut.layers.size(); ++i) {
     if (cut.stage_of[i] != s) continue;
