@@ -117,9 +117,8 @@ const Cell kCells[] = {
                                               "one pass over the whole batch draws another one; no reference run"},
     {"iter_size", "stochastic_pool", 0, kNotCovered, "as Dropout: each pass draws its own seed"},
     {"resume", "bf16", 0},
-    {"resume", "kfac_empirical", 0, kNotCovered, "differs: K-FAC's running factors are not in the solverstate "
-                                                 "(docs/kfac.md, Limits); the resumed run collects them anew"},
-    {"resume", "kfac_true", 0, kNotCovered, "differs: K-FAC's running factors are not in the solverstate"},
+    {"resume", "kfac_empirical", 0},
+    {"resume", "kfac_true", 0},
     {"resume", "clip", 0},
     {"resume", "dropout", 0},
     {"resume", "stochastic_pool", 0},

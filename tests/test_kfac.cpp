@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "data_test_util.hpp"
 #include "strata/solvers/kfac_preconditioner.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
@@ -480,6 +481,42 @@ TEST(Kfac, FactorThatCannotBeInvertedFallsBackToLargerDamping) {
   block.FoldFactors(packed, 1, 0.95);
   block.ComputeInverses(1e-3, true, KfacParameter::CHOLESKY);
   EXPECT_FALSE(block.has_inverses());
+}
+
+// A block's state round-trips through the solverstate's message (both damping forms, so the eigenvalues too), and
+// a state of another block or of other sizes is refused with the file's name.
+TEST(Kfac, BlockStateRoundTripsAndRefusesAnotherBlocks) {
+  for (bool split : {true, false}) {
+    KfacBlock<double> block = SmallBlock();
+    const double packed[] = {2, 0.5, 1, 3, 0.25, 1};
+    block.FoldFactors(packed, 1, 0.95);
+    block.ComputeInverses(1e-2, split, KfacParameter::EIGEN);
+    KfacBlockState state;
+    block.SaveState(&state);
+    KfacBlock<double> again = SmallBlock();
+    again.RestoreState(state, "x.solverstate");
+    EXPECT_EQ(again.A(), block.A());
+    EXPECT_EQ(again.G(), block.G());
+    ASSERT_TRUE(again.has_inverses());
+    EXPECT_EQ(again.damping(), block.damping());
+    const double d[] = {1, -2, 3, 0.5};
+    double want[4], got[4];
+    block.Precondition(d, want);
+    again.Precondition(d, got);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], want[i]) << "split " << split << ", element " << i;
+    KfacBlockState renamed = state;
+    renamed.set_name("other");
+    testing_data::ExpectErrorContaining([&] { SmallBlock().RestoreState(renamed, "x.solverstate"); },
+                                        {"x.solverstate", "other"});
+    KfacBlockState short_a = state;
+    short_a.mutable_a()->RemoveLast();
+    testing_data::ExpectErrorContaining([&] { SmallBlock().RestoreState(short_a, "x.solverstate"); },
+                                        {"x.solverstate", "small", "factors of 3 and 4 values"});
+    KfacBlockState short_inverse = state;
+    short_inverse.mutable_g_inverse()->mutable_matrix()->RemoveLast();
+    testing_data::ExpectErrorContaining([&] { SmallBlock().RestoreState(short_inverse, "x.solverstate"); },
+                                        {"x.solverstate", "an inverse of 3 values"});
+  }
 }
 
 TEST(Kfac, BadParametersAreRejected) {

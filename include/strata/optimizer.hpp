@@ -44,6 +44,10 @@ class GradientStage {
   virtual void Precondition(Dtype rate, int iter, Dtype gradient_scale) = 0;
   // Collectives over the replicas (null: one rank), from the engine.
   virtual void set_collectives(Collectives* collectives) {}
+  // What the stage keeps between iterations, into a solverstate: every rank calls it (its state may be spread over
+  // the ranks, and is gathered), and rank 0's `state` receives it. Restore: every rank takes back its own part.
+  virtual void SaveState(SolverState* state) {}
+  virtual void RestoreState(const SolverState& state, const std::string& origin) {}
 };
 
 template <typename Dtype>
@@ -110,8 +114,11 @@ class Optimizer {
   // Collectives over the replicas for stages that communicate more than the gradient (K-FAC); null: one rank.
   void set_collectives(Collectives* collectives);
   // The rule's state into a solverstate (its history blobs, in Caffe's order), and back. Restore checks that the
-  // state fits this net and rule; `origin` (the file) prefixes its errors.
+  // state fits this net and rule; `origin` (the file) prefixes its errors. The stage's state is saved apart, by
+  // SaveStageState: it is collective (every rank calls it; rank 0's `state` receives it), where the history is
+  // written by rank 0 alone. RestoreState restores both, on every rank.
   void SaveState(SolverState* state) const;
+  void SaveStageState(SolverState* state);
   void RestoreState(const SolverState& state, const std::string& origin);
   // The stage before the rule (K-FAC's), or null. The optimizer owns it.
   GradientStage<Dtype>* stage() const { return stage_.get(); }

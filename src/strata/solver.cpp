@@ -455,9 +455,12 @@ void Solver<Dtype>::Snapshot() {
   rng << Strata::rng();
   const std::vector<std::string> rank_rngs =
       collectives() ? collectives()->GatherToRoot(rng.str()) : std::vector<std::string>{rng.str()};
-  // A pipeline's weights are spread over its stages: the engine gathers them (collective).
+  // A pipeline's weights are spread over its stages, K-FAC's factors over the ranks that own them: gathered to
+  // rank 0 (collective).
   NetParameter weights;
   const bool gathered = engine_->GatherWeights(&weights, param_.snapshot_diff());
+  SolverState state;
+  optimizer_->SaveStageState(&state);
   if (!Strata::root_solver()) return;
   // Files that check themselves, in either of Caffe's formats (util/snapshot_files.hpp).
   const SolverParameter::SnapshotFormat format = param_.snapshot_format();
@@ -471,7 +474,6 @@ void Solver<Dtype>::Snapshot() {
   NetParameter().Swap(&weights);  // its memory back before the history's copy
   MaybeInjectFault(FaultPoint::kSnapshot, iter_);
 
-  SolverState state;
   state.set_iter(iter_);
   RecordCaffemodel(model_file, model_checksum, iter_, state_file, &state);
   state.set_current_step(current_step_);

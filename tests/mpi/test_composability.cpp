@@ -232,6 +232,26 @@ TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {
   EXPECT_TRUE(all_ranks(diff <= c.bound)) << "rank " << world_rank() << ": weights differ from one rank by " << diff;
 }
 
+// K-FAC's factors and inverses are spread over the ranks that own their blocks (distribute_inverses): a snapshot
+// gathers them to rank 0, and a run resumed from it on as many ranks takes the uninterrupted run's steps, bit for
+// bit, with either Fisher (the true one's label engines are each rank's own).
+TEST_F(ComposabilityRanks, KfacResumesAsTheUninterruptedRun) {
+  for (int kfac : {1, 2}) {
+    Features f;
+    f.engine = Features::kDataParallel;
+    f.batch_norm = false;
+    f.kfac = kfac;
+    f.batch = kPerRank;
+    Features resumed = f;
+    resumed.resume = true;
+    const Result straight = Train(f), again = Train(resumed);
+    EXPECT_TRUE(all_ranks(again.losses == straight.losses)) << "K-FAC " << kfac << ": the losses differ";
+    const double diff = RelativeDifference(again.weights, straight.weights);
+    EXPECT_TRUE(all_ranks(diff == 0)) << "K-FAC " << kfac << ": rank " << world_rank() << "'s weights differ by "
+                                      << diff;
+  }
+}
+
 std::string CellName(const ::testing::TestParamInfo<Cell>& info) {
   return std::string(info.param.a) + "_x_" + info.param.b;
 }

@@ -96,6 +96,10 @@ class KfacBlock {
   bool FactoredIsCheaper(int rows) const;
   bool split() const { return split_; }
 
+  // The running factors and the last inverses, for a solverstate, and back: Restore checks that the state is
+  // this block's (its name and sizes) and throws Error naming `origin` otherwise.
+  void SaveState(KfacBlockState* state) const;
+  void RestoreState(const KfacBlockState& state, const std::string& origin);
   // The running factors (full, row-major), for tests and tools.
   const std::vector<double>& A() const { return A_; }
   const std::vector<double>& G() const { return G_; }

@@ -15,11 +15,12 @@
 // inversion and preconditioning work come out even (the seed's model parallelism after the data parallelism).
 // Blocks of other layers (BatchNorm, Scale, a bias without weights) get the plain gradient.
 //
-// Not in the solverstate: the running factors, which a resumed run collects again.
+// The running factors and inverses are in the solverstate (SaveState), so a resumed run goes on exactly.
 #pragma once
 
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "strata/solvers/kfac_block.hpp"
@@ -42,6 +43,10 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   // Folds the iteration's factors, inverts where due and preconditions every block's gradient (the steps above).
   void Precondition(Dtype rate, int iter, Dtype gradient_scale) override;
   void set_collectives(Collectives* collectives) override { collectives_ = collectives; }
+  // The running factors and inverses of every block (each from the rank that owns it) and each rank's
+  // TRUE_FISHER engine; restored, a rank takes the blocks it owns and its own engine.
+  void SaveState(SolverState* state) override;
+  void RestoreState(const SolverState& state, const std::string& origin) override;
 
   const std::vector<std::unique_ptr<KfacBlock<Dtype>>>& blocks() const { return blocks_; }
   // The rank that inverts and preconditions block b (0 on one rank or when every rank does every block).

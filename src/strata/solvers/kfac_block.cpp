@@ -359,6 +359,59 @@ void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int
   cpu_gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
 }
 
+template <typename Dtype>
+void KfacBlock<Dtype>::SaveState(KfacBlockState* state) const {
+  state->set_name(shape_.name);
+  state->mutable_a()->Add(A_.begin(), A_.end());
+  state->mutable_g()->Add(G_.begin(), G_.end());
+  if (has_inverses_) {
+    const auto save = [](const Side& side, KfacInverse* out) {
+      out->mutable_matrix()->Add(side.matrix.begin(), side.matrix.end());
+      out->mutable_values()->Add(side.values.begin(), side.values.end());
+      out->set_identity_scale(side.identity_scale);
+    };
+    save(a_inv_, state->mutable_a_inverse());
+    save(g_inv_, state->mutable_g_inverse());
+    state->set_split(split_);
+    state->set_damping(damping_);
+    state->set_lambda_a(lambda_a_);
+    state->set_lambda_g(lambda_g_);
+  }
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::RestoreState(const KfacBlockState& state, const std::string& origin) {
+  const auto where = [&] { return origin + ": K-FAC block " + shape_.name + ": "; };
+  STRATA_REQUIRE(state.name() == shape_.name) << where() << "the state is block " << state.name() << "'s";
+  // A side is the identity (nothing kept) or a d x d factor.
+  const auto factor_size = [](bool identity, int d) { return identity ? 0 : d * d; };
+  STRATA_REQUIRE(state.a_size() == factor_size(a_identity_, a_dim()) &&
+                 state.g_size() == factor_size(g_identity_, g_dim()))
+      << where() << "factors of " << state.a_size() << " and " << state.g_size() << " values; this block needs "
+      << factor_size(a_identity_, a_dim()) << " and " << factor_size(g_identity_, g_dim()) << " (a different net?)";
+  A_.assign(state.a().begin(), state.a().end());
+  G_.assign(state.g().begin(), state.g().end());
+  has_factors_ = true;
+  has_inverses_ = state.has_a_inverse() && state.has_g_inverse();
+  if (!has_inverses_) return;
+  // An inverse is the side's d x d matrix, with d eigenvalues in the unsplit form; an identity side keeps none.
+  const auto load = [&](const KfacInverse& in, bool identity, int d, Side* side) {
+    const int n = identity ? 0 : d * d, values = identity ? 1 : (state.split() ? 0 : d);
+    STRATA_REQUIRE(in.matrix_size() == n && in.values_size() == values)
+        << where() << "an inverse of " << in.matrix_size() << " values and " << in.values_size()
+        << " eigenvalues; this block needs " << n << " and " << values;
+    side->matrix.assign(in.matrix().begin(), in.matrix().end());
+    side->values.assign(in.values().begin(), in.values().end());
+    side->identity_scale = in.identity_scale();
+  };
+  load(state.a_inverse(), a_identity_, a_dim(), &a_inv_);
+  load(state.g_inverse(), g_identity_, g_dim(), &g_inv_);
+  split_ = state.split();
+  damping_ = state.damping();
+  lambda_a_ = state.lambda_a();
+  lambda_g_ = state.lambda_g();
+}
+
 STRATA_INSTANTIATE_CLASS(KfacBlock);
 
 }  // namespace strata

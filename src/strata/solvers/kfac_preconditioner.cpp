@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <sstream>
 #include <string>
 
 #include "strata/layers/convolution_layer.hpp"
@@ -484,6 +486,65 @@ void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradien
   }
   if (!blocks_.empty()) PreconditionAll(rate, gradient_scale);
   LogTimes(iter);
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::SaveState(SolverState* state) {
+  if (owners_.empty()) AssignOwners();
+  // This rank's part: the blocks it holds factors of (its own, where the inverses are distributed), its engine.
+  KfacState mine;
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (Owns(static_cast<int>(b)) && blocks_[b]->has_factors()) blocks_[b]->SaveState(mine.add_block());
+  }
+  std::ostringstream engine;
+  if (fisher_rng_seeded_) engine << fisher_rng_;
+  mine.add_rank_fisher_rng(engine.str());
+  std::string bytes;
+  CHECK(mine.SerializeToString(&bytes));
+  const std::vector<std::string> parts =
+      collectives_ ? collectives_->GatherToRoot(bytes) : std::vector<std::string>{bytes};
+  if (collectives_ && collectives_->rank() != 0) return;
+  // The blocks in the net's order, whichever rank held each.
+  std::map<std::string, KfacBlockState> held;
+  KfacState* all = state->mutable_kfac();
+  for (const std::string& part : parts) {
+    KfacState rank;
+    CHECK(rank.ParseFromString(part));
+    for (const KfacBlockState& block : rank.block()) held[block.name()] = block;
+    all->add_rank_fisher_rng(rank.rank_fisher_rng(0));
+  }
+  for (const auto& block : blocks_) {
+    const auto it = held.find(block->shape().name);
+    if (it != held.end()) *all->add_block() = it->second;
+  }
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::RestoreState(const SolverState& state, const std::string& origin) {
+  if (!state.has_kfac()) {
+    if (!blocks_.empty()) {
+      LOG(WARNING) << origin << " holds no K-FAC factors (written by another solver type, or before Strata saved "
+                   << "them): the resumed run collects them anew, so it differs from an uninterrupted one";
+    }
+    return;
+  }
+  const KfacState& kfac = state.kfac();
+  if (owners_.empty()) AssignOwners();
+  std::map<std::string, int> index;
+  for (size_t b = 0; b < blocks_.size(); ++b) index[blocks_[b]->shape().name] = static_cast<int>(b);
+  for (const KfacBlockState& block : kfac.block()) {
+    const auto it = index.find(block.name());
+    STRATA_REQUIRE(it != index.end()) << origin << " holds K-FAC factors of block '" << block.name()
+                                      << "', which this net does not have (a different net?)";
+    if (Owns(it->second)) blocks_[static_cast<size_t>(it->second)]->RestoreState(block, origin);
+  }
+  const int rank = collectives_ ? collectives_->rank() : 0;
+  if (rank < kfac.rank_fisher_rng_size() && !kfac.rank_fisher_rng(rank).empty()) {
+    std::istringstream engine(kfac.rank_fisher_rng(rank));
+    engine >> fisher_rng_;
+    STRATA_REQUIRE(!engine.fail()) << origin << ": rank " << rank << "'s K-FAC label engine is corrupt";
+    fisher_rng_seeded_ = true;
+  }
 }
 
 template <typename Dtype>

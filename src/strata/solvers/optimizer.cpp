@@ -187,6 +187,11 @@ void Optimizer<Dtype>::SaveState(SolverState* state) const {
 }
 
 template <typename Dtype>
+void Optimizer<Dtype>::SaveStageState(SolverState* state) {
+  if (stage_) stage_->SaveState(state);
+}
+
+template <typename Dtype>
 void Optimizer<Dtype>::RestoreState(const SolverState& state, const std::string& origin) {
   STRATA_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
       << origin << " holds " << state.history_size() << " history blobs; this " << type() << " solver on net '"
@@ -197,6 +202,11 @@ void Optimizer<Dtype>::RestoreState(const SolverState& state, const std::string&
     } catch (const Error& e) {
       throw Error(origin + ": history blob " + std::to_string(i) + ": " + e.what());
     }
+  }
+  if (stage_) {
+    stage_->RestoreState(state, origin);
+  } else if (state.has_kfac()) {
+    LOG(WARNING) << origin << " holds K-FAC's factors; this " << type() << " solver does not use them";
   }
 }
 
