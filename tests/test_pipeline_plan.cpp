@@ -149,7 +149,9 @@ TEST(PipelinePlan, StageNetsKeepTheNetsSettings) {
     const StageNets stage = MakeStageNets(net, cut, s, shapes);
     EXPECT_EQ(stage.compute.precision(), BF16) << "stage " << s;
     EXPECT_TRUE(stage.compute.debug_info()) << "stage " << s;
-    if (s == 0) EXPECT_EQ(stage.source.precision(), BF16);
+    if (s == 0) {
+      EXPECT_EQ(stage.source.precision(), BF16);
+    }
   }
   net.clear_precision();
   EXPECT_FALSE(MakeStageNets(net, cut, 1, shapes).compute.has_precision());

@@ -112,6 +112,13 @@ class Layer {
   // layers also say IsStochastic(), so the recompute executor re-runs them that way); so does a finite-difference
   // check, whose perturbed forwards all repeat the first one.
   virtual void set_replaying(bool replaying) {}
+  // That carried state (empty for layers that carry none): `start`, what the last forward started from (where a
+  // replay starts); `next`, what the next forward starts from. A caller running a net's forwards on several copies
+  // of it hands `next` on from copy to copy, and one replaying an older forward puts that forward's start back.
+  struct CarriedState {
+    std::vector<Blob<Dtype>*> start, next;
+  };
+  virtual CarriedState carried_state() { return {}; }
 
   // Layers that read a stream of records (Data) report where the stream stands and can restart there, so a
   // resumed run sees exactly the batches an uninterrupted one would: the solver keeps this in its solverstate.

@@ -94,6 +94,27 @@ std::string NetText(const std::string& source) {
   return s.str();
 }
 
+// A net whose first stage carries state from one forward to the next: the batch of 2 records is 2 steps of one
+// sequence (an LSTM without expose_hidden), and every step continues it (cont 1), so each micro-batch starts from
+// the state the one before it ended with, as one rank's passes do. Cut at 'ip'.
+std::string LstmNetText(const std::string& source) {
+  std::ostringstream s;
+  s << "name: 'sequence'\n"
+    << "layer { name: 'data' type: 'Data' top: 'data' top: 'label' transform_param { scale: 0.00390625 }\n"
+    << "        data_param { source: '" << source << "' batch_size: " << kBatch << " } }\n"
+    << "layer { name: 'cont' type: 'DummyData' top: 'cont'\n"
+    << "        dummy_data_param { shape { dim: " << kBatch << " dim: 1 } data_filler { type: 'constant' value: 1 } } }\n"
+    << "layer { name: 'steps' type: 'Reshape' bottom: 'data' top: 'steps'\n"
+    << "        reshape_param { shape { dim: " << kBatch << " dim: 1 dim: -1 } } }\n"
+    << "layer { name: 'lstm' type: 'LSTM' bottom: 'steps' bottom: 'cont' top: 'h'\n"
+    << "        recurrent_param { num_output: 4 weight_filler { type: 'gaussian' std: 0.2 }\n"
+    << "          bias_filler { type: 'constant' value: 0.1 } } }\n"
+    << "layer { name: 'ip' type: 'InnerProduct' bottom: 'h' top: 'ip'\n"
+    << "        inner_product_param { num_output: 5 axis: 2 weight_filler { type: 'gaussian' std: 0.3 } } }\n"
+    << "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: 'loss' softmax_param { axis: 2 } }\n";
+  return s.str();
+}
+
 // Cuts that put Reversible blocks alone in stages (the first, the middle ones) for S stages; empty past 6.
 std::vector<std::string> ReversibleCuts(int stages) {
   switch (stages) {
@@ -140,6 +161,7 @@ struct Config {
   bool reversible = true;
   PipelineParameter::Schedule schedule = PipelineParameter::SYNC;
   float base_lr = 0.05f;
+  bool lstm = false;  // LstmNetText's net
   std::string describe() const {
     std::ostringstream s;
     s << world_size() / replicas << " stages x " << replicas << " replicas, " << micro_batches
@@ -147,7 +169,7 @@ struct Config {
     if (cuts.empty()) s << " planned";
     for (const auto& c : cuts) s << " " << c;
     s << ", " << PipelineParameter::Activations_Name(activations) << (reversible ? ", reversible stages" : "") << ", "
-      << PipelineParameter::Schedule_Name(schedule);
+      << PipelineParameter::Schedule_Name(schedule) << (lstm ? ", the LSTM net" : "");
     return s.str();
   }
 };
@@ -168,9 +190,11 @@ class PipelineEngineTest : public ::testing::Test {
     FLAGS_minloglevel = saved_minloglevel_;
   }
 
-  static SolverParameter MakeSolverParam(int iter_size, int test_iter = 2) {
+  // `lstm`: LstmNetText's net instead of NetText's.
+  static SolverParameter MakeSolverParam(int iter_size, int test_iter = 2, bool lstm = false) {
+    const std::string net = lstm ? LstmNetText(db_) : NetText(db_);
     SolverParameter p;
-    ReadProtoFromTextString(NetText(db_), p.mutable_net_param());
+    ReadProtoFromTextString(net, p.mutable_net_param());
     p.set_type("SGD");
     p.set_base_lr(0.05f);
     p.set_momentum(0.9f);
@@ -182,7 +206,7 @@ class PipelineEngineTest : public ::testing::Test {
     p.set_iter_size(iter_size);
     p.set_random_seed(1701);
     // A test net (the same net) that runs only when asked (TestAll below): its scores travel through the stages.
-    ReadProtoFromTextString(NetText(db_), p.add_test_net_param());
+    ReadProtoFromTextString(net, p.add_test_net_param());
     p.add_test_iter(test_iter);
     p.set_test_interval(1000);
     p.set_test_initialization(false);
@@ -193,7 +217,7 @@ class PipelineEngineTest : public ::testing::Test {
 
   // Trains under `c`; returns this rank's weights and leaves the engine's stats in stats_.
   Weights Train(const Config& c, std::unique_ptr<Solver<float>>* keep = nullptr) {
-    SolverParameter p = MakeSolverParam(c.micro_batches);
+    SolverParameter p = MakeSolverParam(c.micro_batches, 2, c.lstm);
     p.set_base_lr(c.base_lr);
     PipelineParameter* pp = p.mutable_pipeline_param();
     pp->set_replicas(static_cast<uint32_t>(c.replicas));
@@ -226,10 +250,11 @@ class PipelineEngineTest : public ::testing::Test {
 
   // One rank accumulating the same micro-batches.
   // With R replicas, each tests its own shard of 2 batches: the reference tests the R x 2 batches.
-  static Weights Reference(int iter_size, int replicas, Weights* initial, std::vector<std::vector<float>>* scores) {
+  static Weights Reference(int iter_size, int replicas, bool lstm, Weights* initial,
+                           std::vector<std::vector<float>>* scores) {
     Strata::set_solver_rank(0);
     Strata::set_solver_count(1);
-    auto solver = SolverRegistry<float>::Create(MakeSolverParam(iter_size, 2 * replicas));
+    auto solver = SolverRegistry<float>::Create(MakeSolverParam(iter_size, 2 * replicas, lstm));
     *initial = WeightsOf(*solver->net());
     solver->Solve();
     *scores = solver->TestAll();
@@ -240,7 +265,8 @@ class PipelineEngineTest : public ::testing::Test {
     SCOPED_TRACE(c.describe());
     Weights initial;
     std::vector<std::vector<float>> reference_scores;
-    const Weights reference = Reference(c.micro_batches * c.replicas, c.replicas, &initial, &reference_scores);
+    const Weights reference =
+        Reference(c.micro_batches * c.replicas, c.replicas, c.lstm, &initial, &reference_scores);
     const Weights w = Train(c);
     // The test scores (the loss over 2 test batches) come out of the last stage, which rank 0 holds.
     if (world_rank() == 0) {
@@ -340,6 +366,22 @@ TEST_F(PipelineEngineTest, SyncStagesEqualOneRankAccumulatingTheMicroBatches) {
     if (layout_.stage == n - 1) {
       EXPECT_FALSE(reversible_) << "the last stage computes the loss";
     }
+  }
+}
+
+// A stage whose LSTM carries its state between forwards: with a net per micro-batch in flight (STORE) the state
+// passes from copy to copy in the micro-batches' order, and a replay (RECOMPUTE) starts from the state its
+// micro-batch's forward started from, so the stages equal one rank making the passes in order. One replica: the
+// replicas of a stage would each carry their own sequence, as data-parallel ranks do.
+TEST_F(PipelineEngineTest, StagesCarryAnLstmStateAsOneRank) {
+  if (world_size() != 2) GTEST_SKIP() << "2 stages, one replica";
+  Config c;
+  c.lstm = true;
+  c.cuts = {"ip"};
+  c.reversible = false;
+  for (auto activations : {PipelineParameter::STORE, PipelineParameter::RECOMPUTE}) {
+    c.activations = activations;
+    Check(c);
   }
 }
 

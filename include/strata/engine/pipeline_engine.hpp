@@ -135,6 +135,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
     long mb = -1;
     std::vector<std::unique_ptr<Blob<Dtype>>> inputs;  // counted as activation memory
     std::mt19937 rng;
+    std::vector<std::unique_ptr<Blob<Dtype>>> carried;  // the layers' carried state the forward started from
   };
   size_t CopyFor(long mb) const { return static_cast<size_t>(mb) % nets_.size(); }
   void Forward(long mb, Dtype* loss);
@@ -142,6 +143,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   // Puts the inputs of `kept` back and runs the forward of layers 0..end again (RECOMPUTE: all; a Reversible stage:
   // its stem), leaving the running statistics and the random engine as they were.
   void Replay(Net<Dtype>& net, const Kept& kept, int end);
+  // Hands the state the layers of `from` carry into their next forward (an LSTM's) to the same layers of `to`.
+  static void HandOnCarriedState(Net<Dtype>& from, Net<Dtype>& to);
   void Receive(Blob<Dtype>* blob, bool diff, int from, int tag);
   void Send(const Blob<Dtype>* blob, bool diff, int to, int tag);
   void WaitSends();
@@ -154,7 +157,9 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   void FinishReduction();
   void ReducerLoop();
   Kept* KeptFor(long mb);
-  static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs);
+  // Keeps `inputs` (and the random engine) for micro-batch `mb`; with `net`, also the state its layers carry into
+  // the forward about to run.
+  static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs, Net<Dtype>* net = nullptr);
   // A send's buffer was given back: its bytes leave the activation count.
   void ReleaseSendBuffer(size_t i);
   // ASYNC: the first block's rebuilt input against the forward's (after that block's backward).
@@ -187,6 +192,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   long backward_mb_ = -1;     // the micro-batch whose backward is running
   Blob<Dtype>* blocks_input_ = nullptr;  // Reversible: the first block's bottom
   long last_forward_mb_ = -1;  // the micro-batch whose activations the net (RECOMPUTE) holds
+  int last_forward_copy_ = -1;  // the copy of the net that ran the last forward
   long forwards_ = 0, backwards_ = 0;  // micro-batches since the start (ASYNC keeps counting across iterations)
   std::vector<Blob<Dtype>*> no_outputs_;
 

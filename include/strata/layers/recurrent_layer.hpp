@@ -51,6 +51,7 @@ class RecurrentLayer : public Layer<Dtype> {
   // expose_hidden the caller passes the state in and nothing is kept.
   bool IsStochastic() const override { return !expose_hidden(); }
   void set_replaying(bool replaying) override { replaying_ = replaying; }
+  typename Layer<Dtype>::CarriedState carried_state() override;
 
  protected:
   // 1 for RNN (h), 2 for LSTM (h, c): the states carried over, passed in and out with expose_hidden.

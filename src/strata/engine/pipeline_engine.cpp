@@ -395,18 +395,37 @@ void PipelineEngine<Dtype>::ReleaseSendBuffer(size_t i) {
 }
 
 template <typename Dtype>
-void PipelineEngine<Dtype>::Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs) {
+void PipelineEngine<Dtype>::Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs, Net<Dtype>* net) {
   kept->mb = mb;
-  kept->inputs.resize(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!kept->inputs[i]) {
-      kept->inputs[i] = std::make_unique<Blob<Dtype>>();
-      kept->inputs[i]->set_memory_category(MemoryCategory::kActivation);
+  const auto copy = [](const std::vector<Blob<Dtype>*>& from, std::vector<std::unique_ptr<Blob<Dtype>>>* to) {
+    to->resize(from.size());
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (!(*to)[i]) {
+        (*to)[i] = std::make_unique<Blob<Dtype>>();
+        (*to)[i]->set_memory_category(MemoryCategory::kActivation);
+      }
+      (*to)[i]->Reshape(from[i]->shape());
+      (*to)[i]->CopyFrom(*from[i]);
     }
-    kept->inputs[i]->Reshape(inputs[i]->shape());
-    kept->inputs[i]->CopyFrom(*inputs[i]);
-  }
+  };
+  copy(inputs, &kept->inputs);
   kept->rng = Strata::rng();
+  std::vector<Blob<Dtype>*> carried;
+  if (net) {
+    for (const auto& layer : net->layers()) {
+      for (Blob<Dtype>* b : layer->carried_state().next) carried.push_back(b);
+    }
+  }
+  copy(carried, &kept->carried);
+}
+
+template <typename Dtype>
+void PipelineEngine<Dtype>::HandOnCarriedState(Net<Dtype>& from, Net<Dtype>& to) {
+  for (size_t l = 0; l < from.layers().size(); ++l) {
+    const std::vector<Blob<Dtype>*> mine = from.layers()[l]->carried_state().next;
+    const std::vector<Blob<Dtype>*> theirs = to.layers()[l]->carried_state().next;
+    for (size_t i = 0; i < mine.size(); ++i) theirs[i]->CopyFrom(*mine[i]);
+  }
 }
 
 template <typename Dtype>
@@ -435,7 +454,13 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   }
   // Kept: what a replay starts from, and what a Reversible stage before this one gets back with the gradient.
   const bool keep_inputs = recompute_ || (reversible_ && !rebuilds_input_) || (prev_reversible_ && !rebuilds_input_);
-  if (keep_inputs) Keep(KeptFor(mb), mb, in);
+  // A layer that carries state from forward to forward (an LSTM) goes on from the micro-batch before this one,
+  // which may have run on another copy of the net.
+  if (last_forward_copy_ >= 0 && last_forward_copy_ != static_cast<int>(c)) {
+    HandOnCarriedState(*nets_[static_cast<size_t>(last_forward_copy_)], net);
+  }
+  last_forward_copy_ = static_cast<int>(c);
+  if (keep_inputs) Keep(KeptFor(mb), mb, in, &net);
   const bool probe = reversible_ && param_.schedule() == PipelineParameter::ASYNC && probe_.mb < 0;
   if (probe && rebuilds_input_) Keep(&probe_, mb, {blocks_input_});
   probing_ = probe ? mb : -1;  // a stem stage keeps the first block's input when its forward has it (hook below)
@@ -458,26 +483,13 @@ template <typename Dtype>
 void PipelineEngine<Dtype>::Replay(Net<Dtype>& net, const Kept& kept, int end) {
   const std::vector<Blob<Dtype>*>& in = in_blobs_[0];
   for (size_t i = 0; i < in.size(); ++i) in[i]->CopyFrom(*kept.inputs[i]);
-  // The statistics a forward moves (BatchNorm's running mean and variance) move once per micro-batch, not twice;
-  // the random engine draws what it drew at the forward (Dropout's mask), then goes on from where it is now.
-  std::vector<std::vector<Dtype>> statistics;
-  const auto& params = net.learnable_params();
-  for (size_t p = 0; p < params.size(); ++p) {
-    if (net.learnable_param_is_statistic(static_cast<int>(p))) {
-      statistics.emplace_back(params[p]->cpu_data(), params[p]->cpu_data() + params[p]->count());
-    }
-  }
-  const std::mt19937 now = Strata::rng();
-  Strata::rng() = kept.rng;
-  net.ForwardFromTo(0, end);
-  Strata::rng() = now;
+  // The carried state (an LSTM's) back to where this micro-batch's forward started; the replay leaves the state
+  // the next forward starts from alone, as it leaves the running statistics and the random engine.
   size_t k = 0;
-  for (size_t p = 0; p < params.size(); ++p) {
-    if (net.learnable_param_is_statistic(static_cast<int>(p))) {
-      std::copy(statistics[k].begin(), statistics[k].end(), params[p]->mutable_cpu_data());
-      ++k;
-    }
+  for (const auto& layer : net.layers()) {
+    for (Blob<Dtype>* b : layer->carried_state().start) b->CopyFrom(*kept.carried[k++]);
   }
+  ReplayForward<Dtype>(net.layers(), kept.rng, [&] { net.ForwardFromTo(0, end); });
   last_forward_mb_ = kept.mb;
 }
 

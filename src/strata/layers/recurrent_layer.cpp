@@ -127,6 +127,17 @@ void RecurrentLayer<Dtype>::Reset() {
 }
 
 template <typename Dtype>
+typename Layer<Dtype>::CarriedState RecurrentLayer<Dtype>::carried_state() {
+  typename Layer<Dtype>::CarriedState state;
+  if (expose_hidden()) return state;  // the caller passes the state in and out
+  for (int s = 0; s < NumStates(); ++s) {
+    state.start.push_back(&state0_[s]);
+    state.next.push_back(&stateT_[s]);
+  }
+  return state;
+}
+
+template <typename Dtype>
 void RecurrentLayer<Dtype>::CheckNoContGradient(const std::vector<bool>& propagate_down) const {
   STRATA_REQUIRE(!propagate_down[1]) << this->describe()
                                      << ": cannot backpropagate to sequence indicators (bottom[1], cont)";
