@@ -2,9 +2,10 @@
 # Installs the dependencies, checks docs/architecture.md's layering (scripts/check_layering.py), builds Strata,
 # and runs every test: the unit tests and the MPI tests (under mpirun at 1-8 ranks) in the Release build, then
 # the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, then every parser's libFuzzer
-# target for 30 s each (scripts/fuzz.sh). Exits non-zero if anything fails.
+# target for 30 s each (scripts/fuzz.sh). The last two share one clang build (build-sanitize: ASan, UBSan and
+# libFuzzer's coverage), so CI compiles the library twice, not three times. Exits non-zero if anything fails.
 #   bash scripts/test.sh            # everything
-#   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # no sanitizer build
+#   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # no sanitizer build (and so no fuzzing)
 #   STRATA_SKIP_FUZZ=1 bash scripts/test.sh       # no fuzzing (bash scripts/fuzz.sh runs only that stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +28,15 @@ cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure --timeout 900)
 
 if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
-  cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=ON -DSTRATA_USE_CUDA=OFF >/dev/null
+  # STRATA_FUZZ: ASan and UBSan, with the coverage libFuzzer steers by (the unit tests link no fuzzer main).
+  CC=clang CXX=clang++ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON \
+    -DSTRATA_USE_CUDA=OFF >/dev/null
   cmake --build build-sanitize -j "$jobs" --target strata_tests
   # Leak checking covers our code; the MPI and protobuf runtimes keep global state until exit by design.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   (cd build-sanitize && ctest --output-on-failure --timeout 1800 -R '^unit$')
-fi
-
-if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
-  bash scripts/fuzz.sh
+  if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
+    STRATA_FUZZ_BUILD=build-sanitize bash scripts/fuzz.sh
+  fi
 fi
