@@ -394,7 +394,8 @@ void KfacBlock<Dtype>::RestoreState(const KfacBlockState& state, const std::stri
   has_factors_ = true;
   has_inverses_ = state.has_a_inverse() && state.has_g_inverse();
   if (!has_inverses_) return;
-  // An inverse is the side's d x d matrix, with d eigenvalues in the unsplit form; an identity side keeps none.
+  // An inverse is the side's d x d matrix, with d eigenvalues in the unsplit form; an identity side keeps only its
+  // scale (and the one value InvertSide gives it).
   const auto load = [&](const KfacInverse& in, bool identity, int d, Side* side) {
     const int n = identity ? 0 : d * d, values = identity ? 1 : (state.split() ? 0 : d);
     STRATA_REQUIRE(in.matrix_size() == n && in.values_size() == values)
