@@ -26,7 +26,6 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -569,34 +568,6 @@ int scale_command() {
   return 0;
 }
 
-// Loads the comma-separated `files` (given as `origin`: --weights, or the solver's weights field) into `net`. A file
-// that sets no layer of the net is an error (by CopyTrainedLayersFrom); layers with parameters that no file sets
-// keep their initial values, which is a warning naming them (fine-tuning a changed net), or an error with
-// --strict_weights.
-void LoadWeights(Net<float>* net, const std::string& files, const std::string& origin = "--weights") {
-  const std::vector<std::string> weight_files = SplitCommas(files);
-  STRATA_REQUIRE(!weight_files.empty()) << origin << " names no file";
-  std::set<std::string> untouched;
-  bool first = true;
-  for (const auto& w : weight_files) {
-    LOG(INFO) << "Initialising from " << w;
-    const std::vector<std::string> left = net->CopyTrainedLayersFrom(w);
-    std::set<std::string> still;
-    for (const std::string& name : left) {
-      if (first || untouched.count(name)) still.insert(name);
-    }
-    untouched.swap(still);
-    first = false;
-  }
-  if (untouched.empty()) return;
-  std::string names;
-  for (const std::string& name : untouched) names += (names.empty() ? "'" : ", '") + name + "'";
-  STRATA_REQUIRE(!FLAGS_strict_weights) << origin << "=" << files << " set no weights for layer(s) " << names
-                                        << " of net '" << net->name() << "' (--strict_weights)";
-  LOG(WARNING) << origin << "=" << files << " set no weights for layer(s) " << names << " of net '" << net->name()
-               << "': they keep their initial values";
-}
-
 // Signals only set a flag; the solver polls it between iterations.
 volatile std::sig_atomic_t g_got_sigint = 0;
 volatile std::sig_atomic_t g_got_sighup = 0;
@@ -691,16 +662,21 @@ int train(int* argc, char*** argv) {
     setup.comm = &comm;
     setup.policy = policy;
     setup.options = options;
+    // Caffe's `caffe train`: --weights replaces the solver's weights field, --snapshot drops it. The tool loads
+    // them itself (the solver would load the field), for --strict_weights.
+    std::vector<std::string> weights(param.weights().begin(), param.weights().end());
+    std::string origin = "the solver's weights";
+    if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) {
+      weights = SplitCommas(FLAGS_weights);
+      origin = "--weights";
+      STRATA_REQUIRE(!weights.empty()) << "--weights names no file";
+    } else if (!FLAGS_snapshot.empty()) {
+      weights.clear();
+    }
+    param.clear_weights();
     solver = SolverRegistry<float>::Create(param, setup);
     solver->SetActionFunction(install_signal_handlers());
-    // Caffe's `caffe train`: --weights replaces the solver's weights field, --snapshot drops it.
-    if (!gflags::GetCommandLineFlagInfoOrDie("weights").is_default) {
-      LoadWeights(solver->net(), FLAGS_weights);
-    } else if (FLAGS_snapshot.empty() && param.weights_size() > 0) {
-      std::string files;
-      for (const std::string& w : param.weights()) files += (files.empty() ? "" : ",") + w;
-      LoadWeights(solver->net(), files, "the solver's weights");
-    }
+    if (!weights.empty()) LoadWeights(solver->net(), weights, origin, FLAGS_strict_weights);
     solver->Solve(FLAGS_snapshot);
   } catch (const std::exception& e) {
     // One rank's error would leave the others waiting in a collective: end the whole job.
@@ -725,7 +701,7 @@ int test_command() {
   STRATA_REQUIRE(inputs.empty()) << FLAGS_model << ": net '" << net.name() << "' reads its input " << inputs
                                  << " from Input layers, which strata test cannot fill; give the net with its "
                                  << "data layers (the train/test prototxt, not the deploy one)";
-  LoadWeights(&net, FLAGS_weights);
+  LoadWeights(&net, SplitCommas(FLAGS_weights), "--weights", FLAGS_strict_weights);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
   // As Caffe's `caffe test`: every output value of every batch, then the loss and each output's mean once, in
   // the order of the net's outputs (one line per element of a multi-valued output), all on the log.

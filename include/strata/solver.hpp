@@ -113,6 +113,13 @@ class Solver {
   std::unique_ptr<TrainingEngine<Dtype>> engine_;
 };
 
+// Loads the caffemodels `files` into `net`, in order (the solver's `weights` field, as Caffe's Solver loads it;
+// `strata train --weights`; `strata test --weights`). A file that sets no layer of the net is an error
+// (Net::CopyTrainedLayersFrom); layers with parameters that no file sets keep their values, with a warning naming
+// them (fine-tuning a changed net), or an error where `strict`. `origin` names where the files came from.
+template <typename Dtype>
+void LoadWeights(Net<Dtype>* net, const std::vector<std::string>& files, const std::string& origin, bool strict);
+
 // The loop for the solver type `param` names ("SGD", "Nesterov", "Adam", ..., "KFAC"; the legacy solver_type enum
 // maps to these names): one Solver class, with the optimizer of that type (OptimizerRegistry).
 template <typename Dtype>

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "strata/math_functions.hpp"
 #include "strata/recompute/executor.hpp"
@@ -150,6 +153,11 @@ Solver<Dtype>::Solver(const SolverParameter& param, const EngineSetup& setup) : 
     InitTestNets();
     return net_.get();
   });
+  // Caffe's `weights` field: fine-tuning starts from these (after BuildNets, which gives a pipeline stage the whole
+  // net's initial weights; a resume overwrites them).
+  if (param_.weights_size() > 0) {
+    LoadWeights(net_.get(), {param_.weights().begin(), param_.weights().end()}, "the solver's weights", false);
+  }
   const auto& loss_weights = net_->blob_loss_weights();
   // A pipeline stage's net (docs/pipeline.md) may have neither: its gradient comes from the next stage.
   const bool pipeline_stage = param_.has_net_param() && param_.net_param().external_gradient_size() > 0;
@@ -582,6 +590,35 @@ void Solver<Dtype>::RestoreRandomEngine(const SolverState& state, const std::str
   in >> Strata::rng();
   STRATA_REQUIRE(!in.fail()) << state_file << ": corrupt random-engine state";
 }
+
+template <typename Dtype>
+void LoadWeights(Net<Dtype>* net, const std::vector<std::string>& files, const std::string& origin, bool strict) {
+  STRATA_REQUIRE(!files.empty()) << origin << " names no file";
+  std::string joined;
+  for (const std::string& f : files) joined += (joined.empty() ? "" : ",") + f;
+  std::set<std::string> untouched;
+  bool first = true;
+  for (const std::string& w : files) {
+    LOG(INFO) << "Initialising from " << w;
+    const std::vector<std::string> left = net->CopyTrainedLayersFrom(w);
+    std::set<std::string> still;
+    for (const std::string& name : left) {
+      if (first || untouched.count(name)) still.insert(name);
+    }
+    untouched.swap(still);
+    first = false;
+  }
+  if (untouched.empty()) return;
+  std::string names;
+  for (const std::string& name : untouched) names += (names.empty() ? "'" : ", '") + name + "'";
+  STRATA_REQUIRE(!strict) << origin << "=" << joined << " set no weights for layer(s) " << names << " of net '"
+                          << net->name() << "' (--strict_weights)";
+  LOG(WARNING) << origin << "=" << joined << " set no weights for layer(s) " << names << " of net '" << net->name()
+               << "': they keep their initial values";
+}
+
+template void LoadWeights<float>(Net<float>*, const std::vector<std::string>&, const std::string&, bool);
+template void LoadWeights<double>(Net<double>*, const std::vector<std::string>&, const std::string&, bool);
 
 STRATA_INSTANTIATE_CLASS(Solver);
 

@@ -107,3 +107,23 @@ def test_linreg_trains_with_the_tool_and_from_python(tool, monkeypatch):
     assert float(solver.net.blobs['loss'].data[0]) < first / 2
     # the first loss the tool logged is the same iteration's
     assert first == pytest.approx(tool_losses[0], rel=1e-5)
+
+
+def test_solver_weights_field_fine_tunes(tmp_path):
+    """Caffe's solver-level `weights:` loads before the first iteration, as pycaffe's solvers (Caffe's Solver) do."""
+    trained = strata.SGDSolver(solver_file(tmp_path, 'SGD', max_iter=3))
+    trained.solve()
+    trained.snapshot()
+    model = str(tmp_path / 'py_SGD_iter_3.caffemodel')
+    want = weights(model, str(tmp_path / 'net.prototxt'))
+    # base_lr 0: the fine-tuning solver's weights are the file's, not its fillers'.
+    path = solver_file(tmp_path, 'SGD', max_iter=1, extra='weights: "%s"' % model)
+    text = open(path).read().replace('base_lr: 0.05', 'base_lr: 0')
+    write(tmp_path / 'ft_solver.prototxt', text)
+    tuned = strata.SGDSolver(str(tmp_path / 'ft_solver.prototxt'))
+    got = [b.data.copy() for blobs in tuned.net.params.values() for b in blobs]
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    fresh = strata.SGDSolver(solver_file(tmp_path, 'SGD', max_iter=1))
+    assert not np.array_equal(fresh.net.params['ip'][0].data, want[0])
