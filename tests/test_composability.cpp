@@ -28,6 +28,7 @@
 #include "strata/device.hpp"
 #include "strata/layout.hpp"
 #include "strata/net.hpp"
+#include "strata/onednn.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -340,6 +341,47 @@ layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip' bottom: 'label' top: '
   }
   EXPECT_LE(RelativeDifference(fused_grads, unfused_grads), 1e-5);
   EXPECT_GT(compared, 20);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Why bf16's split-batch cells take a per-pass reference (docs/architecture.md, "Composability", ᵇ): bfloat16
+// rounds each pass's output gradient, which carries the loss's 1 / (records in the pass). Unnormalised, with the
+// rate and decay scaled so the steps are the same, 3 passes of 2 records equal one pass of 6 to float rounding;
+// normalised per pass, they round other values and the training moves apart.
+TEST_F(ComposabilityData, Bf16SplitBatchDiffersOnlyThroughTheLossScale) {
+  auto train = [&](int passes, bool normalised) {
+    Features f;
+    f.batch_norm = false;
+    f.bf16 = true;
+    f.batch = 6;
+    f.iter_size = passes;
+    Switches switches(f);
+    SolverParameter p = SolverParam(*dir_ / "db", dir_->path() + "/split", f, kIterations);
+    if (!normalised) {
+      std::string text = NetText(*dir_ / "db", f);
+      const std::string loss = "top: 'loss' }";
+      text.replace(text.find(loss), loss.size(), "top: 'loss' loss_param { normalization: NONE } }");
+      ReadProtoFromTextString(text, p.mutable_net_param());
+      // The unnormalised gradient is the mean's 6 / passes times: the rate and decay make the same step.
+      p.set_base_lr(p.base_lr() * passes / 6);
+      p.set_weight_decay(p.weight_decay() * 6 / passes);
+    }
+    auto solver = SolverRegistry<float>::Create(p);
+    solver->Step(kIterations);
+    Result r;
+    r.TakeWeights(*solver->net());
+    return r.weights;
+  };
+  EXPECT_LE(RelativeDifference(train(3, false), train(1, false)), 1e-5);
+  // Without oneDNN's bfloat16 kernels (before AVX-512) BF16 computes in float, and the split is exact either way.
+  if (onednn_has_bf16()) {
+    EXPECT_GT(RelativeDifference(train(3, true), train(1, true)), 1e-3);
+  }
 }
 
 }  // namespace
