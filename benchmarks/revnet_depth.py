@@ -4,7 +4,7 @@ written with ordinary layers (Slice, the branches, Eltwise sums, Concat: every a
 depths, measured by `strata time` in one run (alternating the two kinds).
 
     cmake --build build -j2 --target strata
-    /usr/bin/python3 benchmarks/revnet_depth.py [--depths 8,32,128] [--batch 16] [--iterations 3]
+    /usr/bin/python3 benchmarks/revnet_depth.py [--depths 8,32,128] [--batch 16] [--iterations 3] [--gpu 0]
 
 Each net: 28x28 input -> 3x3 stride-2 convolution to 32 channels (14x14) -> D coupling blocks, whose F and G are
 conv 3x3 (16 -> 16) + BatchNorm + ReLU on half the channels -> global average pooling -> 10-way inner product
@@ -57,9 +57,10 @@ def net(depth, batch, reversible, channels=32):
     return "\n".join(out) + "\n"
 
 
-def measure(path, iterations):
+def measure(path, iterations, gpu):
+    device = [] if gpu is None else [f"--gpu={gpu}"]  # on the GPU: the device's activation bytes
     out = subprocess.run([STRATA, "time", f"--model={path}", f"--iterations={iterations}", "--warmup=1",
-                          "--step=false"], capture_output=True, text=True)
+                          "--step=false"] + device, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"strata time failed on {path}:\n{out.stderr[-2000:]}")
     ms = float(re.search(r"Average Forward-Backward: ([0-9.]+) ms", out.stdout).group(1))
@@ -72,9 +73,12 @@ def main():
     ap.add_argument("--depths", default="8,32,128")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--gpu", type=int, default=None, help="time on this GPU instead of the CPU")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="revnet_depth_")
-    print(f"# batch {args.batch}, {args.iterations} timed iterations after 1 warm-up; peak = all activation bytes")
+    where = "CPU" if args.gpu is None else f"GPU {args.gpu}"
+    print(f"# {where}, batch {args.batch}, {args.iterations} timed iterations after 1 warm-up; peak = all activation "
+          "bytes")
     print(f"{'blocks':>7}{'stored MiB':>12}{'reversible MiB':>16}{'memory ratio':>14}"
           f"{'stored ms':>11}{'reversible ms':>15}{'time ratio':>12}")
     for depth in [int(d) for d in args.depths.split(",")]:
@@ -83,7 +87,7 @@ def main():
             path = os.path.join(tmp, f"{'rev' if reversible else 'stored'}_{depth}.prototxt")
             with open(path, "w") as f:
                 f.write(net(depth, args.batch, reversible))
-            results[reversible] = measure(path, args.iterations)
+            results[reversible] = measure(path, args.iterations, args.gpu)
         (ms_s, mem_s), (ms_r, mem_r) = results[False], results[True]
         print(f"{depth:>7}{mem_s / 2**20:>12.1f}{mem_r / 2**20:>16.1f}{mem_r / mem_s:>14.3f}"
               f"{ms_s:>11.1f}{ms_r:>15.1f}{ms_r / ms_s:>12.2f}", flush=True)

@@ -23,6 +23,8 @@ for p in "${progs[@]}"; do
   cp "$build/bin/$p" "$stage/bin/"
 done
 cp "$build/libstrata.so" "$stage/lib/"
+# The plugins tests/test_plugin.cpp loads from the build folder's lib/ (built with strata_tests).
+cp "$build"/lib/libstrata_*_plugin.so "$stage/lib/" 2>/dev/null || echo "warning: no plugins in $build/lib" >&2
 
 # Libraries the programs need, except the CUDA ones (the GPU machine's own runtime, cuBLAS, cuDNN and NCCL must
 # match its driver; NCCL is also 200 MB), glibc's, which every Linux has, and the C++ runtime: the GPU machine's is newer (its nvcc

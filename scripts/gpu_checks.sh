@@ -2,11 +2,12 @@
 # The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
-#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [overlap] [units]   (default: all)
+#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [overlap] [units] [revnet]
+#   (default: all)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
-steps=${*:-tests mpigpu time pytorch train mpi2 overlap units}
+steps=${*:-tests mpigpu time pytorch train mpi2 overlap units revnet}
 source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
 # The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
 # build folder, which gpu_bundle.sh recorded): point those at this checkout and the unpacked bundle.
@@ -80,7 +81,7 @@ for step in $steps; do
       # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
       for np in 1 2; do
         timeout "${MPIGPU_TIMEOUT:-280}" mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
-          strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*' \
+          strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*:PipelineEngineTest.Gpu*' \
           >"$out/mpi_gpu_np$np.txt" 2>&1
         say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"
         grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | awk 'NR <= 20' | tee -a "$summary"
@@ -91,6 +92,14 @@ for step in $steps; do
       timeout 420 bash scripts/bench_gpu_overlap.sh "$out/overlap" >"$out/overlap.txt" 2>&1
       say "GPU overlap benchmark: exit $?"
       tee -a "$summary" <"$out/overlap/table.md"
+      ;;
+    revnet)
+      # Reversible blocks against the same stack with every activation stored, on the GPU: time and device
+      # activation memory by depth (issue 36: at most 1.3x the time, memory flat in depth).
+      timeout 150 python3 benchmarks/revnet_depth.py --gpu 0 --depths 8,32 --batch 32 --iterations 5 \
+        >"$out/revnet_gpu.txt" 2>&1
+      say "reversible stack against stored, GPU: exit $?"
+      tee -a "$summary" <"$out/revnet_gpu.txt"
       ;;
     train | mpi2)
       if [ ! -d .gpudata ]; then

@@ -217,6 +217,26 @@ TEST_F(ComposabilityData, KfacOnConvolutionsThatAbsorbTheirReluTrainsAsUnfused) 
   EXPECT_LE(RelativeDifference(a.weights, b.weights), 1e-5);
 }
 
+// K-FAC's state in a solverstate written and restored in GPU training (docs/kfac.md, "Snapshots": the factors
+// are host-side, so what is new on the GPU is the path from the device's weights into the snapshot and back): the
+// resumed run equals the uninterrupted one. The bound is the matrix's rounding, as the resumed solver's new nets
+// may get other cuDNN algorithms.
+TEST_F(ComposabilityData, KfacResumesOnTheGpuAsTheUninterruptedRun) {
+  if (gpu_device_count() == 0) GTEST_SKIP() << "no GPU on this machine";
+  for (int kfac : {1, 2}) {
+    Features uninterrupted;
+    uninterrupted.gpu = true;
+    uninterrupted.kfac = kfac;
+    Features resumed = uninterrupted;
+    resumed.resume = true;
+    const Result a = Train(*dir_ / "db", dir_->path(), resumed);
+    const Result b = Train(*dir_ / "db", dir_->path(), uninterrupted);
+    ASSERT_EQ(a.losses.size(), b.losses.size());
+    EXPECT_LE(RelativeDifference(a.weights, b.weights), kRounding) << "K-FAC " << kfac;
+    EXPECT_LE(RelativeDifference({a.losses}, {b.losses}), kRounding) << "K-FAC " << kfac;
+  }
+}
+
 // What the Net's hooks see, keyed "hook/layer/what": the bottoms before forward, the tops after it, the tops'
 // gradients before backward, the bottoms' and parameters' gradients after it.
 using Observed = std::map<std::string, std::vector<float>>;

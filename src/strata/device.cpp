@@ -1,10 +1,13 @@
 #include "strata/device.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
 
+#include "device_memory.hpp"
 #include "strata/common.hpp"
 #include "strata/cuda.hpp"
 #include "strata/memory_tracker.hpp"
@@ -179,11 +182,69 @@ void* workspace(size_t bytes) {
     s.workspace_bytes = 0;
     // Round up so that slowly growing requests do not reallocate every time.
     const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
-    STRATA_CUDA_CHECK(cudaMalloc(&s.workspace, rounded));
+    if (cudaMalloc(&s.workspace, rounded) == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      trim_device_pool();  // the blobs' pool may hold what is missing
+      s.workspace = nullptr;
+      STRATA_CUDA_CHECK(cudaMalloc(&s.workspace, rounded));
+    }
     s.workspace_bytes = rounded;
     MemoryTracker::allocated(MemoryCategory::kWorkspace, rounded, MemorySpace::kDevice);
   }
   return s.workspace;
+}
+
+namespace {
+
+// The device's default memory pool, set to keep what is freed (its default gives memory back to the device at
+// every synchronisation); null where the device has no pools (then plain cudaMalloc and cudaFree). One device
+// per process (select_gpu_device), so the first allocation's device is the one.
+cudaMemPool_t blob_pool() {
+  static const cudaMemPool_t pool = [] {
+    int device = 0, supported = 0;
+    STRATA_CUDA_CHECK(cudaGetDevice(&device));
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess || !supported) {
+      cudaGetLastError();
+      return cudaMemPool_t{nullptr};
+    }
+    cudaMemPool_t p = nullptr;
+    STRATA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&p, device));
+    uint64_t keep = UINT64_MAX;
+    STRATA_CUDA_CHECK(cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep));
+    return p;
+  }();
+  return pool;
+}
+
+}  // namespace
+
+void* device_alloc(size_t bytes) {
+  void* ptr = nullptr;
+  if (blob_pool() == nullptr) {
+    STRATA_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    return ptr;
+  }
+  bytes = std::max<size_t>(bytes, 1);  // the pool refuses empty requests; cudaMalloc returned null for them
+  cudaError_t err = cudaMallocAsync(&ptr, bytes, cudaStreamLegacy);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    trim_device_pool();
+    err = cudaMallocAsync(&ptr, bytes, cudaStreamLegacy);
+  }
+  STRATA_CUDA_CHECK(err);
+  return ptr;
+}
+
+void device_free(void* ptr) noexcept {
+  // Never throw from here (destructors): report and carry on. blob_pool() was set up by the allocation.
+  const cudaError_t err = blob_pool() ? cudaFreeAsync(ptr, cudaStreamLegacy) : cudaFree(ptr);
+  if (err != cudaSuccess) LOG(ERROR) << "freeing device memory: " << cudaGetErrorString(err);
+}
+
+void trim_device_pool() {
+  if (blob_pool() == nullptr) return;
+  STRATA_CUDA_CHECK(cudaDeviceSynchronize());  // blocks freed in stream order are free once their stream is there
+  STRATA_CUDA_CHECK(cudaMemPoolTrimTo(blob_pool(), 0));
 }
 
 }  // namespace cuda

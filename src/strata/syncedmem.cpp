@@ -8,6 +8,7 @@
 #include <malloc.h>
 #endif
 
+#include "device_memory.hpp"
 #include "strata/cuda.hpp"
 
 namespace strata {
@@ -84,8 +85,7 @@ void SyncedMemory::free_cpu() {
 void SyncedMemory::free_gpu() {
 #ifdef STRATA_USE_CUDA
   if (gpu_ptr_ && own_gpu_data_) {
-    const cudaError_t err = cudaFree(gpu_ptr_);  // never throw from here (destructors)
-    if (err != cudaSuccess) LOG(ERROR) << "cudaFree: " << cudaGetErrorString(err);
+    cuda::device_free(gpu_ptr_);
     MemoryTracker::released(category_, size_, MemorySpace::kDevice);
   }
 #endif
@@ -96,7 +96,7 @@ void SyncedMemory::free_gpu() {
 void SyncedMemory::alloc_gpu() {
 #ifdef STRATA_USE_CUDA
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-  STRATA_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
+  gpu_ptr_ = cuda::device_alloc(size_);
   own_gpu_data_ = true;
   MemoryTracker::allocated(category_, size_, MemorySpace::kDevice);
 #endif

@@ -10,6 +10,9 @@
 
 namespace strata {
 
+template <typename P>
+struct Rows;  // src/strata/layers/coupling_math.hpp
+
 // An additive-coupling block (NICE, RevNet; the seed document 003). The input's channels are split into m equal
 // groups, the m most recent states x_0 (first channels, oldest) .. x_{m-1} (last, newest) of a sequence; each of
 // the block's k steps appends one state
@@ -61,6 +64,10 @@ class ReversibleLayer : public Layer<Dtype> {
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#ifdef STRATA_USE_CUDA
+  void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
+  void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+#endif
 
  private:
   // One step's F_t: its net, whose single input blob holds the m - 1 states it reads (concatenated along
@@ -81,14 +88,20 @@ class ReversibleLayer : public Layer<Dtype> {
   struct States {
     P in, between, out;
   };
-  // State i of image n.
+  // State i (values or gradients) of every image.
   template <typename P>
-  P StateAt(const States<P>& s, int i, int n) const;
-  // Output state i (k <= i < k+m) of image n in `out`.
+  Rows<P> State(const States<P>& s, int i) const;
+  // Output state i (k <= i < k+m) of every image in `out`.
   template <typename P>
-  P OutputState(P out, int i, int n) const;
+  Rows<P> Output(P out, int i) const;
+  // The passes, over the coupling's operations on one device (CpuCoupling, GpuCoupling: coupling_math.hpp).
+  template <typename M>
+  void ForwardWith(const BlobVec& bottom, const BlobVec& top);
+  template <typename M>
+  void BackwardWith(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
   // Runs step t forward on its window, the states t+1 .. t+m-1 read from `s`; `replay` restores the forward's
   // random numbers and keeps the statistics its layers update unchanged.
+  template <typename M>
   void RunForward(int t, const States<const Dtype*>& s, bool replay);
   // Frees every activation inside the step (they are recomputed in backward).
   static void DropActivations(Step& s);
@@ -101,7 +114,8 @@ class ReversibleLayer : public Layer<Dtype> {
   std::vector<Step> steps_;
   std::vector<bool> statistic_;
   Blob<Dtype> between_;     // the states between input and output (k > m): N x (k - m) states
-  Blob<Dtype> kept_input_;  // verify mode
+  Blob<Dtype> kept_input_;  // verify mode: the input, and the input and states between rebuilt beside it
+  Blob<Dtype> rebuilt_input_, rebuilt_between_;
   Dtype reconstruction_error_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "coupling_math.hpp"
 #include "strata/layer_factory.hpp"
 
 namespace strata {
@@ -183,30 +184,28 @@ void ReversibleLayer<Dtype>::set_replaying(bool replaying) {
 
 template <typename Dtype>
 template <typename P>
-P ReversibleLayer<Dtype>::StateAt(const States<P>& s, int i, int n) const {
+Rows<P> ReversibleLayer<Dtype>::State(const States<P>& s, int i) const {
   const int m = streams_, k = num_steps();
-  if (i < m) return s.in + (static_cast<long>(n) * m + i) * state_;
-  if (i < k) return s.between + (static_cast<long>(n) * (k - m) + i - m) * state_;
-  return OutputState(s.out, i, n);
+  if (i < m) return {s.in + i * state_, m * state_};
+  if (i < k) return {s.between + (i - m) * state_, (k - m) * state_};
+  return Output(s.out, i);
 }
 
 template <typename Dtype>
 template <typename P>
-P ReversibleLayer<Dtype>::OutputState(P out, int i, int n) const {
-  return out + (static_cast<long>(n) * streams_ + i - num_steps()) * state_;
+Rows<P> ReversibleLayer<Dtype>::Output(P out, int i) const {
+  return {out + (i - num_steps()) * state_, streams_ * state_};
 }
 
 template <typename Dtype>
+template <typename M>
 void ReversibleLayer<Dtype>::RunForward(int t, const States<const Dtype*>& states, bool replay) {
   Step& s = steps_[t];
   // The window x_{t+1} .. x_{t+m-1}, concatenated along channels image after image.
-  Dtype* dst = s.input->mutable_cpu_data();
-  const int window = streams_ - 1;
-  for (int n = 0; n < outer_; ++n) {
-    for (int w = 0; w < window; ++w) {
-      std::copy_n(StateAt(states, t + 1 + w, n), state_,
-                  dst + (static_cast<long>(n) * window + w) * state_);
-    }
+  Dtype* window = M::mutable_data(*s.input);
+  const int width = streams_ - 1;
+  for (int w = 0; w < width; ++w) {
+    M::copy(outer_, state_, State(states, t + 1 + w), Rows<Dtype*>{window + w * state_, width * state_});
   }
   if (replay) {
     // The recomputation must see the forward's random numbers and must not move running statistics again.
@@ -225,25 +224,43 @@ void ReversibleLayer<Dtype>::DropActivations(Step& s) {
 
 template <typename Dtype>
 void ReversibleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  ForwardWith<CpuCoupling<Dtype>>(bottom, top);
+}
+
+template <typename Dtype>
+void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                          const BlobVec& bottom) {
+  BackwardWith<CpuCoupling<Dtype>>(top, propagate_down, bottom);
+}
+
+#ifdef STRATA_USE_CUDA
+// The same passes with the coupling's kernels (coupling_math.cu); the steps' nets run their layers' GPU code.
+template <typename Dtype>
+void ReversibleLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  ForwardWith<GpuCoupling<Dtype>>(bottom, top);
+}
+
+template <typename Dtype>
+void ReversibleLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                          const BlobVec& bottom) {
+  BackwardWith<GpuCoupling<Dtype>>(top, propagate_down, bottom);
+}
+#endif
+
+template <typename Dtype>
+template <typename M>
+void ReversibleLayer<Dtype>::ForwardWith(const BlobVec& bottom, const BlobVec& top) {
   const int m = streams_, k = num_steps();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  const States<Dtype*> states{nullptr, k > m ? between_.mutable_cpu_data() : nullptr, y};
+  const Dtype* x = M::data(*bottom[0]);
+  Dtype* y = M::mutable_data(*top[0]);
+  const States<Dtype*> states{nullptr, k > m ? M::mutable_data(between_) : nullptr, y};
   const States<const Dtype*> read{x, states.between, y};
   // With fewer steps than streams the newest input states are output states too.
-  for (int i = k; i < m; ++i) {
-    for (int n = 0; n < outer_; ++n) std::copy_n(StateAt(read, i, n), state_, OutputState(y, i, n));
-  }
+  for (int i = k; i < m; ++i) M::copy(outer_, state_, State(read, i), Output(y, i));
   // x_{t+m} = F_t(x_{t+1}, ..., x_{t+m-1}) + gamma x_t; RevNet's y1 = F(x2) + x1, y2 = G(y1) + x2.
   for (int t = 0; t < k; ++t) {
-    RunForward(t, read, false);
-    const Dtype* f = steps_[t].output->cpu_data();
-    for (int n = 0; n < outer_; ++n) {
-      const Dtype* older = StateAt(read, t, n);
-      Dtype* newer = StateAt(states, t + m, n);
-      const Dtype* fn = f + n * state_;
-      for (long e = 0; e < state_; ++e) newer[e] = fn[e] + gamma_ * older[e];
-    }
+    RunForward<M>(t, read, false);
+    M::couple(outer_, state_, gamma_, {M::data(*steps_[t].output), state_}, State(read, t), State(states, t + m));
     DropActivations(steps_[t]);
   }
   if (verify_) {
@@ -254,107 +271,89 @@ void ReversibleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& t
 }
 
 template <typename Dtype>
-void ReversibleLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+template <typename M>
+void ReversibleLayer<Dtype>::BackwardWith(const BlobVec& top, const std::vector<bool>& propagate_down,
                                           const BlobVec& bottom) {
   const int m = streams_, k = num_steps(), window = m - 1;
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
+  const Dtype* y = M::data(*top[0]);
+  const Dtype* dy = M::diff(*top[0]);
   // The input is rebuilt into the bottom when the Net dropped it; the states between input and output are always
   // rebuilt. In verify mode both are rebuilt beside the kept values, and the steps read the kept ones (which is
   // what back-propagating "from kept values" means).
   const bool rebuild = verify_ || !bottom[0]->has_data();
-  std::vector<Dtype> rebuilt_input, rebuilt_between;
   States<Dtype*> rebuilt{nullptr, nullptr, nullptr};  // where the input's states and those between are rebuilt
   States<const Dtype*> read{nullptr, nullptr, y};     // where the steps read them
   if (verify_) {
-    rebuilt_input.resize(bottom[0]->count());
-    rebuilt.in = rebuilt_input.data();
-    read.in = kept_input_.cpu_data();
+    rebuilt_input_.ReshapeLike(*bottom[0]);
+    rebuilt.in = M::mutable_data(rebuilt_input_);
+    read.in = M::data(kept_input_);
     if (k > m) {
-      rebuilt_between.resize(between_.count());
-      rebuilt.between = rebuilt_between.data();
-      read.between = between_.cpu_data();
+      rebuilt_between_.ReshapeLike(between_);
+      rebuilt.between = M::mutable_data(rebuilt_between_);
+      read.between = M::data(between_);
     }
   } else {
-    rebuilt.in = bottom[0]->mutable_cpu_data();
-    if (k > m) rebuilt.between = between_.mutable_cpu_data();
+    rebuilt.in = M::mutable_data(*bottom[0]);
+    if (k > m) rebuilt.between = M::mutable_data(between_);
     read.in = rebuilt.in;
     read.between = rebuilt.between;
   }
-  const States<Dtype*> grad{propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
-                            k > m ? between_.mutable_cpu_diff() : nullptr, nullptr};
+  const States<Dtype*> grad{propagate_down[0] ? M::mutable_diff(*bottom[0]) : nullptr,
+                            k > m ? M::mutable_diff(between_) : nullptr, nullptr};
 
   // Input states that are output states too (fewer steps than streams): the output holds them, and their
   // gradient starts with the output's.
   for (int i = k; i < m; ++i) {
-    for (int n = 0; n < outer_; ++n) {
-      if (rebuild) std::copy_n(OutputState(y, i, n), state_, StateAt(rebuilt, i, n));
-      if (grad.in) std::copy_n(OutputState(dy, i, n), state_, StateAt(grad, i, n));
-    }
+    if (rebuild) M::copy(outer_, state_, Output(y, i), State(rebuilt, i));
+    if (grad.in) M::copy(outer_, state_, Output(dy, i), State(grad, i));
   }
   // The steps backwards: step t rebuilds x_t from x_{t+m} and its window, whose states are all later than x_t
   // and so already known.
   for (int t = k - 1; t >= 0; --t) {
     Step& s = steps_[t];
-    RunForward(t, read, true);
-    const Dtype* f = s.output->cpu_data();
+    RunForward<M>(t, read, true);
     // x_t = (x_{t+m} - F_t(...)) / gamma; RevNet's x2 = y2 - G(y1), then x1 = y1 - F(x2).
     if (rebuild || t >= m) {
-      for (int n = 0; n < outer_; ++n) {
-        const Dtype* newer = StateAt(read, t + m, n);
-        Dtype* older = StateAt(rebuilt, t, n);
-        const Dtype* fn = f + n * state_;
-        for (long e = 0; e < state_; ++e) older[e] = (newer[e] - fn[e]) / gamma_;
-      }
+      M::uncouple(outer_, state_, gamma_, State(read, t + m), {M::data(*s.output), state_}, State(rebuilt, t));
     }
     // x_{t+m}'s gradient is F_t's output gradient. For an output state: the output's gradient plus what the later
     // steps that read x_{t+m} sent back (RevNet's dy1 + G'(y1)^T dy2); for a state between, gathered already.
-    Dtype* fd = s.output->mutable_cpu_diff();
-    for (int n = 0; n < outer_; ++n) {
-      Dtype* d = fd + n * state_;
-      if (t + m < k) {
-        std::copy_n(StateAt(grad, t + m, n), state_, d);
-        continue;
-      }
-      std::copy_n(OutputState(dy, t + m, n), state_, d);
+    const Rows<Dtype*> fd{M::mutable_diff(*s.output), state_};
+    if (t + m < k) {
+      M::copy(outer_, state_, ReadOnly(State(grad, t + m)), fd);
+    } else {
+      M::copy(outer_, state_, Output(dy, t + m), fd);
       for (int u = t + 1; u < std::min(t + m, k); ++u) {
-        const Dtype* sent = steps_[u].input->cpu_diff() + (static_cast<long>(n) * window + t + m - u - 1) * state_;
-        for (long e = 0; e < state_; ++e) d[e] += sent[e];
+        M::add(outer_, state_, {M::diff(*steps_[u].input) + (t + m - u - 1) * state_, window * state_}, fd);
       }
     }
     // x_t's gradient starts as gamma times that (before F_t's backward, which may overwrite its output gradient in
     // place); the earlier steps that read x_t add theirs.
-    if (grad.in || t >= m) {
-      for (int n = 0; n < outer_; ++n) {
-        Dtype* d = StateAt(grad, t, n);
-        const Dtype* fn = fd + n * state_;
-        for (long e = 0; e < state_; ++e) d[e] = gamma_ * fn[e];
-      }
-    }
+    if (grad.in || t >= m) M::scale(outer_, state_, gamma_, ReadOnly(fd), State(grad, t));
     s.net->Backward();
     // What F_t sends back to its window: added at once to input states and states between; output states
     // collect theirs when their own step comes (above).
-    const Dtype* sent = s.input->cpu_diff();
+    const Dtype* sent = M::diff(*s.input);
     for (int w = 0; w < window; ++w) {
       const int i = t + 1 + w;
       if (i >= std::max(m, k) || (i < m && !grad.in)) continue;
-      for (int n = 0; n < outer_; ++n) {
-        Dtype* d = StateAt(grad, i, n);
-        const Dtype* sn = sent + (static_cast<long>(n) * window + w) * state_;
-        for (long e = 0; e < state_; ++e) d[e] += sn[e];
-      }
+      M::add(outer_, state_, {sent + w * state_, window * state_}, State(grad, i));
     }
     if (t + m - 1 < k) DropActivations(steps_[t + m - 1]);  // this step was the last to read what it sent
   }
   for (int t = 0; t < std::min(k, m - 1); ++t) DropActivations(steps_[t]);
 
   if (verify_) {
+    // Measured on the host: verify mode is for checking, not for speed.
     Dtype worst = 0;
-    const Dtype* kept = kept_input_.cpu_data();
-    for (int i = 0; i < kept_input_.count(); ++i) worst = std::max(worst, std::abs(kept[i] - rebuilt.in[i]));
-    for (size_t i = 0; i < rebuilt_between.size(); ++i) {
-      worst = std::max(worst, std::abs(read.between[i] - rebuilt.between[i]));
-    }
+    auto compare = [&worst](const Blob<Dtype>& kept, const Blob<Dtype>& again) {
+      const Dtype *a = kept.cpu_data(), *b = again.cpu_data();
+      for (int i = 0; i < kept.count(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    };
+    compare(kept_input_, rebuilt_input_);
+    if (k > m) compare(between_, rebuilt_between_);
+    rebuilt_input_.release_memory();
+    rebuilt_between_.release_memory();
     reconstruction_error_ = worst;
     LOG(INFO) << this->describe() << ": largest reconstruction error " << worst;
   } else {
