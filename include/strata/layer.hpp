@@ -216,14 +216,16 @@ class Layer {
 template <typename Dtype, typename ForwardFn>
 void ReplayForward(const std::vector<std::shared_ptr<Layer<Dtype>>>& layers, const std::mt19937& engine_then,
                    ForwardFn forward) {
+  // Saved where they are (Blob::CopyFrom copies on the device in GPU mode): no round trip to the host per replay.
   std::vector<Blob<Dtype>*> statistics;
-  std::vector<std::vector<Dtype>> saved;
+  std::vector<std::unique_ptr<Blob<Dtype>>> saved;
   for (const auto& l : layers) {
     for (size_t i = 0; i < l->blobs().size(); ++i) {
       if (!l->ParamIsStatistic(static_cast<int>(i))) continue;
       Blob<Dtype>* s = l->blobs()[i].get();
       statistics.push_back(s);
-      saved.emplace_back(s->cpu_data(), s->cpu_data() + s->count());
+      saved.push_back(std::make_unique<Blob<Dtype>>());
+      saved.back()->CopyFrom(*s, false, true);
     }
   }
   const std::mt19937 engine_now = Strata::rng();
@@ -232,9 +234,7 @@ void ReplayForward(const std::vector<std::shared_ptr<Layer<Dtype>>>& layers, con
   forward();
   for (const auto& l : layers) l->set_replaying(false);
   Strata::rng() = engine_now;
-  for (size_t k = 0; k < statistics.size(); ++k) {
-    std::copy(saved[k].begin(), saved[k].end(), statistics[k]->mutable_cpu_data());
-  }
+  for (size_t k = 0; k < statistics.size(); ++k) statistics[k]->CopyFrom(*saved[k]);
 }
 
 }  // namespace strata

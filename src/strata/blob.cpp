@@ -356,6 +356,18 @@ void Blob<Dtype>::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
     ReshapeLike(source);
   }
   if (count_ == 0) return;
+#ifdef STRATA_USE_CUDA
+  // In GPU mode on the device, as Caffe's: values held there stay there (a replayed forward saves and restores
+  // BatchNorm's statistics this way, every pass of every reversible block).
+  if (Strata::mode() == Strata::GPU) {
+    if (copy_diff) {
+      gpu_copy(count_, source.gpu_diff(), mutable_gpu_diff());
+    } else {
+      gpu_copy(count_, source.gpu_data(), mutable_gpu_data());
+    }
+    return;
+  }
+#endif
   if (copy_diff) {
     std::memcpy(mutable_cpu_diff(), source.cpu_diff(), sizeof(Dtype) * count_);
   } else {
