@@ -1,7 +1,7 @@
 // Device memory for blobs (SyncedMemory), private to src/strata: stream-ordered allocations on the compute stream
 // from the device's memory pool, which keeps freed blocks for the next allocation, as PyTorch's caching allocator
 // does. cudaFree waits for the whole device; a Reversible block or a recomputation plan frees and reallocates its
-// activations every pass, and those waits serialised the host with the GPU (docs/gpu.md, "Device memory").
+// activations every pass, and those waits serialised the host with the GPU (docs/gpu.md, "How it works": Memory).
 #pragma once
 
 #ifdef STRATA_USE_CUDA
