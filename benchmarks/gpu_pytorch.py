@@ -1,13 +1,17 @@
 """PyTorch on the GPU, for the GPU rows of docs/benchmarks.md: the same nets as models/alexnet and
 models/resnet50 (Caffe's AlexNet with LRN and grouped convolutions; torchvision's ResNet-50, which is the
-Caffe ResNet-50's layer graph), float32 with TF32 allowed, cudnn.benchmark on, random inputs.
+Caffe ResNet-50's layer graph), and torchvision's ResNet-152 and GoogLeNet; cudnn.benchmark on, random inputs.
+
+--mode is how a PyTorch user would run it: nchw (float32, TF32 allowed unless --no-tf32), channels_last (the
+same in channels-last memory format), bf16 (channels-last under torch.autocast with bfloat16: the two lines
+a PyTorch user adds for mixed precision).
 
 Prints milliseconds per forward+backward (what `strata time` measures) and per full SGD step (forward, backward,
-momentum update), and images/s of the step, each the median of --iters timed iterations after warm-up,
-timed with CUDA events.
+momentum update), images/s of the step, each the median of --iters timed iterations after warm-up, timed with
+CUDA events, and the step's peak allocated device memory (torch.cuda.max_memory_allocated).
 
     python3 benchmarks/gpu_pytorch.py --net alexnet --batch 256
-    python3 benchmarks/gpu_pytorch.py --net resnet50 --batch 64
+    python3 benchmarks/gpu_pytorch.py --net resnet50 --batch 64 --mode bf16
 """
 import argparse
 import statistics
@@ -44,7 +48,8 @@ class CaffeAlexNet(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--net", choices=["alexnet", "resnet50"], required=True)
+    ap.add_argument("--net", choices=["alexnet", "resnet50", "resnet152", "googlenet"], required=True)
+    ap.add_argument("--mode", choices=["nchw", "channels_last", "bf16"], default="nchw")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
@@ -58,14 +63,22 @@ def main():
         model, size = CaffeAlexNet(), 227
     else:
         import torchvision
-        model, size = torchvision.models.resnet50(), 224
-    model = model.to(dev).train()
+        if args.net == "googlenet":
+            # Without the auxiliary classifiers, as Caffe's deploy net and `strata time` run it.
+            model = torchvision.models.googlenet(aux_logits=False, init_weights=True)
+        else:
+            model = getattr(torchvision.models, args.net)()
+        size = 224
+    layout = torch.contiguous_format if args.mode == "nchw" else torch.channels_last
+    model = model.to(dev).to(memory_format=layout).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.rand(args.batch, 3, size, size, device=dev) * 2 - 1
+    x = (torch.rand(args.batch, 3, size, size, device=dev) * 2 - 1).contiguous(memory_format=layout)
     y = torch.randint(0, 1000, (args.batch,), device=dev)
+    bf16 = args.mode == "bf16"
 
     def fwd_bwd():
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
 
     def step():
@@ -88,10 +101,12 @@ def main():
         return statistics.median(times)
 
     fb = time_ms(lambda: (opt.zero_grad(set_to_none=False), fwd_bwd()))
+    torch.cuda.reset_peak_memory_stats()
     st = time_ms(step)
+    peak = torch.cuda.max_memory_allocated() / 2**30
     print(f"pytorch {torch.__version__} {torch.cuda.get_device_name()} {args.net} batch {args.batch} "
-          f"tf32={not args.no_tf32}: forward+backward {fb:.2f} ms, SGD step {st:.2f} ms, "
-          f"{args.batch / st * 1000:.0f} images/s")
+          f"{args.mode} tf32={not args.no_tf32}: forward+backward {fb:.2f} ms, SGD step {st:.2f} ms, "
+          f"{args.batch / st * 1000:.0f} images/s, peak {peak:.2f} GiB")
 
 
 if __name__ == "__main__":

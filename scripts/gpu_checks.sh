@@ -70,9 +70,13 @@ for step in $steps; do
         "$log" | tr '\n' ' ')"
       ;;
     pytorch)
-      # Without our LD_LIBRARY_PATH: PyTorch brings its own CUDA libraries.
-      for args in "--net alexnet --batch 256" "--net resnet50 --batch 64"; do
-        env -u LD_LIBRARY_PATH timeout 150 python3 benchmarks/gpu_pytorch.py $args 2>&1 | tee -a "$summary"
+      # Without our LD_LIBRARY_PATH: PyTorch brings its own CUDA libraries. PYTORCH_NETS (net:batch ...) and
+      # PYTORCH_MODES (nchw channels_last bf16) widen it, as issue 36's table asks, at about 20 s a run.
+      for nb in ${PYTORCH_NETS:-alexnet:256 resnet50:64}; do
+        for mode in ${PYTORCH_MODES:-nchw}; do
+          env -u LD_LIBRARY_PATH timeout 150 python3 benchmarks/gpu_pytorch.py --net "${nb%%:*}" --batch "${nb##*:}" \
+            --mode "$mode" 2>&1 | tee -a "$summary"
+        done
       done
       ;;
     mpigpu)
