@@ -654,9 +654,6 @@ int train(int* argc, char*** argv) {
     // Output paths are checked before any work, by rank 0, which writes them (Solve checks the snapshots').
     if (comm.rank() == 0 && !FLAGS_timeline.empty()) RequireWritableLocation(FLAGS_timeline, "--timeline");
     Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
-    STRATA_REQUIRE(!param.has_pipeline_param() || FLAGS_snapshot.empty())
-        << "resuming a pipeline run from a solverstate is not supported yet; start from its weights with "
-        << "--weights=SNAPSHOT.caffemodel";
     // The engine (local, data-parallel over the ranks, or a pipeline with pipeline_param) is MakeEngine's choice.
     EngineSetup setup;
     setup.comm = &comm;

@@ -91,8 +91,16 @@ class Solver {
   std::vector<Dtype> Test(int test_net_id);
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);
-  // The data layers whose streams a solverstate keeps: the train net's, then each test net's, in net order.
+  // The data layers whose streams a solverstate keeps: the engine's own (a pipeline's first stage), the train
+  // net's, then each test net's, in net order.
   std::vector<Layer<Dtype>*> RecordStreamLayers();
+  // The state a net cut by depth spreads over its stages: the optimizer's history and the data layers' streams.
+  void SaveSpreadState(SolverState* state);
+  // A pipeline's: each stage's (from one replica) gathered to rank 0 in the whole net's order (collective), and
+  // this rank's stage's part of a whole state on restore (collective).
+  void GatherSpreadState(const std::vector<int>& stage_of, SolverState* state);
+  void StagePartOf(const SolverState& whole, const std::vector<int>& stage_of, const std::string& origin,
+                   SolverState* part);
   void RestoreRecordStreams(const SolverState& state, const std::string& state_file);
   void RestoreRandomEngine(const SolverState& state, const std::string& state_file);
   // The replicas' collectives, from the engine (null: one rank).

@@ -450,9 +450,122 @@ std::vector<Layer<Dtype>*> Solver<Dtype>::RecordStreamLayers() {
       if (layer->has_record_stream()) layers.push_back(layer.get());
     }
   };
+  if (engine_) layers = engine_->record_stream_layers();
   add(*net_);
   for (const auto& test_net : test_nets_) add(*test_net);
   return layers;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::SaveSpreadState(SolverState* state) {
+  optimizer_->SaveState(state);
+  // Positions and seeds are the same on every rank (the Data layer counts global positions).
+  for (Layer<Dtype>* layer : RecordStreamLayers()) {
+    const typename Layer<Dtype>::RecordStream stream = layer->record_stream();
+    state->add_data_position(stream.position);
+    state->add_data_seed(stream.seed);
+  }
+}
+
+namespace {
+
+// The lowest rank holding each stage (its replicas hold the same state), in stage order.
+std::vector<int> StageRepresentatives(const std::vector<int>& stage_of) {
+  std::vector<int> first;
+  for (int r = 0; r < static_cast<int>(stage_of.size()); ++r) {
+    const size_t s = static_cast<size_t>(stage_of[static_cast<size_t>(r)]);
+    if (first.size() <= s) first.resize(s + 1, -1);
+    if (first[s] < 0) first[s] = r;
+  }
+  return first;
+}
+
+}  // namespace
+
+// The whole net's learnable parameters are the stages' in stage order (stages are cuts by depth), so the whole
+// net's history is, for each history set (Adam and AdaDelta keep two), the stages' slices one after another: the
+// solverstate one rank would write, which Caffe's tools read too.
+template <typename Dtype>
+void Solver<Dtype>::GatherSpreadState(const std::vector<int>& stage_of, SolverState* state) {
+  const std::vector<int> reps = StageRepresentatives(stage_of);
+  const int rank = collectives()->rank();
+  std::string mine;
+  if (reps[static_cast<size_t>(stage_of[static_cast<size_t>(rank)])] == rank) {
+    SolverState part;
+    SaveSpreadState(&part);
+    mine = std::to_string(net_->learnable_params().size()) + "\n" + part.SerializeAsString();
+  }
+  const std::vector<std::string> all = collectives()->GatherToRoot(mine);
+  if (!Strata::root_solver()) return;
+  std::vector<SolverState> parts(reps.size());
+  std::vector<int> params(reps.size());
+  int sets = 0;
+  for (size_t s = 0; s < reps.size(); ++s) {
+    const std::string& got = all[static_cast<size_t>(reps[s])];
+    const size_t newline = got.find('\n');
+    STRATA_REQUIRE(newline != std::string::npos &&
+                   parts[s].ParseFromArray(got.data() + newline + 1, static_cast<int>(got.size() - newline - 1)))
+        << "snapshot: stage " << s << "'s solver state did not arrive whole";
+    params[s] = std::stoi(got.substr(0, newline));
+    if (params[s] > 0) sets = parts[s].history_size() / params[s];
+  }
+  for (int h = 0; h < sets; ++h) {
+    for (size_t s = 0; s < parts.size(); ++s) {
+      for (int i = 0; i < params[s]; ++i) *state->add_history() = parts[s].history(h * params[s] + i);
+    }
+  }
+  for (const SolverState& part : parts) {
+    for (int i = 0; i < part.data_position_size(); ++i) {
+      state->add_data_position(part.data_position(i));
+      state->add_data_seed(part.data_seed(i));
+    }
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::StagePartOf(const SolverState& whole, const std::vector<int>& stage_of, const std::string& origin,
+                                SolverState* part) {
+  // Every rank's parameter and data-layer counts, to find where its stage's slices begin.
+  const int ranks = static_cast<int>(stage_of.size());
+  std::vector<double> counts(2 * static_cast<size_t>(ranks), 0.0);
+  const int rank = collectives()->rank();
+  counts[2 * static_cast<size_t>(rank)] = static_cast<double>(net_->learnable_params().size());
+  counts[2 * static_cast<size_t>(rank) + 1] = static_cast<double>(RecordStreamLayers().size());
+  collectives()->Allgather(counts.data(), std::vector<int>(static_cast<size_t>(ranks), 2));
+  const std::vector<int> reps = StageRepresentatives(stage_of);
+  const int my_stage = stage_of[static_cast<size_t>(rank)];
+  int total_params = 0, total_data = 0, param_offset = 0, data_offset = 0;
+  for (int s = 0; s < static_cast<int>(reps.size()); ++s) {
+    const int p = static_cast<int>(counts[2 * static_cast<size_t>(reps[static_cast<size_t>(s)])]);
+    const int d = static_cast<int>(counts[2 * static_cast<size_t>(reps[static_cast<size_t>(s)]) + 1]);
+    if (s < my_stage) {
+      param_offset += p;
+      data_offset += d;
+    }
+    total_params += p;
+    total_data += d;
+  }
+  const int params = static_cast<int>(net_->learnable_params().size());
+  const int sets = total_params > 0 ? whole.history_size() / total_params : 0;
+  STRATA_REQUIRE(sets * total_params == whole.history_size())
+      << origin << " holds " << whole.history_size() << " history blobs; this pipeline's stages hold "
+      << total_params << " learnable parameters in all (a different net or solver type?)";
+  // Only what the stage restores from its part (the history, the data streams); the rest is read from `whole`.
+  part->Clear();
+  for (int h = 0; h < sets; ++h) {
+    for (int i = 0; i < params; ++i) *part->add_history() = whole.history(h * total_params + param_offset + i);
+  }
+  // A count that does not match is left for RestoreRecordStreams to report (it sees the whole list).
+  if (whole.data_position_size() != total_data) {
+    *part->mutable_data_position() = whole.data_position();
+    *part->mutable_data_seed() = whole.data_seed();
+    return;
+  }
+  const int mine = static_cast<int>(RecordStreamLayers().size());
+  for (int i = data_offset; i < data_offset + mine; ++i) {
+    part->add_data_position(whole.data_position(i));
+    if (whole.data_seed_size() == total_data) part->add_data_seed(whole.data_seed(i));
+  }
 }
 
 template <typename Dtype>
@@ -463,11 +576,13 @@ void Solver<Dtype>::Snapshot() {
   rng << Strata::rng();
   const std::vector<std::string> rank_rngs =
       collectives() ? collectives()->GatherToRoot(rng.str()) : std::vector<std::string>{rng.str()};
-  // A pipeline's weights are spread over its stages, K-FAC's factors over the ranks that own them: gathered to
-  // rank 0 (collective).
+  // A pipeline's weights, history and data positions are spread over its stages, K-FAC's factors over the ranks
+  // that own them: gathered to rank 0 (collective).
   NetParameter weights;
   const bool gathered = engine_->GatherWeights(&weights, param_.snapshot_diff());
   SolverState state;
+  const std::vector<int> stage_of = engine_->stage_of_ranks();
+  if (!stage_of.empty()) GatherSpreadState(stage_of, &state);
   optimizer_->SaveStageState(&state);
   if (!Strata::root_solver()) return;
   // Files that check themselves, in either of Caffe's formats (util/snapshot_files.hpp).
@@ -485,13 +600,7 @@ void Solver<Dtype>::Snapshot() {
   state.set_iter(iter_);
   RecordCaffemodel(model_file, model_checksum, iter_, state_file, &state);
   state.set_current_step(current_step_);
-  optimizer_->SaveState(&state);
-  // Positions and seeds are the same on every rank (the Data layer counts global positions).
-  for (Layer<Dtype>* layer : RecordStreamLayers()) {
-    const typename Layer<Dtype>::RecordStream stream = layer->record_stream();
-    state.add_data_position(stream.position);
-    state.add_data_seed(stream.seed);
-  }
+  if (stage_of.empty()) SaveSpreadState(&state);
   state.set_num_ranks(Strata::solver_count());
   state.set_rng_state(rank_rngs[0]);
   for (const std::string& r : rank_rngs) state.add_rank_rng_state(r);
@@ -517,8 +626,13 @@ void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_f
         << state_file << " was written by a run with " << state.num_ranks() << " rank(s); this run has "
         << Strata::solver_count() << " (the data order would differ)";
   }
+  // A pipeline stage restores its part of the history and data positions (collective).
+  const std::vector<int> stage_of = engine_->stage_of_ranks();
+  SolverState part;
+  if (!stage_of.empty()) StagePartOf(state, stage_of, state_file, &part);
+  const SolverState& mine = stage_of.empty() ? state : part;
   // The optimizer's state (its history blobs): it checks that the file is for this net and solver type.
-  optimizer_->RestoreState(state, state_file);
+  optimizer_->RestoreState(mine, state_file);
   // The caffemodel written with this state, and no other (util/snapshot_files.hpp).
   NetParameter weights;
   const std::string model = ReadPairedCaffemodel(state, state_file, &weights);
@@ -531,7 +645,7 @@ void Solver<Dtype>::Restore(const SolverState& state, const std::string& state_f
   }
   iter_ = state.iter();
   current_step_ = state.current_step();
-  RestoreRecordStreams(state, state_file);
+  RestoreRecordStreams(mine, state_file);
   RestoreRandomEngine(state, state_file);
 }
 

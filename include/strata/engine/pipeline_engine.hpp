@@ -109,6 +109,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool GatherWeights(NetParameter* weights, bool write_diff) override;
   void AfterIteration(int iterations_done) override;
   void Finish(int iterations_done) override;
+  std::vector<int> stage_of_ranks() const override;
+  std::vector<Layer<Dtype>*> record_stream_layers() override;
   int replicas() const override { return layout_.replicas; }
   Collectives* collectives() override { return world_collectives_.get(); }
 

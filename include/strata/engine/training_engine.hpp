@@ -32,6 +32,8 @@ class NetParameter;
 template <typename Dtype>
 class Blob;
 template <typename Dtype>
+class Layer;
+template <typename Dtype>
 class Net;
 template <typename Dtype>
 class Optimizer;
@@ -73,6 +75,14 @@ class TrainingEngine {
   // The weights a snapshot writes, whole on the rank that writes (rank 0). Collective. false: the solver's own
   // net holds them all (every engine but the pipeline's).
   virtual bool GatherWeights(NetParameter* weights, bool write_diff) { return false; }
+
+  // Where a net cut by depth lives: the stage each rank holds (world rank order), for the state a snapshot gathers
+  // from the stages and a restore gives back to them (Solver::Snapshot, Solver::Restore). Empty: every rank holds
+  // the whole net (every engine but the pipeline's).
+  virtual std::vector<int> stage_of_ranks() const { return {}; }
+  // Layers outside the solver's nets whose record streams (data positions) a snapshot keeps: a pipeline's first
+  // stage reads its training data in a net of its own.
+  virtual std::vector<Layer<Dtype>*> record_stream_layers() { return {}; }
 
   // How many gradient contributions each reduced gradient sums (the ranks of a data-parallel job).
   virtual int replicas() const { return 1; }

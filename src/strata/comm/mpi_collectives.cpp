@@ -45,6 +45,12 @@ void MpiCollectives::AllgatherT(T* buf, const std::vector<int>& counts) {
                                   mpi_type_of(data_type_of<T>()), comm_));
 }
 
+// The header's overrides call these for both types.
+template void MpiCollectives::ReduceScatterT<float>(float*, const std::vector<int>&);
+template void MpiCollectives::ReduceScatterT<double>(double*, const std::vector<int>&);
+template void MpiCollectives::AllgatherT<float>(float*, const std::vector<int>&);
+template void MpiCollectives::AllgatherT<double>(double*, const std::vector<int>&);
+
 std::vector<std::string> MpiCollectives::GatherToRoot(const std::string& mine) {
   const int len = static_cast<int>(mine.size());
   std::vector<int> lens(rank_ == 0 ? size_ : 0);

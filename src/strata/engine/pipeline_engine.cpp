@@ -759,6 +759,25 @@ bool PipelineEngine<Dtype>::GatherWeights(NetParameter* weights, bool write_diff
 }
 
 template <typename Dtype>
+std::vector<int> PipelineEngine<Dtype>::stage_of_ranks() const {
+  std::vector<int> stage_of(static_cast<size_t>(layout_.stages * layout_.replicas));
+  for (int s = 0; s < layout_.stages; ++s) {
+    for (int r = 0; r < layout_.replicas; ++r) stage_of[static_cast<size_t>(layout_.RankOf(s, r))] = s;
+  }
+  return stage_of;
+}
+
+template <typename Dtype>
+std::vector<Layer<Dtype>*> PipelineEngine<Dtype>::record_stream_layers() {
+  std::vector<Layer<Dtype>*> layers;
+  if (!source_) return layers;
+  for (const auto& layer : source_->layers()) {
+    if (layer->has_record_stream()) layers.push_back(layer.get());
+  }
+  return layers;
+}
+
+template <typename Dtype>
 void PipelineEngine<Dtype>::ResetStats() {
   stats_ = PipelineStats();
   MemoryTracker::reset_all_peaks();
