@@ -561,7 +561,7 @@ void Solver<Dtype>::StagePartOf(const SolverState& whole, const std::vector<int>
     *part->mutable_data_seed() = whole.data_seed();
     return;
   }
-  const int mine = static_cast<int>(RecordStreamLayers().size());
+  const int mine = static_cast<int>(counts[2 * static_cast<size_t>(rank) + 1]);
   for (int i = data_offset; i < data_offset + mine; ++i) {
     part->add_data_position(whole.data_position(i));
     if (whole.data_seed_size() == total_data) part->add_data_seed(whole.data_seed(i));
