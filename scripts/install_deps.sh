@@ -18,6 +18,7 @@ packages=(
   dataset-fashion-mnist
   python3 python3-matplotlib
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pil python3-pytest   # the Python interface (docs/python.md)
+  python3-protobuf   # caffe_pb2 for Caffe's own scripts (docs/python.md)
   graphviz      # dot: strata draw
   iproute2 util-linux   # ip, tc, nsenter, unshare: the multi-host test bed (scripts/cluster.sh)
 )

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the dependencies, checks docs/architecture.md's layering (scripts/check_layering.py), builds Strata,
 # and runs every test: the unit tests and the MPI tests (under mpirun at 1-8 ranks) in the Release build, then
-# the unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer, then every parser's libFuzzer
-# target for 30 s each (scripts/fuzz.sh). The last two share one clang build (build-sanitize: ASan, UBSan and
-# libFuzzer's coverage), so CI compiles the library twice, not three times. Exits non-zero if anything fails.
+# the unit tests and the Python tests that run the tool again under AddressSanitizer and UndefinedBehaviorSanitizer,
+# then every parser's libFuzzer target for 30 s each (scripts/fuzz.sh). The last two share one clang build
+# (build-sanitize: ASan, UBSan and libFuzzer's coverage), so CI compiles the library twice, not three times.
+# Exits non-zero if anything fails.
 #   bash scripts/test.sh            # everything
 #   STRATA_SKIP_SANITIZE=1 bash scripts/test.sh   # no sanitizer build (and so no fuzzing)
 #   STRATA_SKIP_FUZZ=1 bash scripts/test.sh       # no fuzzing (bash scripts/fuzz.sh runs only that stage)
@@ -36,6 +37,16 @@ if [ "${STRATA_SKIP_SANITIZE:-0}" != 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   (cd build-sanitize && ctest --output-on-failure --timeout 1800 -R '^unit$')
+  python=$(sed -n 's/^STRATA_PYTHON_EXECUTABLE:INTERNAL=//p' build/CMakeCache.txt)
+  if [ -n "$python" ]; then
+    # The tools' Python layer path (libstrata_python.so embeds the interpreter) under the sanitizers: the Python
+    # tests that run the tool, with this build's. The interpreter's state at exit is not a leak
+    # (tests/sanitizers/python_lsan.supp); the slow unwinder follows libpython's frames to match it.
+    cmake --build build-sanitize -j "$jobs" --target strata strata_python strata_python_ext
+    ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/python_lsan.supp \
+      PYTHONPATH=build/python STRATA_BINARY_DIR=build-sanitize \
+      "$python" -m pytest -q -p no:cacheprovider -m tool tests/python
+  fi
   if [ "${STRATA_SKIP_FUZZ:-0}" != 1 ]; then
     STRATA_FUZZ_BUILD=build-sanitize bash scripts/fuzz.sh
   fi

@@ -17,6 +17,7 @@
 #include "strata/net.hpp"
 #include "strata/util/io.hpp"
 #include "strata/util/net_drawing.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace strata::python {
 
@@ -30,6 +31,14 @@ std::string ShapeString(const std::vector<py::ssize_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
   s << (shape.size() == 1 ? ",)" : ")");
   return s.str();
+}
+
+// The net's weights as a caffemodel in `format`, written as the tools write snapshots (atomically, with a checksum,
+// of any size); no iteration is recorded.
+void Save(const Net<float>& net, const std::string& file, SolverParameter::SnapshotFormat format) {
+  NetParameter param;
+  net.ToProto(&param, false);
+  WriteCaffemodel(&param, -1, file, format);
 }
 
 // The blob's value or gradient as a NumPy array over its host memory, no copy: the plain accessors convert a
@@ -257,11 +266,13 @@ PYBIND11_MODULE(_strata, m) {
       .def("clear_param_diffs", &Net<float>::ClearParamDiffs)
       .def("copy_from", [](Net<float>& n, const std::string& file) { n.CopyTrainedLayersFrom(file); })
       .def("share_with", [](Net<float>& n, const Net<float>& other) { n.ShareTrainedLayersWith(&other); })
-      .def("save", [](const Net<float>& n, const std::string& file) {
-        NetParameter param;
-        n.ToProto(&param, false);
-        WriteProtoToBinaryFile(param, file);
-      })
+      .def("save", [](const Net<float>& n, const std::string& file) { Save(n, file, SolverParameter::BINARYPROTO); })
+      .def("save_hdf5", [](const Net<float>& n, const std::string& file) { Save(n, file, SolverParameter::HDF5); })
+      .def("load_hdf5",
+           [](Net<float>& n, const std::string& file) {
+             STRATA_REQUIRE(IsHdf5File(file)) << "load_hdf5: " << file << " is not an HDF5 file (copy_from reads it)";
+             n.CopyTrainedLayersFrom(file);
+           })
       .def("to_proto_text", [](const Net<float>& n) {
         NetParameter param;
         n.ToProto(&param, false);

@@ -12,7 +12,7 @@ def blobproto_to_array(blob, return_diff=False):
     the blob has no shape)."""
     values = np.array(blob.diff if return_diff else blob.data, dtype=np.float32)
     if blob.HasField('num') or blob.HasField('channels') or blob.HasField('height') or blob.HasField('width'):
-        shape = tuple(blob._fields.get(k, 1) for k in ('num', 'channels', 'height', 'width'))
+        shape = tuple(getattr(blob, k) if blob.HasField(k) else 1 for k in ('num', 'channels', 'height', 'width'))
     else:
         shape = tuple(blob.shape.dim)
     return values.reshape(shape)

@@ -1,5 +1,6 @@
 """The Python interface's tests: run by ctest (test `python`) with PYTHONPATH=BUILD/python, or by hand:
-    PYTHONPATH=build/python STRATA_BINARY_DIR=build python3 -m pytest -q tests/python"""
+    PYTHONPATH=build/python STRATA_BINARY_DIR=build python3 -m pytest -q tests/python
+The tests that run the strata tool (marked `tool`) take it from STRATA_BINARY_DIR/bin."""
 
 import os
 import subprocess
@@ -30,6 +31,17 @@ def run_tool(*args, cwd=SOURCE_DIR, extra_env=None):
 @pytest.fixture
 def tool():
     return run_tool
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'tool: runs the strata tool (scripts/test.sh runs these against the '
+                                       'sanitizer build: -m tool)')
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if 'tool' in getattr(item, 'fixturenames', ()):
+            item.add_marker(pytest.mark.tool)
 
 
 def write(path, text):

@@ -132,6 +132,33 @@ def test_import_caffe_gives_strata():
     assert NetSpec is strata.NetSpec
 
 
+def test_caffe_pb2_reads_caffe_files_as_caffes_scripts_do(tmp_path):
+    # What Caffe's draw_net.py and mean-file scripts do: text_format into caffe_pb2 messages, then caffe.draw
+    # and caffe.io on those messages.
+    from google.protobuf import text_format
+    import caffe
+    import caffe.draw
+    from caffe.proto import caffe_pb2
+    assert caffe.proto.caffe_pb2 is caffe_pb2 and caffe_pb2.TRAIN == caffe.TRAIN
+    net = caffe_pb2.NetParameter()
+    text_format.Merge(str(lenet_spec('train_lmdb', 64)), net)
+    assert [layer.name for layer in net.layer] == ['data', 'conv1', 'pool1', 'ip1', 'relu1', 'loss']
+    assert net.layer[1].convolution_param.kernel_size == [5]
+    path = str(tmp_path / 'lenet.dot')
+    caffe.draw.draw_net_to_file(net, path, 'TB', caffe.TRAIN)
+    assert 'SoftmaxWithLoss' in open(path).read()
+    solver = caffe_pb2.SolverParameter()
+    text_format.Merge('base_lr: 0.01 solver_mode: GPU snapshot_format: HDF5', solver)
+    assert solver.solver_mode == caffe_pb2.SolverParameter.GPU and solver.snapshot_format == solver.HDF5
+    # A mean file: a BlobProto with the legacy num/channels/height/width, written by io and read by caffe_pb2.
+    legacy = caffe_pb2.BlobProto(num=1, channels=2, height=1, width=3, data=range(6))
+    np.testing.assert_array_equal(caffe.io.blobproto_to_array(legacy), np.arange(6).reshape(1, 2, 1, 3))
+    mean = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    blob = caffe_pb2.BlobProto()
+    blob.ParseFromString(caffe.io.array_to_blobproto(mean).SerializeToString())
+    np.testing.assert_array_equal(caffe.io.blobproto_to_array(blob), mean)
+
+
 def test_classifier_predicts_as_its_net(tmp_path):
     model = write(tmp_path / 'deploy.prototxt', """
 name: "tiny"

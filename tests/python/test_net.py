@@ -124,6 +124,25 @@ def test_reshape_copy_from_share_with(input_net, tmp_path):
     assert np.shares_memory(d.params['ip'][0].data, a.params['ip'][0].data)
 
 
+def test_save_hdf5_and_load_hdf5(input_net, tmp_path):
+    a = strata.Net(input_net, strata.TEST)
+    a.params['ip'][0].data[...] = np.arange(12, dtype=np.float32).reshape(4, 3)
+    h5 = str(tmp_path / 'a.caffemodel.h5')
+    a.save_hdf5(h5)
+    with open(h5, 'rb') as f:
+        assert f.read(8) == b'\x89HDF\r\n\x1a\n'   # Caffe's HDF5 layout, which Caffe's load_hdf5 reads
+    b = strata.Net(input_net, strata.TEST)
+    b.load_hdf5(h5)
+    for j in range(2):
+        np.testing.assert_array_equal(a.params['ip'][j].data, b.params['ip'][j].data)
+    c = strata.Net(input_net, h5, strata.TEST)          # copy_from and the constructor tell the format themselves
+    np.testing.assert_array_equal(a.params['ip'][0].data, c.params['ip'][0].data)
+    binary = str(tmp_path / 'a.caffemodel')
+    a.save(binary)
+    with pytest.raises(strata.Error, match='is not an HDF5 file'):
+        b.load_hdf5(binary)
+
+
 def test_wrong_shape_is_one_clear_error(input_net):
     net = strata.Net(input_net, strata.TEST)
     with pytest.raises(strata.Error, match=r'cannot assign an array of shape \(3, 3\) to \.data of a blob of '

@@ -29,13 +29,16 @@ struct SnapshotFileInfo {
   int iter = -1;  // a caffemodel's snapshot_iter (-1: not recorded)
 };
 
-// Writes `weights` (a net's ToProto) as the caffemodel `filename` in `format`, atomically, recording `iter` and a
-// checksum, which it returns. Clears `weights`' checksum and snapshot_iter fields first.
+// Writes `weights` (a net's ToProto) as the caffemodel `filename` in `format`, atomically, recording `iter` (-1:
+// none) and a checksum, which it returns. Clears `weights`' checksum and snapshot_iter fields first.
 uint32_t WriteCaffemodel(NetParameter* weights, int iter, const std::string& filename,
                          SolverParameter::SnapshotFormat format);
 // Reads a caffemodel of either format (HDF5 told by its signature). A checksum that does not match the content
 // is an Error naming the file; a file without one (Caffe's, or Strata's before checksums) loads unchecked.
 SnapshotFileInfo ReadCaffemodel(const std::string& filename, NetParameter* weights);
+
+// Whether `filename` begins with HDF5's signature (how a caffemodel's format is told, whatever its name).
+bool IsHdf5File(const std::string& filename);
 
 void WriteSolverState(SolverState* state, const std::string& filename, SolverParameter::SnapshotFormat format);
 void ReadSolverState(const std::string& filename, SolverState* state);

@@ -285,12 +285,6 @@ SnapshotFileInfo ReadStreamed(const std::string& filename, Message* msg) {
   return info;
 }
 
-bool IsHdf5(const std::string& filename) {
-  char head[8] = {};
-  Fd fd(::open(filename.c_str(), O_RDONLY));
-  return fd.get() >= 0 && ::pread(fd.get(), head, 8, 0) == 8 && std::memcmp(head, kHdf5Signature, 8) == 0;
-}
-
 // ---- HDF5: Caffe's layout, checksum attribute ----
 
 namespace h5 = hdf5;
@@ -631,6 +625,12 @@ void RemoveStaleTemporaries(const std::string& prefix) {
 
 }  // namespace
 
+bool IsHdf5File(const std::string& filename) {
+  char head[8] = {};
+  Fd fd(::open(filename.c_str(), O_RDONLY));
+  return fd.get() >= 0 && ::pread(fd.get(), head, 8, 0) == 8 && std::memcmp(head, kHdf5Signature, 8) == 0;
+}
+
 std::string CaffemodelExtension(SolverParameter::SnapshotFormat format) {
   return format == SolverParameter::HDF5 ? ".caffemodel.h5" : ".caffemodel";
 }
@@ -648,7 +648,7 @@ uint32_t WriteCaffemodel(NetParameter* weights, int iter, const std::string& fil
     if (format == SolverParameter::HDF5) {
       crc = WriteCaffemodelHdf5(*weights, iter, tmp);
     } else {
-      weights->set_snapshot_iter(iter);
+      if (iter >= 0) weights->set_snapshot_iter(iter);
       crc = WriteStreamed(weights, tmp);
     }
   });
@@ -656,7 +656,7 @@ uint32_t WriteCaffemodel(NetParameter* weights, int iter, const std::string& fil
 }
 
 SnapshotFileInfo ReadCaffemodel(const std::string& filename, NetParameter* weights) {
-  if (IsHdf5(filename)) return ReadCaffemodelHdf5(filename, weights);
+  if (IsHdf5File(filename)) return ReadCaffemodelHdf5(filename, weights);
   SnapshotFileInfo info = ReadStreamed(filename, weights);
   if (weights->has_snapshot_iter()) info.iter = weights->snapshot_iter();
   return info;
@@ -674,7 +674,7 @@ void WriteSolverState(SolverState* state, const std::string& filename, SolverPar
 }
 
 void ReadSolverState(const std::string& filename, SolverState* state) {
-  if (IsHdf5(filename)) {
+  if (IsHdf5File(filename)) {
     ReadSolverStateHdf5(filename, state);
   } else {
     ReadStreamed(filename, state);
