@@ -127,3 +127,30 @@ def test_solver_weights_field_fine_tunes(tmp_path):
         np.testing.assert_array_equal(g, w)
     fresh = strata.SGDSolver(solver_file(tmp_path, 'SGD', max_iter=1))
     assert not np.array_equal(fresh.net.params['ip'][0].data, want[0])
+
+
+def test_lenet_fine_tunes_from_a_python_data_layer(tmp_path, monkeypatch):
+    """The worked example's net (examples/pycaffe/lenet_pydata.prototxt): Fashion-MNIST from a Python data layer
+    feeds LeNet, which learns from it; the script saves weights that load into the net again."""
+    import fashion_data
+    monkeypatch.chdir(SOURCE_DIR)
+    solver = strata.get_solver('examples/pycaffe/lenet_pydata_solver.prototxt')
+    test = solver.test_nets[0]
+    test.forward()
+    # The TEST split is read in order: the first batch is the first 100 test images, scaled as the LMDB net's.
+    root = '/usr/share/datasets/fashion-mnist'
+    images = fashion_data.read_idx(root + '/t10k-images-idx3-ubyte.gz')[:100, None] / 256.0
+    np.testing.assert_array_equal(test.blobs['data'].data, images.astype(np.float32))
+    labels = fashion_data.read_idx(root + '/t10k-labels-idx1-ubyte.gz')[:100]
+    np.testing.assert_array_equal(test.blobs['label'].data, labels)
+
+    def accuracy():
+        return np.mean([test.forward()['accuracy'] for _ in range(10)])
+    before = accuracy()
+    solver.step(100)
+    after = accuracy()
+    assert before < 0.3 and after > 0.55, (before, after)
+    out = str(tmp_path / 'ft.caffemodel')
+    solver.net.save(out)
+    again = strata.Net('examples/pycaffe/lenet_pydata.prototxt', out, strata.TEST)
+    np.testing.assert_array_equal(again.params['ip2'][0].data, solver.net.params['ip2'][0].data)
