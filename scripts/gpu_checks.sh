@@ -28,8 +28,10 @@ pack() { [ -n "${OUT:-}" ] && tar -C /tmp -czf "$OUT/gpu-logs.tgz" gpu-logs && c
 nvidia-smi -L | tee -a "$summary"
 missing=$(ldd /tmp/strata/bin/* /tmp/strata/lib/libstrata.so | grep "not found" | sort -u)
 [ -n "$missing" ] && say "MISSING LIBRARIES: $missing"
-# Which CUDA libraries the loader picked (PyTorch's wheels, the toolkit's): for the record.
-ldd /tmp/strata/lib/libstrata.so | grep -E "libcudart|libcublas|libcudnn\.|libnccl" | tee -a "$summary"
+# Which CUDA libraries the loader picked (PyTorch's wheels, the toolkit's), for the record: the runtime loads with
+# libstrata, cuBLAS, cuDNN and NCCL when first used (src/strata/cuda_libraries.hpp).
+ldd /tmp/strata/lib/libstrata.so | grep -E "libcudart" | tee -a "$summary"
+strata_tests --gtest_filter='CudaLibraries.*' 2>&1 | grep -E "opened from|FAILED" | tee -a "$summary"
 strata device_query 2>&1 | tee "$out/device_query.txt"
 
 for step in $steps; do

@@ -74,6 +74,27 @@ class StrataTool : public ::testing::Test {
   TempDir dir_;
 };
 
+#ifdef STRATA_USE_CUDA
+// A CPU run of a GPU build never loads cuBLAS, cuDNN or NCCL (src/strata/cuda_libraries.hpp): the loader's own log
+// (LD_DEBUG=libs) names every library a process opens, at start-up or later.
+TEST_F(StrataTool, CpuRunOfAGpuBuildLoadsNoCudaLibraries) {
+  const std::string net = Write("net.prototxt", R"(name: "conv"
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 } shape { dim: 2 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 2 kernel_size: 3 } }
+layer { name: "ip" type: "InnerProduct" bottom: "c" top: "z" inner_product_param { num_output: 4 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss" }
+)");
+  const std::string log = dir_ / "log";
+  ASSERT_EQ(Shell("LD_DEBUG=libs " + kStrata + " time --model=" + net + " --iterations=2 > " + log + " 2>&1"), 0)
+      << ReadAll(log);
+  const std::string out = ReadAll(log);
+  ASSERT_NE(out.find("find library=libglog"), std::string::npos) << "no loader log: " << out;
+  for (const char* library : {"libcublas", "libcudnn", "libnccl"}) {
+    EXPECT_EQ(out.find(std::string("library=") + library), std::string::npos) << library << " was loaded:\n" << out;
+  }
+}
+#endif
+
 TEST_F(StrataTool, ValidNetTimes) {
   const std::string net = Write("net.prototxt", kNet);
   EXPECT_EQ(Shell(kStrata + " time --model=" + net + " --iterations=2 > " + dir_ / "out" + " 2>&1"), 0)

@@ -31,6 +31,9 @@ namespace cuda {
 // end the tool with one clear message instead of a glog abort.
 [[noreturn]] void fail(const char* what, const char* expr, const std::string& message, const char* file, int line);
 const char* cublas_status_string(cublasStatus_t status);
+#ifdef STRATA_USE_CUDNN
+const char* cudnn_status_string(cudnnStatus_t status);
+#endif
 
 // The calling thread's handles, created on first use (on the device select_gpu_device chose). cuBLAS's math
 // mode follows gpu_options().allow_tf32 at every call.
@@ -69,11 +72,11 @@ inline int blocks(long long n) {
   } while (0)
 
 #ifdef STRATA_USE_CUDNN
-#define STRATA_CUDNN_CHECK(expr)                                                               \
-  do {                                                                                         \
-    const cudnnStatus_t strata_st_ = (expr);                                                   \
-    if (strata_st_ != CUDNN_STATUS_SUCCESS)                                                    \
-      ::strata::cuda::fail("cuDNN", #expr, cudnnGetErrorString(strata_st_), __FILE__, __LINE__); \
+#define STRATA_CUDNN_CHECK(expr)                                                                                 \
+  do {                                                                                                           \
+    const cudnnStatus_t strata_st_ = (expr);                                                                     \
+    if (strata_st_ != CUDNN_STATUS_SUCCESS)                                                                      \
+      ::strata::cuda::fail("cuDNN", #expr, ::strata::cuda::cudnn_status_string(strata_st_), __FILE__, __LINE__); \
   } while (0)
 #endif
 

@@ -10,6 +10,7 @@
 #include "device_memory.hpp"
 #include "strata/common.hpp"
 #include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
 #include "strata/memory_tracker.hpp"
 
 namespace strata {
@@ -83,7 +84,7 @@ std::string gpu_device_report(int device) {
     << "Driver / runtime version:      " << driver / 1000 << "." << (driver % 1000) / 10 << " / "
     << runtime / 1000 << "." << (runtime % 1000) / 10 << "\n";
 #ifdef STRATA_USE_CUDNN
-  const size_t v = cudnnGetVersion();
+  const size_t v = cuda::cudnn_api().cudnnGetVersion();
   s << "cuDNN version:                 " << v / 10000 << "." << (v % 10000) / 100 << "." << v % 100 << "\n";
 #endif
   return s.str();
@@ -120,6 +121,10 @@ const char* cublas_status_string(cublasStatus_t status) {
   }
 }
 
+#ifdef STRATA_USE_CUDNN
+const char* cudnn_status_string(cudnnStatus_t status) { return cudnn_api().cudnnGetErrorString(status); }
+#endif
+
 namespace {
 
 // One per thread that touches the GPU. Destroyed at thread exit; at process exit the driver may already be
@@ -137,9 +142,9 @@ struct ThreadState {
     if (g_selected_device >= 0) STRATA_CUDA_CHECK(cudaSetDevice(g_selected_device));
   }
   ~ThreadState() {
-    if (cublas) cublasDestroy(cublas);
+    if (cublas) cublas_api().cublasDestroy(cublas);
 #ifdef STRATA_USE_CUDNN
-    if (cudnn) cudnnDestroy(cudnn);
+    if (cudnn) cudnn_api().cudnnDestroy(cudnn);
 #endif
     if (workspace) {
       cudaFree(workspace);
@@ -157,16 +162,16 @@ ThreadState& state() {
 
 cublasHandle_t cublas() {
   ThreadState& s = state();
-  if (s.cublas == nullptr) STRATA_CUBLAS_CHECK(cublasCreate(&s.cublas));
-  STRATA_CUBLAS_CHECK(cublasSetMathMode(
-      s.cublas, gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  if (s.cublas == nullptr) STRATA_CUBLAS(cublasCreate, &s.cublas);
+  STRATA_CUBLAS(cublasSetMathMode, s.cublas,
+                gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   return s.cublas;
 }
 
 #ifdef STRATA_USE_CUDNN
 cudnnHandle_t cudnn() {
   ThreadState& s = state();
-  if (s.cudnn == nullptr) STRATA_CUDNN_CHECK(cudnnCreate(&s.cudnn));
+  if (s.cudnn == nullptr) STRATA_CUDNN(cudnnCreate, &s.cudnn);
   return s.cudnn;
 }
 #endif

@@ -1,5 +1,6 @@
 // The GPU math of math_functions.hpp: cuBLAS for BLAS, one small grid-stride kernel per element-wise operation.
 #include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
 #include "strata/math_functions.hpp"
 
 namespace strata {
@@ -51,14 +52,14 @@ void gpu_gemm<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K
                      const float* B, float beta, float* C) {
   const int lda = ta == CblasNoTrans ? K : M;
   const int ldb = tb == CblasNoTrans ? N : K;
-  STRATA_CUBLAS_CHECK(cublasSgemm(cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
+  STRATA_CUBLAS(cublasSgemm, cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N);
 }
 template <>
 void gpu_gemm<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha, const double* A,
                       const double* B, double beta, double* C) {
   const int lda = ta == CblasNoTrans ? K : M;
   const int ldb = tb == CblasNoTrans ? N : K;
-  STRATA_CUBLAS_CHECK(cublasDgemm(cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N));
+  STRATA_CUBLAS(cublasDgemm, cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, ldb, A, lda, &beta, C, N);
 }
 
 // Row-major M x N A is column-major N x M: y = A x is y = (A^T)^T x, so the transposition flips.
@@ -66,31 +67,31 @@ template <>
 void gpu_gemv<float>(CBLAS_TRANSPOSE ta, int M, int N, float alpha, const float* A, const float* x, float beta,
                      float* y) {
   const cublasOperation_t t = ta == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  STRATA_CUBLAS_CHECK(cublasSgemv(cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+  STRATA_CUBLAS(cublasSgemv, cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1);
 }
 template <>
 void gpu_gemv<double>(CBLAS_TRANSPOSE ta, int M, int N, double alpha, const double* A, const double* x,
                       double beta, double* y) {
   const cublasOperation_t t = ta == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  STRATA_CUBLAS_CHECK(cublasDgemv(cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+  STRATA_CUBLAS(cublasDgemv, cuda::cublas(), t, N, M, &alpha, A, N, x, 1, &beta, y, 1);
 }
 
 template <>
 void gpu_axpy<float>(int n, float alpha, const float* x, float* y) {
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasSaxpy(cuda::cublas(), n, &alpha, x, 1, y, 1));
+  if (n > 0) STRATA_CUBLAS(cublasSaxpy, cuda::cublas(), n, &alpha, x, 1, y, 1);
 }
 template <>
 void gpu_axpy<double>(int n, double alpha, const double* x, double* y) {
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasDaxpy(cuda::cublas(), n, &alpha, x, 1, y, 1));
+  if (n > 0) STRATA_CUBLAS(cublasDaxpy, cuda::cublas(), n, &alpha, x, 1, y, 1);
 }
 
 template <>
 void gpu_scal<float>(int n, float alpha, float* x) {
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasSscal(cuda::cublas(), n, &alpha, x, 1));
+  if (n > 0) STRATA_CUBLAS(cublasSscal, cuda::cublas(), n, &alpha, x, 1);
 }
 template <>
 void gpu_scal<double>(int n, double alpha, double* x) {
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasDscal(cuda::cublas(), n, &alpha, x, 1));
+  if (n > 0) STRATA_CUBLAS(cublasDscal, cuda::cublas(), n, &alpha, x, 1);
 }
 
 template <typename Dtype>
@@ -101,26 +102,26 @@ void gpu_axpby(int n, Dtype alpha, const Dtype* x, Dtype beta, Dtype* y) {
 template <>
 float gpu_dot<float>(int n, const float* x, const float* y) {
   float r = 0;
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasSdot(cuda::cublas(), n, x, 1, y, 1, &r));
+  if (n > 0) STRATA_CUBLAS(cublasSdot, cuda::cublas(), n, x, 1, y, 1, &r);
   return r;
 }
 template <>
 double gpu_dot<double>(int n, const double* x, const double* y) {
   double r = 0;
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasDdot(cuda::cublas(), n, x, 1, y, 1, &r));
+  if (n > 0) STRATA_CUBLAS(cublasDdot, cuda::cublas(), n, x, 1, y, 1, &r);
   return r;
 }
 
 template <>
 float gpu_asum<float>(int n, const float* x) {
   float r = 0;
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasSasum(cuda::cublas(), n, x, 1, &r));
+  if (n > 0) STRATA_CUBLAS(cublasSasum, cuda::cublas(), n, x, 1, &r);
   return r;
 }
 template <>
 double gpu_asum<double>(int n, const double* x) {
   double r = 0;
-  if (n > 0) STRATA_CUBLAS_CHECK(cublasDasum(cuda::cublas(), n, x, 1, &r));
+  if (n > 0) STRATA_CUBLAS(cublasDasum, cuda::cublas(), n, x, 1, &r);
   return r;
 }
 

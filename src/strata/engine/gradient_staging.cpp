@@ -11,6 +11,7 @@
 #include "strata/memory_tracker.hpp"
 #ifdef STRATA_USE_CUDA
 #include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
 #endif
 #ifdef STRATA_HAVE_NCCL
 #include <nccl.h>
@@ -272,13 +273,6 @@ class HostStaging : public GradientStaging<Dtype> {
 
 #ifdef STRATA_HAVE_NCCL
 
-#define STRATA_NCCL_CHECK(expr)                                                          \
-  do {                                                                                   \
-    const ncclResult_t strata_nccl_ = (expr);                                            \
-    if (strata_nccl_ != ncclSuccess)                                                     \
-      ::strata::cuda::fail("NCCL", #expr, ncclGetErrorString(strata_nccl_), __FILE__, __LINE__); \
-  } while (0)
-
 // NCCL refuses two ranks on one GPU, with an error from deep inside ncclCommInitRank. Every rank compares every
 // rank's GPU first, so all of them stop here with the same clear message and none waits in a collective.
 void RequireOneGpuPerRank(MPI_Comm world) {
@@ -315,10 +309,10 @@ class NcclStaging : public GradientStaging<Dtype> {
     STRATA_MPI_CHECK(MPI_Comm_size(s.world, &size));
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
-    if (rank == 0) STRATA_NCCL_CHECK(ncclGetUniqueId(&id));
+    if (rank == 0) STRATA_NCCL(ncclGetUniqueId, &id);
     STRATA_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, s.world));
     try {
-      STRATA_NCCL_CHECK(ncclCommInitRank(&comm_, size, id, rank));
+      STRATA_NCCL(ncclCommInitRank, &comm_, size, id, rank);
       STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
       for (int i = 0; i < layout_.total_chunks(); ++i) reduced_.push_back(MakeWaitEvent());
@@ -338,12 +332,12 @@ class NcclStaging : public GradientStaging<Dtype> {
     for (int c = 0; c < static_cast<int>(layout_.chunks(bucket).size()); ++c) {
       const auto& pieces = layout_.pieces(bucket, c);
       // A packed bucket's gradients are separate buffers: one grouped launch reduces them all in place.
-      if (pieces.size() > 1) STRATA_NCCL_CHECK(ncclGroupStart());
+      if (pieces.size() > 1) STRATA_NCCL(ncclGroupStart);
       for (const auto& p : pieces) {
         Dtype* g = grads[p.slot] + p.grad_offset;
-        STRATA_NCCL_CHECK(ncclAllReduce(g, g, p.count, kType, ncclSum, comm_, stream_));
+        STRATA_NCCL(ncclAllReduce, g, g, p.count, kType, ncclSum, comm_, stream_);
       }
-      if (pieces.size() > 1) STRATA_NCCL_CHECK(ncclGroupEnd());
+      if (pieces.size() > 1) STRATA_NCCL(ncclGroupEnd);
       STRATA_CUDA_CHECK(cudaEventRecord(reduced_[layout_.chunk_id(bucket, c)], stream_));
     }
   }
@@ -355,7 +349,7 @@ class NcclStaging : public GradientStaging<Dtype> {
 
   std::string describe() const override {
     int version = 0;
-    ncclGetVersion(&version);
+    cuda::nccl_api().ncclGetVersion(&version);
     std::ostringstream s;
     s << "NCCL " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100 << " in device memory ("
       << layout_.total_chunks() << " chunk(s))";
@@ -367,8 +361,9 @@ class NcclStaging : public GradientStaging<Dtype> {
     // Normally every chunk was waited for (the engine drains first); after an error the job is being aborted.
     if (stream_) LogIfFailed(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     if (comm_) {
-      const ncclResult_t r = ncclCommDestroy(comm_);
-      if (r != ncclSuccess) LOG(ERROR) << "ncclCommDestroy: " << ncclGetErrorString(r);
+      const cuda::NcclApi& nccl = cuda::nccl_api();
+      const ncclResult_t r = nccl.ncclCommDestroy(comm_);
+      if (r != ncclSuccess) LOG(ERROR) << "ncclCommDestroy: " << nccl.ncclGetErrorString(r);
     }
     for (cudaEvent_t e : reduced_) LogIfFailed(cudaEventDestroy(e), "cudaEventDestroy");
     if (computed_) LogIfFailed(cudaEventDestroy(computed_), "cudaEventDestroy");

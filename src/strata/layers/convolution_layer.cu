@@ -22,10 +22,10 @@ void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& 
   const Dtype* w = this->blobs_[0]->gpu_data();
   for (size_t i = 0; i < bottom.size(); ++i) {
     Dtype* y = top[i]->mutable_gpu_data();
-    STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, c.x, bottom[i]->gpu_data(), c.w, w, c.fwd, c.algo.fwd, ws,
-                                               c.algo.fwd_bytes, &zero, c.y, y));
+    STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, bottom[i]->gpu_data(), c.w, w, c.fwd, c.algo.fwd, ws,
+                 c.algo.fwd_bytes, &zero, c.y, y);
     if (bias_term_) {
-      STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, c.y_bias, this->blobs_[1]->gpu_data(), &one, c.y, y));
+      STRATA_CUDNN(cudnnAddTensor, h, &one, c.y_bias, this->blobs_[1]->gpu_data(), &one, c.y, y);
     }
     if (relu_) {
       const long long n = top[i]->count();
@@ -49,18 +49,15 @@ void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector
     const Dtype* dy = top[i]->gpu_diff();
     // Parameter gradients accumulate (beta = 1), as the CPU's GEMMs do.
     if (bias_term_ && this->param_propagate_down(1)) {
-      STRATA_CUDNN_CHECK(
-          cudnnConvolutionBackwardBias(h, &one, c.y, dy, &one, c.y_bias, this->blobs_[1]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionBackwardBias, h, &one, c.y, dy, &one, c.y_bias, this->blobs_[1]->mutable_gpu_diff());
     }
     if (this->param_propagate_down(0)) {
-      STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, c.x, bottom[i]->gpu_data(), c.y, dy, c.bwd_filter,
-                                                        c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &one, c.w,
-                                                        this->blobs_[0]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, bottom[i]->gpu_data(), c.y, dy, c.bwd_filter,
+                   c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &one, c.w, this->blobs_[0]->mutable_gpu_diff());
     }
     if (propagate_down[i]) {
-      STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, c.w, this->blobs_[0]->gpu_data(), c.y, dy,
-                                                      c.bwd_data, c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero,
-                                                      c.x, bottom[i]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, this->blobs_[0]->gpu_data(), c.y, dy, c.bwd_data,
+                   c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, bottom[i]->mutable_gpu_diff());
     }
   }
 }

@@ -44,22 +44,22 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key) {
   cudnnHandle_t h = cuda::cudnn();
   int returned = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  STRATA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                          &returned, fp));
+  STRATA_CUDNN(cudnnFindConvolutionForwardAlgorithm, h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+               &returned, fp);
   const auto* f = pick(fp, returned, "forward", key);
   a.fwd = f->algo;
   a.fwd_math = f->mathType;
   a.fwd_bytes = f->memory;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, c.w, c.y, c.bwd_data, c.x,
-                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp));
+  STRATA_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm, h, c.w, c.y, c.bwd_data, c.x,
+               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
   const auto* d = pick(dp, returned, "backward-data", key);
   a.bwd_data = d->algo;
   a.bwd_data_math = d->mathType;
   a.bwd_data_bytes = d->memory;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  STRATA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
-      h, c.x, c.y, c.bwd_filter, c.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp));
+  STRATA_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm, h, c.x, c.y, c.bwd_filter, c.w,
+               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
   const auto* wf = pick(wp, returned, "backward-filter", key);
   a.bwd_filter = wf->algo;
   a.bwd_filter_math = wf->mathType;
@@ -72,25 +72,26 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key) {
 }  // namespace
 
 Convolution::Convolution() {
-  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
-  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
-  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_bias));
-  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_bias));
-  STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&fwd));
-  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&bwd_data));
-  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&bwd_filter));
+  STRATA_CUDNN(cudnnCreateTensorDescriptor, &x);
+  STRATA_CUDNN(cudnnCreateTensorDescriptor, &y);
+  STRATA_CUDNN(cudnnCreateTensorDescriptor, &x_bias);
+  STRATA_CUDNN(cudnnCreateTensorDescriptor, &y_bias);
+  STRATA_CUDNN(cudnnCreateFilterDescriptor, &w);
+  STRATA_CUDNN(cudnnCreateConvolutionDescriptor, &fwd);
+  STRATA_CUDNN(cudnnCreateConvolutionDescriptor, &bwd_data);
+  STRATA_CUDNN(cudnnCreateConvolutionDescriptor, &bwd_filter);
 }
 
 Convolution::~Convolution() {
-  cudnnDestroyTensorDescriptor(x);
-  cudnnDestroyTensorDescriptor(y);
-  cudnnDestroyTensorDescriptor(x_bias);
-  cudnnDestroyTensorDescriptor(y_bias);
-  cudnnDestroyFilterDescriptor(w);
-  cudnnDestroyConvolutionDescriptor(fwd);
-  cudnnDestroyConvolutionDescriptor(bwd_data);
-  cudnnDestroyConvolutionDescriptor(bwd_filter);
+  const cuda::CudnnApi& dnn = cuda::cudnn_api();
+  dnn.cudnnDestroyTensorDescriptor(x);
+  dnn.cudnnDestroyTensorDescriptor(y);
+  dnn.cudnnDestroyTensorDescriptor(x_bias);
+  dnn.cudnnDestroyTensorDescriptor(y_bias);
+  dnn.cudnnDestroyFilterDescriptor(w);
+  dnn.cudnnDestroyConvolutionDescriptor(fwd);
+  dnn.cudnnDestroyConvolutionDescriptor(bwd_data);
+  dnn.cudnnDestroyConvolutionDescriptor(bwd_filter);
 }
 
 template <typename Dtype>
@@ -107,19 +108,19 @@ void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
   if (c->key == key) return;
   c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
   const cudnnDataType_t t = data_type<Dtype>();
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x_bias, CUDNN_TENSOR_NCHW, t, 1, g.channels, 1, 1));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y_bias, CUDNN_TENSOR_NCHW, t, 1, num_output, 1, 1));
-  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w, t, CUDNN_TENSOR_NCHW, num_output, g.channels / group,
-                                                g.kernel_h, g.kernel_w));
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, t, 1, g.channels, 1, 1);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, t, 1, num_output, 1, 1);
+  STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, CUDNN_TENSOR_NCHW, num_output, g.channels / group, g.kernel_h,
+               g.kernel_w);
   // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores.
   const cudnnMathType_t math = o.allow_tf32 && sizeof(Dtype) == 4 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
-    STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
-                                                       g.dilation_w, CUDNN_CROSS_CORRELATION, t));
-    STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, group));
-    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+    STRATA_CUDNN(cudnnSetConvolution2dDescriptor, d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
+                 g.dilation_w, CUDNN_CROSS_CORRELATION, t);
+    STRATA_CUDNN(cudnnSetConvolutionGroupCount, d, group);
+    STRATA_CUDNN(cudnnSetConvolutionMathType, d, math);
   }
 
   Algorithms a{};
@@ -138,9 +139,9 @@ void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
     g_cache[key] = a;
   }
   // Run each direction with the math type its algorithm was measured with.
-  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->fwd, a.fwd_math));
-  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_data, a.bwd_data_math));
-  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c->bwd_filter, a.bwd_filter_math));
+  STRATA_CUDNN(cudnnSetConvolutionMathType, c->fwd, a.fwd_math);
+  STRATA_CUDNN(cudnnSetConvolutionMathType, c->bwd_data, a.bwd_data_math);
+  STRATA_CUDNN(cudnnSetConvolutionMathType, c->bwd_filter, a.bwd_filter_math);
   c->algo = a;
   c->key = key;
 }

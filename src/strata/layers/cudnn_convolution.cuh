@@ -14,6 +14,7 @@
 #include <string>
 
 #include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
 #include "strata/im2col.hpp"
 
 namespace strata {

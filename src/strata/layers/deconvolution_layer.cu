@@ -22,10 +22,10 @@ void DeconvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec
   const Dtype* w = this->blobs_[0]->gpu_data();
   for (size_t i = 0; i < bottom.size(); ++i) {
     Dtype* y = top[i]->mutable_gpu_data();
-    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, c.w, w, c.y, bottom[i]->gpu_data(), c.bwd_data,
-                                                    c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, y));
+    STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, w, c.y, bottom[i]->gpu_data(), c.bwd_data, c.algo.bwd_data,
+                 ws, c.algo.bwd_data_bytes, &zero, c.x, y);
     if (bias_term_) {
-      STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, c.x_bias, this->blobs_[1]->gpu_data(), &one, c.x, y));
+      STRATA_CUDNN(cudnnAddTensor, h, &one, c.x_bias, this->blobs_[1]->gpu_data(), &one, c.x, y);
     }
   }
 }
@@ -44,19 +44,16 @@ void DeconvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vect
     const Dtype* dy = top[i]->gpu_diff();
     // Parameter gradients accumulate (beta = 1), as the CPU's do.
     if (bias_term_ && this->param_propagate_down(1)) {
-      STRATA_CUDNN_CHECK(
-          cudnnConvolutionBackwardBias(h, &one, c.x, dy, &one, c.x_bias, this->blobs_[1]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionBackwardBias, h, &one, c.x, dy, &one, c.x_bias, this->blobs_[1]->mutable_gpu_diff());
     }
     if (this->param_propagate_down(0)) {
       // The transposed convolution's input is the top (its gradient here), its output the bottom.
-      STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, c.x, dy, c.y, bottom[i]->gpu_data(), c.bwd_filter,
-                                                        c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &one, c.w,
-                                                        this->blobs_[0]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, dy, c.y, bottom[i]->gpu_data(), c.bwd_filter,
+                   c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &one, c.w, this->blobs_[0]->mutable_gpu_diff());
     }
     if (propagate_down[i]) {
-      STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, c.x, dy, c.w, this->blobs_[0]->gpu_data(), c.fwd,
-                                                 c.algo.fwd, ws, c.algo.fwd_bytes, &zero, c.y,
-                                                 bottom[i]->mutable_gpu_diff()));
+      STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, dy, c.w, this->blobs_[0]->gpu_data(), c.fwd, c.algo.fwd, ws,
+                   c.algo.fwd_bytes, &zero, c.y, bottom[i]->mutable_gpu_diff());
     }
   }
 }
