@@ -105,15 +105,15 @@ class Solver {
   void RestoreRandomEngine(const SolverState& state, const std::string& state_file);
   // The replicas' collectives, from the engine (null: one rank).
   Collectives* collectives() const { return engine_->collectives(); }
-  // Asked by the engine between an iteration's micro-batches (iter_size may be huge): true when a signal asks to
-  // stop now. The engine then drops the iteration, and Solve ends without a final snapshot.
+  // Asked by the engine between an iteration's micro-batches (iter_size may be huge): true when a signal reached
+  // this process asking to stop. The engine then drops the iteration (a data-parallel job's ranks agree on that
+  // first), and Solve ends without a final snapshot.
   bool StopRequestedInIteration();
 
   std::vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   std::function<SignalAction()> action_;
   SignalAction pending_action_ = SignalAction::kNone;  // polled inside an iteration, acted on after it
-  bool iteration_dropped_ = false;
   bool requested_early_exit_ = false;
   // Declared after the nets, so destroyed before them (the optimizer's stage holds hooks on the train net); the
   // engine last declared, so destroyed first: its threads may still be updating the weights.

@@ -238,8 +238,7 @@ bool Solver<Dtype>::StopRequestedInIteration() {
   if (a == SignalAction::kStop || (a == SignalAction::kSnapshot && pending_action_ == SignalAction::kNone)) {
     pending_action_ = a;
   }
-  iteration_dropped_ = pending_action_ == SignalAction::kStop;
-  return iteration_dropped_;
+  return pending_action_ == SignalAction::kStop;
 }
 
 template <typename Dtype>
@@ -266,12 +265,11 @@ void Solver<Dtype>::Solve(const std::string& resume_file) {
     Restore(resume_file);
   }
   requested_early_exit_ = false;
-  iteration_dropped_ = false;
   const int start_iter = iter_;
   Step(param_.max_iter() - iter_);
   engine_->Drain();
   RequireFiniteWeights(*net_, iter_);  // the last update too: a NaN model never ends a run with status 0
-  if (iteration_dropped_) {
+  if (requested_early_exit_ && engine_->iteration_dropped()) {
     // The data and random engines moved on inside the dropped iteration: a snapshot now would not resume exactly.
     LOG(WARNING) << "Stopped inside iteration " << iter_ << " (iter_size " << param_.iter_size()
                  << "): that iteration is dropped and no final snapshot is written";
@@ -325,7 +323,7 @@ void Solver<Dtype>::Step(int iters) {
     const bool display = param_.display() && iter_ % param_.display() == 0;
     const Dtype rate = GetLearningRate();
     const Dtype loss = engine_->Iterate(rate, iter_);
-    if (iteration_dropped_) {
+    if (engine_->iteration_dropped()) {
       requested_early_exit_ = true;
       break;
     }

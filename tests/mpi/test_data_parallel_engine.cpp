@@ -581,6 +581,44 @@ TEST_F(DataParallelEngineTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration
   Strata::set_solver_count(1);
 }
 
+// A stop that reaches one rank only (the last) inside an iteration of many micro-batches ends every rank after the
+// same micro-batch, not at the iteration's end: each rank asks the others between its micro-batches. The iteration
+// is dropped everywhere (no update), so the weights are the one full iteration's before it.
+TEST_F(DataParallelEngineTest, AStopReachingOneRankEndsEveryRankWithinOneMicroBatch) {
+  const int n = world_size();
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(n);
+  SolverSetting setting;
+  setting.iter_size = 64;
+  SolverParameter p = MakeSolverParam(kBatchPerRank, setting);
+  p.set_max_iter(4);
+  DataParallelOptions o;
+  o.chunk_bytes = 64;
+  auto stopped = SolverRegistry<float>::Create(p);
+  DataParallelEngine<float>& engine = *Install(stopped.get(), o);
+  Solver<float>* s = stopped.get();
+  const bool signalled = world_rank() == n - 1;
+  int polls = 0;  // in iteration 1: at its start, then after each micro-batch
+  stopped->SetActionFunction([s, signalled, &polls] {
+    if (s->iter() == 1) ++polls;
+    return signalled && polls == 4 ? SignalAction::kStop : SignalAction::kNone;
+  });
+  stopped->Solve();
+  EXPECT_EQ(stopped->iter(), 1);
+  EXPECT_EQ(polls, 4) << "this rank did not stop after the micro-batch the signalled rank stopped after";
+  const uint64_t digest = engine.WeightsDigest();
+  EXPECT_TRUE(same_on_all_ranks(digest));
+  stopped.reset();
+
+  p.set_max_iter(1);
+  auto whole = SolverRegistry<float>::Create(p);
+  DataParallelEngine<float>& reference = *Install(whole.get(), o);
+  whole->Solve();
+  EXPECT_EQ(digest, reference.WeightsDigest()) << "the dropped iteration changed the weights";
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
 // Resuming from a snapshot on N ranks repeats the uninterrupted N-rank run bit for bit (resume_test_util.hpp):
 // the data positions and transform seeds, and every rank's random engine, gathered to rank 0's solverstate.
 TEST_F(DataParallelEngineTest, ResumeFromSnapshotIsExact) {

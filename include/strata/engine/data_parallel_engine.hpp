@@ -110,7 +110,8 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
     double forward_ms = 0, forward_wait_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
     int iterations = 0, tails = 0;
   };
-  // A chunk of a bucket to reduce, or (bucket kControlTask) the iteration's signal message.
+  // A chunk of a bucket to reduce, or (bucket kControlTask) the iteration's signal message, or (kStopQueryTask)
+  // the question between two micro-batches whether any rank stops now.
   struct Task {
     int bucket;
     size_t offset = 0;
@@ -120,6 +121,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
     SignalAction action = SignalAction::kNone;
   };
   static constexpr int kControlTask = -1;
+  static constexpr int kStopQueryTask = -2;
   struct Worker {
     int index = 0;  // 0-based; its timeline row is index + 1
     std::thread thread;
@@ -132,6 +134,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   void AttachHooks();
   void OnBackward(int layer_id);
   void WaitForLayer(int layer_id);
+  bool StopAgreed();
   void Submit(int bucket);
   void Enqueue(Worker& w, const Task& t);
   void WorkerLoop(int k);

@@ -5,6 +5,8 @@
 // more tiny allreduce (a "control message"), queued on communication thread 0 behind that iteration's
 // gradients, and every rank acts on the sum of iteration t at iteration t + 2, when it has long arrived (the
 // forward of t + 1 already waited for every update of t). With one rank a request is acted on at once.
+// Between the micro-batches of one iteration (iter_size > 1), a stop is agreed at once instead: a "stop query"
+// on thread 0, which has nothing else to do then, whose answer the main thread waits for.
 #pragma once
 
 #include <condition_variable>
@@ -33,6 +35,11 @@ class SignalAgreement {
   // Waits until no control message is queued or in flight (a rank must not leave while one is).
   void WaitIdle();
 
+  // A communication thread: sums the ranks' stop requests of one stop query (kStop or kNone each).
+  void ReduceStopQuery(SignalAction request, Allreduce& allreduce);
+  // Main thread: waits for the stop query it queued and returns whether any rank asked to stop.
+  bool WaitForStopQuery();
+
  private:
   const int ranks_;
   SignalAction local_ = SignalAction::kNone;  // main thread: the request not yet sent
@@ -41,6 +48,7 @@ class SignalAgreement {
   std::map<int, SignalAction> agreed_;  // by iteration
   int pending_ = 0;                     // messages taken and not yet reduced
   int first_iter_ = -1;                 // the first iteration that sent one (-1: none yet)
+  int stop_query_ = -1;                 // the last stop query's answer, 0 or 1, until taken (-1: none)
 };
 
 }  // namespace strata

@@ -89,12 +89,16 @@ class TrainingEngine {
   // Collectives over the replicas for optimizers that communicate more than the gradient (K-FAC); null: one rank.
   virtual Collectives* collectives() { return nullptr; }
 
-  // The loop's "stop now?", for engines that can drop an iteration between its micro-batches (one process): a
-  // signal is then honoured within one micro-batch whatever iter_size is. Ranks that must agree stop at iterations.
+  // The loop's "stop now?", for engines that drop an iteration between its micro-batches: a signal is then
+  // honoured within one micro-batch whatever iter_size is (a data-parallel job's ranks agree on it first).
   void set_stop_poll(std::function<bool()> poll) { stop_poll_ = std::move(poll); }
+  // Whether the last Iterate stopped between micro-batches, and so applied no update.
+  bool iteration_dropped() const { return iteration_dropped_; }
 
  protected:
   bool StopRequested() const { return stop_poll_ && stop_poll_(); }
+
+  bool iteration_dropped_ = false;  // set by Iterate
 
  private:
   std::function<bool()> stop_poll_;

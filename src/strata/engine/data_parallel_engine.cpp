@@ -144,6 +144,7 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
   const int iter_size = iter_size_;
   iter_ = iter;
   optimizer_->BeginIteration(iter);
+  this->iteration_dropped_ = false;
   const double t_start = timeline_.now_us();
   Dtype loss = 0;
   for (int pass = 0; pass < iter_size; ++pass) {
@@ -168,6 +169,11 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
     net_->Backward();  // the last pass submits each layer's buckets as backward leaves it (OnBackward)
     backward_end_us_ = timeline_.now_us();
     stats_.backward_ms += (backward_end_us_ - b0) / 1000;
+    // A signal is honoured within one micro-batch, whatever iter_size is: the iteration is dropped, not applied.
+    if (!last_pass_ && StopAgreed()) {
+      this->iteration_dropped_ = true;
+      return loss / (pass + 1);
+    }
   }
   loss /= iter_size;
   RequireFiniteLoss(loss, iter);
@@ -194,6 +200,18 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
   stats_.iteration_ms += (timeline_.now_us() - t_start) / 1000;
   ++stats_.iterations;
   return loss;
+}
+
+// Between two micro-batches: whether a signal reached any rank asking to stop. Every rank asks after the same
+// micro-batch, on thread 0, where nothing of this iteration is queued yet (only its last micro-batch submits).
+template <typename Dtype>
+bool DataParallelEngine<Dtype>::StopAgreed() {
+  const bool local = this->StopRequested();
+  if (ranks_ == 1) return local;
+  Task t{kStopQueryTask};
+  t.action = local ? SignalAction::kStop : SignalAction::kNone;
+  Enqueue(*workers_[0], t);
+  return signals_.WaitForStopQuery();
 }
 
 // Clipping and K-FAC: wait for every reduction, then the optimizer updates with the whole gradient here.
@@ -294,6 +312,8 @@ void DataParallelEngine<Dtype>::WorkerLoop(int k) {
     }
     if (t.bucket == kControlTask) {
       signals_.Reduce(t.iter, t.action, *w.allreduce);
+    } else if (t.bucket == kStopQueryTask) {
+      signals_.ReduceStopQuery(t.action, *w.allreduce);
     } else {
       Reduce(w, t);
     }

@@ -47,6 +47,23 @@ void SignalAgreement::Reduce(int iter, SignalAction request, Allreduce& allreduc
   cv_.notify_all();
 }
 
+void SignalAgreement::ReduceStopQuery(SignalAction request, Allreduce& allreduce) {
+  float stops[2] = {request == SignalAction::kStop ? 1.f : 0.f, 0.f};  // the control message's shape
+  allreduce.run(stops, 2);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_query_ = stops[0] > 0 ? 1 : 0;
+  cv_.notify_all();
+}
+
+bool SignalAgreement::WaitForStopQuery() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return stop_query_ >= 0; });
+  const bool stop = stop_query_ == 1;
+  stop_query_ = -1;
+  if (stop && Strata::root_solver()) LOG(INFO) << "All ranks stop between two micro-batches";
+  return stop;
+}
+
 void SignalAgreement::WaitIdle() {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return pending_ == 0; });

@@ -37,6 +37,7 @@ template <typename Dtype>
 Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
   optimizer_->BeginIteration(iter);
   if (!optimizer_->gradients_zeroed()) net_->ClearParamDiffs();
+  this->iteration_dropped_ = false;
   Dtype loss = 0;
   for (int pass = 0; pass < iter_size_; ++pass) {
     Dtype l = 0;
@@ -45,7 +46,10 @@ Dtype LocalEngine<Dtype>::Iterate(Dtype rate, int iter) {
     net_->Backward();
     loss += l;
     // A signal is honoured within one micro-batch, whatever iter_size is: the iteration is dropped, not applied.
-    if (pass + 1 < iter_size_ && this->StopRequested()) return loss / (pass + 1);
+    if (pass + 1 < iter_size_ && this->StopRequested()) {
+      this->iteration_dropped_ = true;
+      return loss / (pass + 1);
+    }
   }
   loss /= iter_size_;
   RequireFiniteLoss(loss, iter);
