@@ -176,8 +176,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   int unreduced_params_ = 0;             // submitted, not yet reduced
   bool last_pass_ = true;
   bool layouts_agreed_ = false;
-  Dtype pending_rate_ = 0;  // the rate and number of the iteration whose backward is running
-  int pending_iter_ = 0;
+  Dtype rate_ = 0;  // the learning rate of the iteration running (iter_)
   bool whole_gradient_ = false;     // the optimizer updates the whole net at once (clipping, K-FAC)
   bool one_pass_updates_ = false;  // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
 

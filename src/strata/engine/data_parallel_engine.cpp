@@ -142,7 +142,8 @@ DataParallelEngine<Dtype>::~DataParallelEngine() {
 template <typename Dtype>
 Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
   const int iter_size = iter_size_;
-  iter_ = iter;
+  iter_ = iter;  // with rate_, what the submissions in OnBackward carry
+  rate_ = rate;
   optimizer_->BeginIteration(iter);
   this->iteration_dropped_ = false;
   const double t_start = timeline_.now_us();
@@ -163,9 +164,6 @@ Dtype DataParallelEngine<Dtype>::Iterate(Dtype rate, int iter) {
       stats_.tail_ms += std::max(0.0, last_update_us_ - backward_end_us_) / 1000;
       ++stats_.tails;
     }
-    // Submissions in OnBackward need this iteration's rate and number.
-    pending_rate_ = rate;
-    pending_iter_ = iter;
     net_->Backward();  // the last pass submits each layer's buckets as backward leaves it (OnBackward)
     backward_end_us_ = timeline_.now_us();
     stats_.backward_ms += (backward_end_us_ - b0) / 1000;
@@ -256,7 +254,7 @@ void DataParallelEngine<Dtype>::Submit(int bucket_id) {
   if (staging_) staging_->Stage(bucket_id);
   // One task per chunk of a single gradient; a packed bucket is one task (it is at most fusion_bytes).
   for (const ElementRange& c : plan_.chunks(bucket_id)) {
-    Enqueue(*workers_[next_task_++ % workers_.size()], Task{bucket_id, c.offset, c.count, pending_rate_, pending_iter_});
+    Enqueue(*workers_[next_task_++ % workers_.size()], Task{bucket_id, c.offset, c.count, rate_, iter_});
   }
 }
 
