@@ -38,6 +38,7 @@
 #include "strata/common.hpp"
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/layer_timing.hpp"
 #include "strata/engine/make_engine.hpp"
 #include "strata/engine/pipeline_engine.hpp"
 #include "strata/engine/timeline.hpp"
@@ -241,57 +242,15 @@ void sync_device(bool gpu) {
   if (gpu) gpu_synchronize();
 }
 
-// Each layer's forward and backward, averaged over --iterations after --warmup; each layer's span ends with a
-// device synchronisation. Also the passes' own averages (fwd_total_ms, bwd_total_ms). The hooks it adds to the
-// net refer to this call: run no further passes on that net.
-struct LayerTimes {
-  std::vector<double> fwd_ms, bwd_ms;
-  double fwd_total_ms = 0, bwd_total_ms = 0;
-};
-LayerTimes measure_layers(Net<float>& net, bool gpu, Timeline* timeline) {
-  auto sync = [gpu] { sync_device(gpu); };
-  const int n = net.num_layers();
-  LayerTimes t;
-  t.fwd_ms.assign(n, 0);
-  t.bwd_ms.assign(n, 0);
-  double layer_t0 = 0;
-  bool timing = false;
-  auto end_layer = [&](int i, std::vector<double>& ms, const char* what) {
-    sync();
-    if (!timing) return;
-    ms[i] += (timeline->now_us() - layer_t0) / 1000;
-    timeline->Record(net.layer_names()[i], what, 0, layer_t0);
-  };
-  net.add_before_forward_hook([&](int) { sync(); layer_t0 = timeline->now_us(); });
-  net.add_after_forward_hook([&](int i) { end_layer(i, t.fwd_ms, "forward"); });
-  net.add_before_backward_hook([&](int) { sync(); layer_t0 = timeline->now_us(); });
-  net.add_after_backward_hook([&](int i) { end_layer(i, t.bwd_ms, "backward"); });
-
+// Each layer's forward and backward, averaged over --iterations after --warmup (engine/layer_timing.hpp).
+LayerTimes measure_layers(Net<float>& net, Timeline* timeline) {
   LOG(INFO) << "Warming up for " << FLAGS_warmup << " iteration(s)";
-  for (int i = 0; i < FLAGS_warmup; ++i) {
-    net.Forward();
-    net.Backward();
-  }
-  timing = true;
-  // The peak of the timed iterations alone: the first forward and backward may hold what later ones do not.
-  MemoryTracker::reset_all_peaks();
-  for (int i = 0; i < FLAGS_iterations; ++i) {
-    auto t0 = Clock::now();
-    net.Forward();
-    sync();
-    t.fwd_total_ms += ms_since(t0);
-    t0 = Clock::now();
-    net.Backward();
-    sync();
-    t.bwd_total_ms += ms_since(t0);
-  }
-  timing = false;
-  const double it = FLAGS_iterations;
-  for (double& v : t.fwd_ms) v /= it;
-  for (double& v : t.bwd_ms) v /= it;
-  t.fwd_total_ms /= it;
-  t.bwd_total_ms /= it;
-  return t;
+  LayerTimingOptions o;
+  o.warmup = FLAGS_warmup;
+  o.iterations = FLAGS_iterations;
+  o.timeline = timeline;
+  o.reset_memory_peaks = true;  // the peak of the timed passes alone: the first ones may hold what later do not
+  return MeasureLayerTimes(net, o);
 }
 
 // Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
@@ -312,7 +271,7 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
   if (!FLAGS_budget.empty()) plan = install_plan(&net);
   const int n = net.num_layers();
   Timeline timeline(!FLAGS_timeline.empty());  // the timed iterations' layers, for chrome://tracing
-  const LayerTimes t = measure_layers(net, gpu, &timeline);
+  const LayerTimes t = measure_layers(net, &timeline);
   std::printf("Average time per layer:\n");
   size_t width = 0;
   for (const auto& name : net.layer_names()) width = std::max(width, name.size());
@@ -495,8 +454,8 @@ int scale_command() {
       source = FLAGS_times;
     } else {
       fill_inputs(built);
-      Timeline unused(false);
-      const LayerTimes t = measure_layers(built, setup_gpu(false), &unused);
+      setup_gpu(false);
+      const LayerTimes t = measure_layers(built, nullptr);
       for (int i = 0; i < built.num_layers(); ++i) {
         net.forward_s[i] = t.fwd_ms[i] / 1000;
         net.backward_s[i] = t.bwd_ms[i] / 1000;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "strata/common.hpp"
+#include "strata/engine/layer_timing.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
 #include "strata/solver_param.hpp"
@@ -31,35 +32,19 @@ MPI_Datatype mpi_type() {
   return sizeof(Dtype) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
 }
 
-// Whole-net layer times, forward + backward, per layer of `filtered` (split layers are not in it; their time is
-// left out). Averaged over the ranks of `world`, so that every rank plans the same cuts.
+// Whole-net layer times, forward + backward per pass (engine/layer_timing.hpp), per layer of `filtered` (split
+// layers are not in it; their time is left out). Averaged over the ranks of `world`, so that every rank plans the
+// same cuts.
 template <typename Dtype>
 std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filtered, int passes, MPI_Comm world) {
-  std::vector<double> per_net_layer(static_cast<size_t>(net.num_layers()), 0);
-  std::chrono::steady_clock::time_point t0;
-  const void* owner = &per_net_layer;
-  auto start = [&](int) { t0 = std::chrono::steady_clock::now(); };
-  auto stop = [&](int i) {
-    per_net_layer[static_cast<size_t>(i)] +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  net.add_before_forward_hook(start, owner);
-  net.add_after_forward_hook(stop, owner);
-  net.add_before_backward_hook(start, owner);
-  net.add_after_backward_hook(stop, owner);
-  // A first pass allocates and warms the caches; it is not timed.
-  net.Forward();
-  net.Backward();
-  std::fill(per_net_layer.begin(), per_net_layer.end(), 0.0);
-  for (int p = 0; p < passes; ++p) {
-    net.Forward();
-    net.Backward();
-  }
-  net.RemoveHooks(owner);
+  LayerTimingOptions o;
+  o.iterations = passes;
+  const LayerTimes t = MeasureLayerTimes(net, o);
   std::vector<double> cost(static_cast<size_t>(filtered.layer_size()), 0);
   for (int i = 0; i < filtered.layer_size(); ++i) {
     if (net.has_layer(filtered.layer(i).name())) {
-      cost[static_cast<size_t>(i)] = per_net_layer[static_cast<size_t>(net.layer_index(filtered.layer(i).name()))];
+      const size_t l = static_cast<size_t>(net.layer_index(filtered.layer(i).name()));
+      cost[static_cast<size_t>(i)] = t.fwd_ms[l] + t.bwd_ms[l];
     }
   }
   int ranks = 1;
@@ -144,8 +129,8 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
           s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)] << " ms "
             << bytes[static_cast<size_t>(i)] / 1048576.0 << " MiB;";
         }
-        LOG(INFO) << "Pipeline planner: forward + backward time over " << pp.plan_passes()
-                  << " pass(es), parameters and outputs per layer:" << s.str();
+        LOG(INFO) << "Pipeline planner: forward + backward time per pass (the mean of " << pp.plan_passes()
+                  << "), parameters and outputs per layer:" << s.str();
       }
     }
   }
