@@ -9,6 +9,7 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/text_format.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "python_layer.hpp"
@@ -270,6 +271,7 @@ PYBIND11_MODULE(_strata, m) {
       .def("save_hdf5", [](const Net<float>& n, const std::string& file) { Save(n, file, SolverParameter::HDF5); })
       .def("load_hdf5",
            [](Net<float>& n, const std::string& file) {
+             STRATA_REQUIRE(std::ifstream(file).good()) << "load_hdf5: cannot open " << file;
              STRATA_REQUIRE(IsHdf5File(file)) << "load_hdf5: " << file << " is not an HDF5 file (copy_from reads it)";
              n.CopyTrainedLayersFrom(file);
            })

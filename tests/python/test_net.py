@@ -141,6 +141,8 @@ def test_save_hdf5_and_load_hdf5(input_net, tmp_path):
     a.save(binary)
     with pytest.raises(strata.Error, match='is not an HDF5 file'):
         b.load_hdf5(binary)
+    with pytest.raises(strata.Error, match='cannot open'):
+        b.load_hdf5(str(tmp_path / 'missing.h5'))
 
 
 def test_wrong_shape_is_one_clear_error(input_net):
