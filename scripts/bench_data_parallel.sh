@@ -9,6 +9,7 @@
 #   scripts/bench_data_parallel.sh [build_dir] [out_dir]        (defaults: build, bench-out/data_parallel)
 #   NETS="alexnet" REPS=5 scripts/bench_data_parallel.sh        (one net, more reps)
 #   CONFIGS="1 2:on:1 2:off:1" ...      (ranks[:overlap:threads[:fusion_bytes[:poll_sleep_us[:algorithm[:build]]]]];
+#                                        threads: a count, or e.g. 2L for 2 with comm_param.low_layer_lane;
 #                                        algorithm: comm_param.algorithm, HYBRID by default, or e.g. vhd;
 #                                        a path ending in .table: HYBRID with that crossover table;
 #                                        build: another build folder (e.g. of an older commit) to run instead,
@@ -113,7 +114,7 @@ snapshot: 0
 snapshot_after_train: false
 solver_mode: CPU
 random_seed: 1701
-comm_param { overlap: $4 threads: $5 fusion_bytes: $6 poll_sleep_us: $7 $(
+comm_param { overlap: $4 threads: ${5%L} $([[ $5 == *L ]] && echo "low_layer_lane: true") fusion_bytes: $6 poll_sleep_us: $7 $(
   if [[ $8 == *.table ]]; then echo "tuning_table: \"$8\""; else echo "algorithm: \"$8\""; fi) }
 EOF
 }
@@ -201,7 +202,11 @@ def label(config):
     suffix = ", build %s" % other if other else ""
     if ranks == "1":
         return int(ranks), name, "1 rank" + suffix, other
+    lane = threads.endswith("L")
+    threads = threads.rstrip("L")
     text = "%s ranks, overlap %s, %s thread%s" % (ranks, overlap, threads, "" if threads == "1" else "s")
+    if lane:
+        text += " with the low-layer lane"
     if fusion != "0":
         text += ", fusion %s B" % fusion
     if sleep != "0":

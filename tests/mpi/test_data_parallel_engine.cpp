@@ -107,6 +107,7 @@ struct Config {
   size_t chunk_bytes = 64;  // 16 floats: ip1's 384 weights are 24 chunks, conv1's 27 are 2
   size_t fusion_bytes = 0;
   int threads = 1;  // see FusionThreadsAndChunkSizes for more
+  bool low_layer_lane = false;
   int checksum_interval = 0;
   int poll_sleep_us = 0;
   bool staged = false;  // CPU training through the GPU path's HOST staging (plain copies)
@@ -203,6 +204,7 @@ class DataParallelEngineTest : public ::testing::Test {
     o.chunk_bytes = c.chunk_bytes;
     o.fusion_bytes = c.fusion_bytes;
     o.threads = c.threads;
+    o.low_layer_lane = c.low_layer_lane;
     o.checksum_interval = c.checksum_interval;
     o.poll_sleep_us = c.poll_sleep_us;
     o.stage_in_cpu_mode = c.staged;
@@ -358,6 +360,29 @@ TEST_F(DataParallelEngineTest, FusionThreadsAndChunkSizes) {
     c.poll_sleep_us = 20;
     Check(c);
   }
+}
+
+// The low-layer lane deals the lowest layers' chunks (here conv1's) to thread 0 and the rest round-robin to the
+// others: the collectives must still match across ranks, and each chunk is summed by the same algorithm as with
+// round-robin dealing, so the weights are the same bit for bit.
+TEST_F(DataParallelEngineTest, TheLowLayerLaneGivesRoundRobinsWeightsBitForBit) {
+  Config c;
+  c.threads = 3;
+  c.chunk_bytes = 302;
+  for (const size_t fusion : {size_t{0}, size_t{256}}) {
+    c.fusion_bytes = fusion;
+    c.low_layer_lane = false;
+    Check(c);
+    const uint64_t round_robin = digest_;
+    c.low_layer_lane = true;
+    Check(c);
+    EXPECT_TRUE(all_ranks(round_robin == digest_)) << c.describe() << ": the lane's weights differ from round-robin's";
+  }
+  c = Config();
+  c.threads = 2;  // one lane and one thread for the rest
+  c.low_layer_lane = true;
+  c.solver.clip = 0.5f;
+  Check(c);
 }
 
 TEST_F(DataParallelEngineTest, IterSizeAndClippingEqualOneRankWithTheWholeBatch) {

@@ -13,9 +13,9 @@
 //   end of backward                -> a control message with this rank's signal request follows the gradients
 //                                      (SignalAgreement)
 //
-// Every rank cuts the same gradients into the same chunks in the same order and deals chunk number k to thread
-// k mod T, so the collectives on each thread's communicator match across ranks whatever the timing, and every
-// rank ends with bit-identical weights (checked by comm_param.checksum_interval, and at the end of training).
+// The chunks, threads and readiness are the GradientReducer's (strata/engine/gradient_reducer.hpp), which deals
+// them alike on every rank, so every rank ends with bit-identical weights (checked by comm_param.checksum_interval,
+// and at the end of training).
 //
 // Optimizers that need the whole reduced gradient (clipping, K-FAC) get every bucket reduced, still overlapped with
 // backward, and one Optimizer::Apply on the main thread. Overlap off reduces everything after backward (the baseline).
@@ -25,21 +25,16 @@
 // on the device with NCCL), and a chunk counts as reduced once it is back on the device.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/mpi_collectives.hpp"
-#include "strata/engine/bucket_plan.hpp"
-#include "strata/engine/gradient_staging.hpp"
+#include "strata/engine/gradient_reducer.hpp"
 #include "strata/engine/signal_agreement.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
@@ -55,6 +50,7 @@ struct DataParallelOptions {
                                      // (comm_param.fusion_bytes)
   int checksum_interval = 0;         // every N iterations, check that all ranks hold identical weights
   int poll_sleep_us = 0;             // > 0: waiting communication threads sleep this long between polls
+  bool low_layer_lane = false;       // thread 0 sums only the lowest layers' chunks (comm_param.low_layer_lane)
   std::string timeline_file;         // Chrome-trace JSON of forward, backward, chunks and updates
   CommParameter::GpuPath gpu_path = CommParameter::HOST;  // GPU training: host staging or NCCL
   bool stage_in_cpu_mode = false;    // tests: CPU training through the HOST staging, with plain copies
@@ -110,39 +106,11 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
     double forward_ms = 0, forward_wait_ms = 0, backward_ms = 0, wait_ms = 0, tail_ms = 0, iteration_ms = 0;
     int iterations = 0, tails = 0;
   };
-  // A chunk of a bucket to reduce, or (bucket kControlTask) the iteration's signal message, or (kStopQueryTask)
-  // the question between two micro-batches whether any rank stops now.
-  struct Task {
-    int bucket;
-    size_t offset = 0;
-    size_t count = 0;
-    Dtype rate = 0;  // the iteration this gradient belongs to, for its update
-    int iter = 0;
-    SignalAction action = SignalAction::kNone;
-  };
-  static constexpr int kControlTask = -1;
-  static constexpr int kStopQueryTask = -2;
-  struct Worker {
-    int index = 0;  // 0-based; its timeline row is index + 1
-    std::thread thread;
-    std::unique_ptr<Allreduce> allreduce;
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::deque<Task> queue;
-  };
-
   void AttachHooks();
   void OnBackward(int layer_id);
   void WaitForLayer(int layer_id);
   bool StopAgreed();
-  void Submit(int bucket);
-  void Enqueue(Worker& w, const Task& t);
-  void WorkerLoop(int k);
-  void Reduce(Worker& w, const Task& t);
-  void ParamsReduced(const Task& t);
-  void FinishUnit(int layer_id, Dtype rate, int iter);
   void UpdateWholeGradient(Dtype rate, int iter);
-  void WaitAllUpdated();
   void AverageStatistics();
   void LogStats(int iter);
 
@@ -156,35 +124,18 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   int ranks_;
   std::unique_ptr<Allreduce> main_allreduce_;  // collectives on the main thread's communicator
   MpiCollectives collectives_;
-  BucketPlan plan_;
-  std::vector<std::vector<Dtype>> packed_;            // a packed bucket's staging buffer (empty for others)
-  std::unique_ptr<GradientStaging<Dtype>> staging_;  // GPU training's path for gradients (null on the CPU)
   SignalAgreement signals_;
   Timeline timeline_;
+  std::unique_ptr<GradientReducer<Dtype>> reducer_;  // after signals_ and timeline_: its threads use them
 
-  std::vector<std::unique_ptr<Worker>> workers_;
-  uint64_t next_task_ = 0;
-  bool stop_ = false;
-
-  // Bookkeeping under state_mutex_.
-  std::mutex state_mutex_;
-  std::condition_variable state_cv_;
-  std::vector<size_t> param_remaining_;  // elements still to reduce this iteration
-  std::vector<int> unit_remaining_;      // reduced params of each update unit (layer) still to reduce
-  std::vector<char> param_pending_;      // submitted and not yet updated
-  int pending_params_ = 0;               // submitted, not yet updated
-  int unreduced_params_ = 0;             // submitted, not yet reduced
   bool last_pass_ = true;
   bool layouts_agreed_ = false;
   Dtype rate_ = 0;  // the learning rate of the iteration running (iter_)
-  bool whole_gradient_ = false;     // the optimizer updates the whole net at once (clipping, K-FAC)
-  bool one_pass_updates_ = false;  // each chunk is updated in one pass right after its allreduce (CPU, SGD family)
+  bool whole_gradient_ = false;  // the optimizer updates the whole net at once (clipping, K-FAC)
 
   // Measurement.
   Stats stats_;
   double backward_end_us_ = 0;
-  double last_update_us_ = 0;  // under state_mutex_
-  double busy_us_ = 0;         // under state_mutex_: time the workers spent in allreduces since the last display
   double layer_t0_us_ = 0;
 };
 

@@ -27,25 +27,23 @@
 //
 // Boundary tensors travel as MPI point-to-point messages on a communicator of the engine's own: sends are
 // non-blocking, so a stage computes while its outputs leave. Ranks of one stage (its replicas) sum their
-// gradients with the allreduce policy on a communicator of their own, on a thread of the engine's, layer by layer
-// as the iteration's last backward finishes each (the first layers' sums overlap the backward of the rest).
+// gradients with the data-parallel engine's GradientReducer on communicators of their own, chunk by chunk as the
+// iteration's last backward finishes each layer (the first layers' sums overlap the backward of the rest).
 #pragma once
 
 #include <mpi.h>
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "strata/comm/allreduce.hpp"
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/comm/mpi_collectives.hpp"
+#include "strata/engine/data_parallel_engine.hpp"
+#include "strata/engine/gradient_reducer.hpp"
 #include "strata/engine/pipeline_plan.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
@@ -92,10 +90,11 @@ class PipelineEngine : public TrainingEngine<Dtype> {
  public:
   // Runs this rank's stage net `net` and test nets `test_nets` (built from plan.param), updated by `optimizer`.
   // `source` (stage 0) is the net of its data layers, built already (it takes the data shard of its replica when
-  // it is set up).
+  // it is set up). `options` (comm_param) say how the stage's replicas sum their gradients; overlap, checksums and
+  // the GPU path are the data-parallel engine's alone (the replicas stage GPU gradients through the host).
   PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dtype>*>& test_nets, Optimizer<Dtype>* optimizer,
                  const Communicator& comm, const AllreducePolicy& policy, const PipelineStagePlan& plan,
-                 std::unique_ptr<Net<Dtype>> source, const std::string& timeline_file);
+                 std::unique_ptr<Net<Dtype>> source, const DataParallelOptions& options);
   ~PipelineEngine() override;
   PipelineEngine(const PipelineEngine&) = delete;
   PipelineEngine& operator=(const PipelineEngine&) = delete;
@@ -153,11 +152,10 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   // The schedules: one iteration's micro-batches. Return the summed loss of the forwards (last stage).
   Dtype RunSync();
   Dtype RunAsync();
-  // Replicas: the gradients of each layer as the iteration's last backward finishes it, on the reducer thread
+  // Replicas: the gradients of each layer as the iteration's last backward finishes it, on the reducer's threads
   // (with MPI_THREAD_MULTIPLE; otherwise all of them after that backward, on this thread).
   void BeginLastBackward();
   void FinishReduction();
-  void ReducerLoop();
   Kept* KeptFor(long mb);
   // Keeps `inputs` (and the random engine) for micro-batch `mb`; with `net`, also the state its layers carry into
   // the forward about to run.
@@ -200,16 +198,11 @@ class PipelineEngine : public TrainingEngine<Dtype> {
 
   MPI_Comm p2p_ = MPI_COMM_NULL, stage_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Allreduce> stage_allreduce_, world_allreduce_;
-  // The reducer thread: its own communicator among the stage's replicas, and the learnable params to sum.
-  MPI_Comm reducer_comm_ = MPI_COMM_NULL;
-  std::unique_ptr<Allreduce> reducer_allreduce_;
-  std::thread reducer_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<int> to_reduce_;
-  int reducing_ = 0;             // params taken but not yet summed
+  // Replicas: the reducer, on communicators of its own among the stage's replicas (one per thread).
+  std::vector<MPI_Comm> reducer_comms_;
+  std::unique_ptr<GradientReducer<Dtype>> reducer_;
   bool last_backward_ = false;   // the running backward is the iteration's last: its layers' gradients are final
-  bool stop_ = false;
+  int iter_ = 0;                 // the iteration running
   std::unique_ptr<MpiCollectives> world_collectives_;
   std::vector<MPI_Request> requests_;
   std::vector<std::vector<Dtype>> send_buffers_;

@@ -66,7 +66,7 @@ std::unique_ptr<TrainingEngine<Dtype>> EngineFactory<Dtype>::MakeEngine(
       std::vector<Net<Dtype>*> tests;
       for (const auto& t : test_nets) tests.push_back(t.get());
       return std::make_unique<PipelineEngine<Dtype>>(net, tests, optimizer, *setup_.comm, setup_.policy, *pipeline_,
-                                                     std::move(source_), setup_.options.timeline_file);
+                                                     std::move(source_), setup_.options);
     }
     case EngineKind::kLocal:
       break;

@@ -196,7 +196,7 @@ template <typename Dtype>
 PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dtype>*>& test_nets,
                                       Optimizer<Dtype>* optimizer, const Communicator& comm,
                                       const AllreducePolicy& policy, const PipelineStagePlan& plan,
-                                      std::unique_ptr<Net<Dtype>> source, const std::string& timeline_file)
+                                      std::unique_ptr<Net<Dtype>> source, const DataParallelOptions& options)
     : optimizer_(optimizer),
       test_nets_(test_nets),
       display_(plan.param.display()),
@@ -205,8 +205,8 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
       cut_(plan.cut),
       tests_(plan.tests),
       source_(std::move(source)),
-      timeline_(!timeline_file.empty()),
-      timeline_file_(timeline_file) {
+      timeline_(!options.timeline_file.empty()),
+      timeline_file_(options.timeline_file) {
   const int s = layout_.stage;
   k_ = plan.param.iter_size();
   const StageNets& nets = plan.nets;
@@ -279,20 +279,34 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
   world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
-  if (layout_.replicas > 1 && comm.thread_level() >= MPI_THREAD_MULTIPLE) {
-    STRATA_MPI_CHECK(MPI_Comm_dup(stage_comm_, &reducer_comm_));
-    reducer_allreduce_ = policy.create(reducer_comm_);
-    for (Net<Dtype>* net : nets_) {
-      net->add_after_backward_hook([this, net](int layer) {
-        if (!last_backward_) return;
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (int p : net->learnable_params_final_after(layer)) {
-          if (!net->learnable_param_is_statistic(p)) to_reduce_.push_back(p);
-        }
-        cv_.notify_all();
-      }, this);
+  if (layout_.replicas > 1) {
+    // Without MPI_THREAD_MULTIPLE this thread, which sends and receives too, sums everything after the last backward.
+    const bool threads = comm.thread_level() >= MPI_THREAD_MULTIPLE;
+    ReducerSetup<Dtype> r;
+    r.net = nets_[0];
+    r.optimizer = optimizer_;
+    r.group = stage_comm_;
+    r.run_inline = !threads;
+    for (int k = 0; k < (threads ? options.threads : 1); ++k) {
+      reducer_comms_.push_back(MPI_COMM_NULL);
+      STRATA_MPI_CHECK(MPI_Comm_dup(stage_comm_, &reducer_comms_.back()));
+      r.allreduces.push_back(policy.create(reducer_comms_.back()));
     }
-    reducer_ = std::thread([this] { ReducerLoop(); });
+    r.fusion_elems = options.fusion_bytes / sizeof(Dtype);
+    r.chunk_elems = options.chunk_bytes / sizeof(Dtype);
+    r.low_layer_lane = options.low_layer_lane;
+    r.update_layers = false;     // the schedule decides when the update runs: after the last micro-batch
+    r.gradients_as_is = false;   // the replicas never agreed on layouts: sum plain gradients
+    r.poll_sleep_us = options.poll_sleep_us;
+    r.timeline = &timeline_;
+    reducer_ = std::make_unique<GradientReducer<Dtype>>(std::move(r));
+    if (threads) {
+      for (Net<Dtype>* net : nets_) {
+        net->add_after_backward_hook([this](int layer) {
+          if (last_backward_) reducer_->SubmitAfter(layer, 0, iter_);
+        }, this);
+      }
+    }
   }
   timeline_.NameRow(0, "stage " + std::to_string(s));
   timeline_.NameRow(1, "replicas' allreduce");
@@ -302,17 +316,9 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
 
 template <typename Dtype>
 PipelineEngine<Dtype>::~PipelineEngine() {
-  if (reducer_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    reducer_.join();
-  }
   for (Net<Dtype>* net : nets_) net->RemoveHooks(this);
-  reducer_allreduce_.reset();
-  if (reducer_comm_ != MPI_COMM_NULL) MPI_Comm_free(&reducer_comm_);
+  reducer_.reset();  // its threads first: they record into timeline_ and run on reducer_comms_
+  for (MPI_Comm& c : reducer_comms_) MPI_Comm_free(&c);
   if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
   if (p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
@@ -575,52 +581,17 @@ Dtype PipelineEngine<Dtype>::RunAsync() {
 }
 
 template <typename Dtype>
-void PipelineEngine<Dtype>::ReducerLoop() {
-  const auto& params = nets_[0]->learnable_params();
-  for (;;) {
-    int p = -1;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stop_ || !to_reduce_.empty(); });
-      if (to_reduce_.empty()) return;  // stop_
-      p = to_reduce_.front();
-      to_reduce_.pop_front();
-      ++reducing_;
-    }
-    const double ts = timeline_.now_us();
-    reducer_allreduce_->run(params[static_cast<size_t>(p)]->mutable_cpu_diff(),
-                            static_cast<size_t>(params[static_cast<size_t>(p)]->count()));
-    timeline_.Record("allreduce " + std::to_string(p), "reduce", 1, ts);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --reducing_;
-    }
-    cv_.notify_all();
-  }
-}
-
-template <typename Dtype>
 void PipelineEngine<Dtype>::BeginLastBackward() {
-  if (reducer_.joinable()) last_backward_ = true;
+  if (reducer_ && reducer_->threads() > 0) last_backward_ = true;
 }
 
 template <typename Dtype>
 void PipelineEngine<Dtype>::FinishReduction() {
-  if (layout_.replicas == 1) return;
+  if (!reducer_) return;
   const double t0 = now_ms(), ts = timeline_.now_us();
-  if (reducer_.joinable()) {
-    // Every layer's gradient was queued by its backward; wait for the last sums.
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [this] { return to_reduce_.empty() && reducing_ == 0; });
-    last_backward_ = false;
-  } else {
-    Net<Dtype>& net = *nets_[0];
-    const auto& params = net.learnable_params();
-    for (size_t p = 0; p < params.size(); ++p) {
-      if (net.learnable_param_is_statistic(static_cast<int>(p))) continue;
-      stage_allreduce_->run(params[p]->mutable_cpu_diff(), static_cast<size_t>(params[p]->count()));
-    }
-  }
+  if (reducer_->threads() == 0) reducer_->SubmitAll(0, iter_);  // on this thread, now
+  reducer_->WaitReduced();  // every layer's gradient was submitted by its last backward
+  last_backward_ = false;
   stats_.reduce_ms += now_ms() - t0;
   timeline_.Record("allreduce wait", "reduce", 0, ts);
 }
@@ -629,6 +600,7 @@ template <typename Dtype>
 Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
   const double start = now_ms();
   Net<Dtype>& net = *nets_[0];
+  iter_ = iter;
   optimizer_->BeginIteration(iter);
   const bool sync = param_.schedule() == PipelineParameter::SYNC;
   if (sync && !optimizer_->gradients_zeroed()) net.ClearParamDiffs();
@@ -636,6 +608,7 @@ Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
   if (layout_.last()) RequireFiniteLoss(loss, iter);
   FinishReduction();
   optimizer_->Apply(rate, iter);
+  if (reducer_) reducer_->MarkUpdated();
   // ASYNC: the backwards a Drain runs before the next update add to a gradient that starts at zero.
   if (!sync && !optimizer_->gradients_zeroed()) net.ClearParamDiffs();
   ++stats_.iterations;
