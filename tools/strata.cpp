@@ -382,7 +382,7 @@ int time_pipeline(int* argc, char*** argv) {
     if (comm.rank() == 0) {
       std::printf("%d stage(s), %d micro-batches of %d per iteration, %s, %d iteration(s) after %d warm-up:\n%s\n",
                   engine->layout().stages, FLAGS_micro_batches, solver->net()->batch_size(), FLAGS_schedule.c_str(),
-                  FLAGS_iterations, FLAGS_warmup, engine->StatsTable(stats).c_str());
+                  FLAGS_iterations, FLAGS_warmup, PipelineStatsTable(stats).c_str());
     }
     if (!FLAGS_timeline.empty()) engine->Finish(solver->iter());
   } catch (const std::exception& e) {

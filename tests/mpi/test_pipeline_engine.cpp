@@ -163,6 +163,7 @@ struct Config {
   float base_lr = 0.05f;
   bool lstm = false;  // LstmNetText's net
   bool gpu = false;   // GPU training, the reference too
+  DataParallelOptions reducer;  // how the replicas sum (comm_param): threads, chunks, fusion, lane
   // The largest weight difference from one rank, relative to the blob's largest value: float rounding (the stages
   // sum in another order). On the GPU each process measures and picks its own cuDNN convolution algorithms.
   float bound() const { return gpu ? 1e-4f : 1e-5f; }
@@ -174,6 +175,10 @@ struct Config {
     for (const auto& c : cuts) s << " " << c;
     s << ", " << PipelineParameter::Activations_Name(activations) << (reversible ? ", reversible stages" : "") << ", "
       << PipelineParameter::Schedule_Name(schedule) << (lstm ? ", the LSTM net" : "") << (gpu ? ", GPU" : "");
+    if (replicas > 1) {
+      s << ", replicas sum on " << reducer.threads << " thread(s) in chunks of " << reducer.chunk_bytes
+        << " B, fusion " << reducer.fusion_bytes << " B" << (reducer.low_layer_lane ? ", low-layer lane" : "");
+    }
     return s.str();
   }
 };
@@ -232,6 +237,7 @@ class PipelineEngineTest : public ::testing::Test {
     pp->set_plan_passes(1);
     EngineSetup setup;
     setup.comm = comm_.get();
+    setup.options = c.reducer;
     Strata::set_mode(c.gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(p, setup);
     auto* engine = dynamic_cast<PipelineEngine<float>*>(solver->engine());
@@ -434,6 +440,27 @@ TEST_F(PipelineEngineTest, StagesTimesReplicasEqualOneRank) {
   Check(c);
   c.activations = PipelineParameter::RECOMPUTE;
   c.micro_batches = 2;
+  Check(c);
+  // The replicas' sums through the data-parallel engine's reducer as comm_param can shape it: several threads,
+  // chunks (302 B: not a multiple of the element size), packed buckets and the low-layer lane.
+  c.reducer.threads = 3;
+  c.reducer.chunk_bytes = 302;
+  c.reducer.fusion_bytes = 256;
+  c.reducer.low_layer_lane = true;
+  Check(c);
+}
+
+// The replicas' gradients on the GPU reach the reducer through the host staging, as the data-parallel engine's do.
+TEST_F(PipelineEngineTest, GpuStagesTimesReplicasEqualOneRank) {
+  const std::string missing = mpi_test::gpu_missing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  if (world_size() != 4) GTEST_SKIP() << "2 stages x 2 replicas";
+  Config c;
+  c.gpu = true;
+  c.replicas = 2;
+  c.cuts = ReversibleCuts(2);
+  c.reducer.threads = 2;
+  c.reducer.chunk_bytes = 400;
   Check(c);
 }
 

@@ -25,8 +25,8 @@
 //   RECOMPUTE: the stage's inputs; backward first runs the forward again (the random engine and the layers'
 //     running statistics put back as they were), as GPipe.
 //
-// Boundary tensors travel as MPI point-to-point messages on a communicator of the engine's own: sends are
-// non-blocking, so a stage computes while its outputs leave. Ranks of one stage (its replicas) sum their
+// Boundary tensors travel as MPI point-to-point messages (StageLink, stage_link.hpp): sends are non-blocking, so a
+// stage computes while its outputs leave. Ranks of one stage (its replicas) sum their
 // gradients with the data-parallel engine's GradientReducer on communicators of their own, chunk by chunk as the
 // iteration's last backward finishes each layer (the first layers' sums overlap the backward of the rest).
 #pragma once
@@ -45,45 +45,14 @@
 #include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/gradient_reducer.hpp"
 #include "strata/engine/pipeline_plan.hpp"
+#include "strata/engine/pipeline_stage_plan.hpp"
+#include "strata/engine/pipeline_stats.hpp"
+#include "strata/engine/stage_link.hpp"
 #include "strata/engine/timeline.hpp"
 #include "strata/engine/training_engine.hpp"
 #include "strata/optimizer.hpp"
 
 namespace strata {
-
-// A test net's cut, and the blobs this rank's stage of it sends on.
-struct TestStage {
-  StageCut cut;
-  std::vector<std::string> send_blobs;
-};
-
-// This rank's stage of a pipeline job, planned before the loop builds its nets: the whole train net is built once
-// (with the solver's random_seed, so the weights start as one rank's would) to learn its shapes, weights and, when
-// pipeline_param names no cuts, its layer times (pipeline_param.plan_passes, averaged over the ranks) and sizes
-// for the planner (PlanCuts); then the stage's nets are cut. Collective over `comm`. Errors (one clear message
-// each): stages x replicas not the rank count, a bad cut, more stages than layers.
-struct PipelineStagePlan {
-  SolverParameter param;   // the solver on this stage's nets: the train net and the test nets cut
-  PipelineLayout layout;
-  StageCut cut;            // the train net's cut
-  StageNets nets;          // this stage's train nets
-  std::vector<TestStage> tests;  // tests[i] goes with test net i
-  NetParameter initial;    // the whole net's initial weights, which the stage's net starts from
-};
-template <typename Dtype>
-PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm);
-
-// Per-stage figures since training began (or since ResetStats), as Finish reports them.
-struct PipelineStats {
-  double compute_ms = 0;  // forward and backward (replays included)
-  double wait_ms = 0;     // waiting for a neighbour's message or for a send to finish: the bubble
-  double reduce_ms = 0;   // summing gradients over the replicas
-  double bytes_sent = 0;
-  double iteration_ms = 0;  // whole iterations, as the solver sees them
-  int iterations = 0;
-  double max_reconstruction_error = 0;
-  double peak_activation_mb = 0;  // filled in by GatherStats (MemoryTracker's peak of the stage's process)  // ASYNC, Reversible stages: the largest relative error of a rebuilt input
-};
 
 template <typename Dtype>
 class PipelineEngine : public TrainingEngine<Dtype> {
@@ -124,10 +93,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   const PipelineStats& stats() const { return stats_; }
   // Starts the figures again (after a warm-up), the peak memory too.
   void ResetStats();
-  // Every stage's figures on rank 0 (stage s of replica 0 at index s; empty elsewhere). Collective.
+  // Every stage's figures on rank 0 (GatherPipelineStats). Collective.
   std::vector<PipelineStats> GatherStats() const;
-  // The per-stage table Finish logs (rank 0).
-  static std::string StatsTable(const std::vector<PipelineStats>& stages);
 
  private:
   // What the stage kept of a micro-batch in flight: its inputs (RECOMPUTE, or to send back to a Reversible
@@ -146,9 +113,6 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   void Replay(Net<Dtype>& net, const Kept& kept, int end);
   // Hands the state the layers of `from` carry into their next forward (an LSTM's) to the same layers of `to`.
   static void HandOnCarriedState(Net<Dtype>& from, Net<Dtype>& to);
-  void Receive(Blob<Dtype>* blob, bool diff, int from, int tag);
-  void Send(const Blob<Dtype>* blob, bool diff, int to, int tag);
-  void WaitSends();
   // The schedules: one iteration's micro-batches. Return the summed loss of the forwards (last stage).
   Dtype RunSync();
   Dtype RunAsync();
@@ -160,8 +124,6 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   // Keeps `inputs` (and the random engine) for micro-batch `mb`; with `net`, also the state its layers carry into
   // the forward about to run.
   static void Keep(Kept* kept, long mb, const std::vector<Blob<Dtype>*>& inputs, Net<Dtype>* net = nullptr);
-  // A send's buffer was given back: its bytes leave the activation count.
-  void ReleaseSendBuffer(size_t i);
   // ASYNC: the first block's rebuilt input against the forward's (after that block's backward).
   void MeasureReconstruction();
   double now_ms() const;
@@ -196,7 +158,8 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   long forwards_ = 0, backwards_ = 0;  // micro-batches since the start (ASYNC keeps counting across iterations)
   std::vector<Blob<Dtype>*> no_outputs_;
 
-  MPI_Comm p2p_ = MPI_COMM_NULL, stage_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<StageLink<Dtype>> link_;  // to the neighbouring stages
+  MPI_Comm stage_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Allreduce> stage_allreduce_, world_allreduce_;
   // Replicas: the reducer, on communicators of its own among the stage's replicas (one per thread).
   std::vector<MPI_Comm> reducer_comms_;
@@ -204,8 +167,6 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool last_backward_ = false;   // the running backward is the iteration's last: its layers' gradients are final
   int iter_ = 0;                 // the iteration running
   std::unique_ptr<MpiCollectives> world_collectives_;
-  std::vector<MPI_Request> requests_;
-  std::vector<std::vector<Dtype>> send_buffers_;
   PipelineStats stats_;
   Timeline timeline_;
   std::string timeline_file_;

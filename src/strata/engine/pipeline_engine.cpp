@@ -10,10 +10,8 @@
 #include <sstream>
 
 #include "strata/common.hpp"
-#include "strata/engine/layer_timing.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
-#include "strata/solver_param.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -27,170 +25,7 @@ constexpr int kBackwardTag = 2;      // their gradients, s + 1 -> s
 constexpr int kBackwardDataTag = 3;  // the activations themselves, back to a Reversible stage s, s + 1 -> s
 constexpr int kTestTag = 4;          // a test batch's boundary activations
 
-template <typename Dtype>
-MPI_Datatype mpi_type() {
-  return sizeof(Dtype) == sizeof(float) ? MPI_FLOAT : MPI_DOUBLE;
-}
-
-// Whole-net layer times, forward + backward per pass (engine/layer_timing.hpp), per layer of `filtered` (split
-// layers are not in it; their time is left out). Averaged over the ranks of `world`, so that every rank plans the
-// same cuts.
-template <typename Dtype>
-std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filtered, int passes, MPI_Comm world) {
-  LayerTimingOptions o;
-  o.iterations = passes;
-  const LayerTimes t = MeasureLayerTimes(net, o);
-  std::vector<double> cost(static_cast<size_t>(filtered.layer_size()), 0);
-  for (int i = 0; i < filtered.layer_size(); ++i) {
-    if (net.has_layer(filtered.layer(i).name())) {
-      const size_t l = static_cast<size_t>(net.layer_index(filtered.layer(i).name()));
-      cost[static_cast<size_t>(i)] = t.fwd_ms[l] + t.bwd_ms[l];
-    }
-  }
-  int ranks = 1;
-  MPI_Comm_size(world, &ranks);
-  MPI_Allreduce(MPI_IN_PLACE, cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, MPI_SUM, world);
-  for (double& c : cost) c /= ranks;
-  return cost;
-}
-
-// Each layer of `filtered`'s parameter bytes and output bytes (one micro-batch) in the whole net: what a stage
-// holding it holds at least.
-template <typename Dtype>
-std::vector<double> LayerBytes(const Net<Dtype>& net, const NetParameter& filtered) {
-  std::vector<double> bytes(static_cast<size_t>(filtered.layer_size()), 0);
-  for (int i = 0; i < filtered.layer_size(); ++i) {
-    const std::string& name = filtered.layer(i).name();
-    if (!net.has_layer(name)) continue;
-    const int l = net.layer_index(name);
-    double b = 0;
-    for (const auto& p : net.layers()[static_cast<size_t>(l)]->blobs()) b += static_cast<double>(p->count());
-    for (const Blob<Dtype>* top : net.top_vecs()[static_cast<size_t>(l)]) b += static_cast<double>(top->count());
-    bytes[static_cast<size_t>(i)] = b * sizeof(Dtype);
-  }
-  return bytes;
-}
-
-std::map<std::string, std::vector<int>> ShapesOf(const std::vector<std::string>& names,
-                                                 const std::vector<std::vector<int>>& shapes) {
-  std::map<std::string, std::vector<int>> out;
-  for (size_t i = 0; i < names.size(); ++i) out[names[i]] = shapes[i];
-  return out;
-}
-
-template <typename Dtype>
-std::map<std::string, std::vector<int>> BlobShapes(const Net<Dtype>& net) {
-  std::vector<std::vector<int>> shapes;
-  for (const auto& b : net.blobs()) shapes.push_back(b->shape());
-  return ShapesOf(net.blob_names(), shapes);
-}
-
-// A test net's stage 0 runs its data layers inline (one batch at a time): the source layers, then the compute
-// layers without the Input layer that would receive their outputs.
-NetParameter InlineSources(const StageNets& nets) {
-  NetParameter merged = nets.compute;
-  merged.clear_layer();
-  for (const auto& l : nets.source.layer()) *merged.add_layer() = l;
-  for (int i = 0; i < nets.compute.layer_size(); ++i) {
-    if (i == 0 && nets.compute.layer(0).type() == "Input" && nets.source.layer_size() > 0) continue;
-    *merged.add_layer() = nets.compute.layer(i);
-  }
-  return merged;
-}
-
 }  // namespace
-
-template <typename Dtype>
-PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm) {
-  const PipelineParameter& pp = param.pipeline_param();
-  const PipelineLayout layout = PipelineLayout::Of(pp, comm.rank(), comm.size());
-
-  // The whole train net, as one rank would build it: its shapes, its initial weights, its layer times.
-  NetParameter train = TrainNetParam(param);
-  UpgradeV1Net(&train);
-  NetParameter filtered;
-  Net<Dtype>::FilterNet(train, &filtered);
-  std::map<std::string, std::vector<int>> shapes;
-  NetParameter initial;
-  std::vector<std::string> cuts(pp.cut().begin(), pp.cut().end());
-  {
-    if (param.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param.random_seed()));
-    Net<Dtype> whole(train);
-    shapes = BlobShapes(whole);
-    whole.ToProto(&initial, false);
-    if (cuts.empty() && layout.stages > 1) {
-      const std::vector<double> cost =
-          MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
-      const std::vector<double> bytes = LayerBytes(whole, filtered);
-      cuts = PlanCuts(filtered, cost, bytes, layout.stages);
-      if (comm.rank() == 0) {
-        std::ostringstream s;
-        for (int i = 0; i < filtered.layer_size(); ++i) {
-          s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)] << " ms "
-            << bytes[static_cast<size_t>(i)] / 1048576.0 << " MiB;";
-        }
-        LOG(INFO) << "Pipeline planner: forward + backward time per pass (the mean of " << pp.plan_passes()
-                  << "), parameters and outputs per layer:" << s.str();
-      }
-    }
-  }
-  const StageCut cut = CutNet(filtered, cuts);
-  const StageNets nets = MakeStageNets(filtered, cut, layout.stage, shapes);
-  if (comm.rank() == 0) {
-    std::ostringstream s;
-    for (int st = 0; st < cut.stages(); ++st) {
-      const int stem = pp.reversible() ? cut.reversible_prefix(st) : -1;
-      s << "\n  stage " << st
-        << (stem == 0 ? " (reversible)" : stem > 0 ? " (reversible after a stem of " + std::to_string(stem) + ")" : "")
-        << ":";
-      for (size_t i = 0; i < cut.layers.size(); ++i) {
-        if (cut.stage_of[i] == st) s << " " << cut.layers[i].name();
-      }
-      if (st + 1 < cut.stages()) {
-        s << "\n    sends:";
-        for (const auto& b : cut.cross[static_cast<size_t>(st)]) s << " " << b;
-      }
-    }
-    LOG(INFO) << "Pipeline: " << layout.stages << " stage(s) x " << layout.replicas << " replica(s), "
-              << (pp.cut_size() ? "cuts as given" : "cuts planned from measured layer times") << s.str();
-  }
-
-  // The test nets, cut like the train net.
-  SolverParameter stage_param = param;
-  stage_param.clear_net();
-  stage_param.clear_train_net();
-  stage_param.clear_train_net_param();
-  stage_param.clear_test_net();
-  stage_param.clear_test_net_param();
-  stage_param.clear_train_state();
-  stage_param.clear_test_state();
-  *stage_param.mutable_net_param() = nets.compute;
-  std::vector<TestStage> tests;
-  for (NetParameter test : TestNetParams(param)) {
-    UpgradeV1Net(&test);
-    NetParameter test_filtered;
-    Net<Dtype>::FilterNet(test, &test_filtered);
-    TestStage t;
-    t.cut = CutLike(test_filtered, cut);
-    std::map<std::string, std::vector<int>> test_shapes;
-    {
-      Net<Dtype> whole(test);
-      test_shapes = BlobShapes(whole);
-    }
-    const StageNets test_nets = MakeStageNets(test_filtered, t.cut, layout.stage, test_shapes);
-    t.send_blobs = test_nets.send_blobs;
-    *stage_param.add_test_net_param() = layout.first() ? InlineSources(test_nets) : test_nets.compute;
-    tests.push_back(std::move(t));
-  }
-  PipelineStagePlan plan;
-  plan.param = std::move(stage_param);
-  plan.layout = layout;
-  plan.cut = cut;
-  plan.nets = nets;
-  plan.tests = std::move(tests);
-  plan.initial = std::move(initial);
-  return plan;
-}
 
 template <typename Dtype>
 PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dtype>*>& test_nets,
@@ -274,7 +109,7 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
     }
   }
 
-  STRATA_MPI_CHECK(MPI_Comm_dup(comm.world(), &p2p_));
+  link_ = std::make_unique<StageLink<Dtype>>(comm.world(), s, &stats_, &timeline_);
   STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), s, layout_.replica, &stage_comm_));
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
@@ -319,9 +154,7 @@ PipelineEngine<Dtype>::~PipelineEngine() {
   for (Net<Dtype>* net : nets_) net->RemoveHooks(this);
   reducer_.reset();  // its threads first: they record into timeline_ and run on reducer_comms_
   for (MPI_Comm& c : reducer_comms_) MPI_Comm_free(&c);
-  if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
-  while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
-  if (p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
+  link_.reset();  // waits for the sends in flight
   stage_allreduce_.reset();
   if (stage_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_comm_);
 }
@@ -329,60 +162,6 @@ PipelineEngine<Dtype>::~PipelineEngine() {
 template <typename Dtype>
 double PipelineEngine<Dtype>::now_ms() const {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename Dtype>
-void PipelineEngine<Dtype>::Receive(Blob<Dtype>* blob, bool diff, int from, int tag) {
-  const double t0 = now_ms(), ts = timeline_.now_us();
-  Dtype* dst = diff ? blob->mutable_cpu_diff() : blob->mutable_cpu_data();
-  MPI_Status status;
-  STRATA_MPI_CHECK(MPI_Recv(dst, blob->count(), mpi_type<Dtype>(), from, tag, p2p_, &status));
-  int got = 0;
-  MPI_Get_count(&status, mpi_type<Dtype>(), &got);
-  if (got != blob->count()) {
-    mpi_abort("pipeline stage " + std::to_string(layout_.stage) + ": a message of " + std::to_string(got) +
-              " values arrived for a blob of " + std::to_string(blob->count()) + " (the stages disagree on shapes)");
-  }
-  stats_.wait_ms += now_ms() - t0;
-  timeline_.Record("wait", "wait", 0, ts);
-}
-
-template <typename Dtype>
-void PipelineEngine<Dtype>::Send(const Blob<Dtype>* blob, bool diff, int to, int tag) {
-  // Finished sends give their buffers back; the rest stay in flight while this stage computes.
-  for (size_t i = 0; i < requests_.size();) {
-    int done = 0;
-    STRATA_MPI_CHECK(MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE));
-    if (done) {
-      ReleaseSendBuffer(i);
-    } else {
-      ++i;
-    }
-  }
-  const Dtype* src = diff ? blob->cpu_diff() : blob->cpu_data();
-  send_buffers_.emplace_back(src, src + blob->count());
-  MemoryTracker::allocated(MemoryCategory::kActivation, send_buffers_.back().size() * sizeof(Dtype));
-  requests_.emplace_back();
-  STRATA_MPI_CHECK(MPI_Isend(send_buffers_.back().data(), blob->count(), mpi_type<Dtype>(), to, tag, p2p_,
-                             &requests_.back()));
-  stats_.bytes_sent += static_cast<double>(blob->count()) * sizeof(Dtype);
-}
-
-template <typename Dtype>
-void PipelineEngine<Dtype>::WaitSends() {
-  const double t0 = now_ms();
-  if (!requests_.empty()) {
-    STRATA_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
-  }
-  while (!send_buffers_.empty()) ReleaseSendBuffer(send_buffers_.size() - 1);
-  stats_.wait_ms += now_ms() - t0;
-}
-
-template <typename Dtype>
-void PipelineEngine<Dtype>::ReleaseSendBuffer(size_t i) {
-  MemoryTracker::released(MemoryCategory::kActivation, send_buffers_[i].size() * sizeof(Dtype));
-  requests_.erase(requests_.begin() + static_cast<long>(i));
-  send_buffers_.erase(send_buffers_.begin() + static_cast<long>(i));
 }
 
 template <typename Dtype>
@@ -441,7 +220,7 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
     }
   } else {
     const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
-    for (Blob<Dtype>* b : in) Receive(b, false, from, kForwardTag);
+    for (Blob<Dtype>* b : in) link_->Receive(b, false, from, kForwardTag);
   }
   // Kept: what a replay starts from, and what a Reversible stage before this one gets back with the gradient.
   const bool keep_inputs = recompute_ || (reversible_ && !rebuilds_input_) || (prev_reversible_ && !rebuilds_input_);
@@ -465,7 +244,7 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   timeline_.Record("F" + std::to_string(mb), "forward", 0, ts);
   if (!layout_.last()) {
     const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
-    for (Blob<Dtype>* b : send_blobs_[c]) Send(b, false, to, kForwardTag);
+    for (Blob<Dtype>* b : send_blobs_[c]) link_->Send(b, false, to, kForwardTag);
   }
   for (Blob<Dtype>* b : dropped_inputs_) b->release_memory();
 }
@@ -499,9 +278,9 @@ void PipelineEngine<Dtype>::Backward(long mb) {
   }
   if (!layout_.last()) {
     const int from = layout_.RankOf(layout_.stage + 1, layout_.replica);
-    for (Blob<Dtype>* b : send_blobs_[c]) Receive(b, true, from, kBackwardTag);
+    for (Blob<Dtype>* b : send_blobs_[c]) link_->Receive(b, true, from, kBackwardTag);
     if (reversible_) {
-      for (Blob<Dtype>* b : send_blobs_[c]) Receive(b, false, from, kBackwardDataTag);
+      for (Blob<Dtype>* b : send_blobs_[c]) link_->Receive(b, false, from, kBackwardDataTag);
     }
   }
   // The probed micro-batch of a stem stage: its first block rebuilds its input too (rather than read the stem's
@@ -515,13 +294,13 @@ void PipelineEngine<Dtype>::Backward(long mb) {
   const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
   if (!layout_.first()) {
     const int to = layout_.RankOf(layout_.stage - 1, layout_.replica);
-    for (Blob<Dtype>* b : in) Send(b, true, to, kBackwardTag);
+    for (Blob<Dtype>* b : in) link_->Send(b, true, to, kBackwardTag);
     if (prev_reversible_) {
       if (rebuilds_input_) {
-        for (Blob<Dtype>* b : in) Send(b, false, to, kBackwardDataTag);
+        for (Blob<Dtype>* b : in) link_->Send(b, false, to, kBackwardDataTag);
       } else {
         CHECK_EQ(kept->mb, mb) << "the inputs of micro-batch " << mb << " were not kept";
-        for (const auto& b : kept->inputs) Send(b.get(), false, to, kBackwardDataTag);
+        for (const auto& b : kept->inputs) link_->Send(b.get(), false, to, kBackwardDataTag);
       }
     }
   }
@@ -559,7 +338,7 @@ Dtype PipelineEngine<Dtype>::RunSync() {
     if (b == k_ - 1) BeginLastBackward();
     Backward(b++);
   }
-  WaitSends();
+  link_->WaitSends();
   return loss;
 }
 
@@ -630,7 +409,7 @@ void PipelineEngine<Dtype>::Drain() {
     while (backwards_ < forwards_) Backward(backwards_++);
     primed_ = false;
   }
-  WaitSends();
+  link_->WaitSends();
   if (layout_.replicas > 1) {
     // The statistics each replica moved on its own data: their mean.
     Net<Dtype>& net = *nets_[0];
@@ -647,7 +426,7 @@ template <typename Dtype>
 SignalAction PipelineEngine<Dtype>::AgreeOnAction(SignalAction local, int iter) {
   (void)iter;
   int a = static_cast<int>(local);
-  STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &a, 1, MPI_INT, MPI_MAX, p2p_));
+  STRATA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &a, 1, MPI_INT, MPI_MAX, link_->comm()));
   return static_cast<SignalAction>(a);
 }
 
@@ -665,7 +444,7 @@ void PipelineEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
   Drain();
   if (loss) *loss = 0;
   Forward(0, layout_.last() ? loss : nullptr);
-  WaitSends();
+  link_->WaitSends();
   last_forward_mb_ = -1;  // its activations belong to no micro-batch of an iteration
 }
 
@@ -678,14 +457,14 @@ const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& 
   if (!layout_.first()) {
     const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
     for (const std::string& b : test.cut.inputs(layout_.stage)) {
-      Receive(net.blob_by_name(b).get(), false, from, kTestTag);
+      link_->Receive(net.blob_by_name(b).get(), false, from, kTestTag);
     }
   }
   const auto& outputs = net.Forward(loss);
   if (layout_.last()) return outputs;
   const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
-  for (const std::string& b : test.send_blobs) Send(net.blob_by_name(b).get(), false, to, kTestTag);
-  WaitSends();
+  for (const std::string& b : test.send_blobs) link_->Send(net.blob_by_name(b).get(), false, to, kTestTag);
+  link_->WaitSends();
   if (loss) *loss = 0;
   return no_outputs_;
 }
@@ -743,53 +522,14 @@ void PipelineEngine<Dtype>::ResetStats() {
 
 template <typename Dtype>
 std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
-  std::ostringstream s;
-  s.precision(17);
-  s << stats_.iteration_ms << " " << stats_.compute_ms << " " << stats_.wait_ms << " " << stats_.reduce_ms << " "
-    << stats_.bytes_sent << " "
-    << stats_.iterations << " " << stats_.max_reconstruction_error << " "
-    << MemoryTracker::peak(MemoryCategory::kActivation) / 1048576.0 << " " << layout_.stage << " " << layout_.replica;
-  const std::vector<std::string> all = world_collectives_->GatherToRoot(s.str());
-  std::vector<PipelineStats> out;
-  if (world_collectives_->rank() != 0) return out;
-  out.resize(static_cast<size_t>(layout_.stages));
-  for (const std::string& line : all) {
-    std::istringstream in(line);
-    PipelineStats st;
-    int stage = 0, replica = 0;
-    in >> st.iteration_ms >> st.compute_ms >> st.wait_ms >> st.reduce_ms >> st.bytes_sent >> st.iterations >>
-        st.max_reconstruction_error >> st.peak_activation_mb >> stage >> replica;
-    if (replica == 0) {
-      out[static_cast<size_t>(stage)] = st;
-    }
-  }
-  return out;
-}
-
-template <typename Dtype>
-std::string PipelineEngine<Dtype>::StatsTable(const std::vector<PipelineStats>& stages) {
-  std::ostringstream s;
-  char line[256];
-  std::snprintf(line, sizeof(line), "%5s %10s %14s %11s %8s %13s %11s %15s %11s", "stage", "ms/iter", "compute ms/it",
-                "wait ms/it", "bubble", "reduce ms/it", "MB sent/it", "peak activ. MB", "rebuild err");
-  s << line;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    const PipelineStats& st = stages[i];
-    const double n = std::max(1, st.iterations);
-    const double busy = st.compute_ms + st.wait_ms;
-    std::snprintf(line, sizeof(line), "\n%5zu %10.2f %14.2f %11.2f %7.1f%% %13.2f %11.3f %15.2f %11.2e", i,
-                  st.iteration_ms / n, st.compute_ms / n, st.wait_ms / n, busy > 0 ? 100 * st.wait_ms / busy : 0.0,
-                  st.reduce_ms / n, st.bytes_sent / n / 1e6, st.peak_activation_mb, st.max_reconstruction_error);
-    s << line;
-  }
-  return s.str();
+  return GatherPipelineStats(stats_, layout_, *world_collectives_);
 }
 
 template <typename Dtype>
 void PipelineEngine<Dtype>::AfterIteration(int iterations_done) {
   if (display_ <= 0 || iterations_done % display_ != 0) return;
   const std::vector<PipelineStats> all = GatherStats();
-  if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << StatsTable(all);
+  if (!all.empty()) LOG(INFO) << "Pipeline stages (since the start):\n" << PipelineStatsTable(all);
 }
 
 template <typename Dtype>
@@ -797,12 +537,10 @@ void PipelineEngine<Dtype>::Finish(int iterations_done) {
   (void)iterations_done;
   Drain();
   const std::vector<PipelineStats> all = GatherStats();
-  if (!all.empty()) LOG(INFO) << "Pipeline stages:\n" << StatsTable(all);
+  if (!all.empty()) LOG(INFO) << "Pipeline stages:\n" << PipelineStatsTable(all);
   if (timeline_.enabled()) timeline_.Write(timeline_file_, world_collectives_.get());
 }
 
-template PipelineStagePlan PlanPipelineStage<float>(const SolverParameter&, const Communicator&);
-template PipelineStagePlan PlanPipelineStage<double>(const SolverParameter&, const Communicator&);
 STRATA_INSTANTIATE_CLASS(PipelineEngine);
 
 }  // namespace strata
