@@ -104,19 +104,6 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-// Sets this process's data-parallel place for one scope (data layers read it at setup).
-class ShardScope {
- public:
-  ShardScope(int rank, int count) {
-    Strata::set_solver_rank(rank);
-    Strata::set_solver_count(count);
-  }
-  ~ShardScope() {
-    Strata::set_solver_rank(0);
-    Strata::set_solver_count(1);
-  }
-};
-
 // Expects `fn` to throw a strata::Error whose message contains every one of `parts`.
 template <typename Fn>
 void ExpectErrorContaining(Fn fn, const std::vector<std::string>& parts) {

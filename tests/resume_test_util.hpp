@@ -95,14 +95,17 @@ inline Run Finish(Solver<float>* solver) {
   return run;
 }
 
-// The straight run and the resumed one, reading the LMDB `db` and snapshotting to `dir`. `install` puts the
-// engine into a new solver (nothing: the LocalEngine); `barrier` lets every rank wait for rank 0's snapshot.
+// The straight run and the resumed one, reading the LMDB `db` (this rank's `shard` of it) and snapshotting to
+// `dir`. `install` puts the engine into a new solver (nothing: the LocalEngine); `barrier` lets every rank wait
+// for rank 0's snapshot.
 // The resumed solver is made with another random_seed, so everything random must come from the snapshot.
-inline void Compare(const std::string& db, const std::string& dir, bool random_transforms,
+inline void Compare(const std::string& db, const std::string& dir, bool random_transforms, const DataShard& shard,
                     const std::function<void(Solver<float>*)>& install, const std::function<void()>& barrier) {
   const std::string prefix = dir + (random_transforms ? "/random" : "/plain");
+  EngineSetup setup;
+  setup.data_shard = shard;
   auto make = [&](int seed) {
-    auto s = SolverRegistry<float>::Create(Param(db, random_transforms, seed, prefix));
+    auto s = SolverRegistry<float>::Create(Param(db, random_transforms, seed, prefix), setup);
     install(s.get());
     return s;
   };

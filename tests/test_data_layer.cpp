@@ -13,7 +13,6 @@
 namespace strata {
 namespace {
 
-using testing_data::ShardScope;
 using testing_data::ExpectErrorContaining;
 using testing_data::IndexDatums;
 using testing_data::Key;
@@ -39,7 +38,7 @@ LayerParameter DataParam(const std::string& source, int batch, Phase phase = TRA
 struct DataUnderTest {
   explicit DataUnderTest(const LayerParameter& p, uint64_t seed = 1, int rank = 0, int count = 1)
       : layer(new DataLayer<double>(p)) {
-    ShardScope shard(rank, count);
+    layer->set_data_shard({rank, count});
     Strata::set_random_seed(seed);
     layer->SetUp({}, tops());
   }
@@ -119,8 +118,8 @@ TEST(DataLayer, ShardsConcatenateToTheSingleRankBatch) {
     LayerParameter rank_p = single_p;
     rank_p.mutable_data_param()->set_batch_size(b);
     for (int r = 0; r < n_ranks; ++r) ranks.emplace_back(new DataUnderTest(rank_p, 42, r, n_ranks));
-    EXPECT_EQ(ranks[1]->layer->shard_rank(), 1);
-    EXPECT_EQ(ranks[1]->layer->shard_count(), n_ranks);
+    EXPECT_EQ(ranks[1]->layer->data_shard().index, 1);
+    EXPECT_EQ(ranks[1]->layer->data_shard().count, n_ranks);
     const int item = 2 * 3 * 3;
     for (int t = 0; t < 8; ++t) {  // several passes over 7 records
       const std::vector<double> whole = single.Next();
@@ -135,6 +134,32 @@ TEST(DataLayer, ShardsConcatenateToTheSingleRankBatch) {
       ASSERT_EQ(data, whole) << n_ranks << " ranks, iteration " << t;
     }
   }
+}
+
+// The shard is the Net's, handed to its data layers: two nets given shards 0 and 1 of 2 read alternate batches
+// of the records, and no process-wide setting is read or changed on the way.
+TEST(DataLayer, NetsGivenTwoShardsReadDisjointInterleavedBatches) {
+  TempDir dir;
+  WriteDatumDb(dir / "db", IndexDatums(12));
+  NetParameter param;
+  *param.add_layer() = DataParam(dir / "db", 2);
+  param.mutable_state()->set_phase(TRAIN);
+  Net<float> first(param, {0, 2}), second(param, {1, 2});
+  EXPECT_EQ(first.layers()[0]->data_shard().index, 0);
+  EXPECT_EQ(second.layers()[0]->data_shard().index, 1);
+  EXPECT_EQ(second.layers()[0]->data_shard().count, 2);
+  std::vector<int> read0, read1;
+  for (int t = 0; t < 3; ++t) {
+    for (auto [net, read] : {std::make_pair(&first, &read0), std::make_pair(&second, &read1)}) {
+      net->Forward();
+      const Blob<float>& label = *net->blob_by_name("label");
+      for (int i = 0; i < label.count(); ++i) read->push_back(static_cast<int>(label.cpu_data()[i]));
+    }
+  }
+  EXPECT_EQ(read0, (std::vector<int>{0, 1, 4, 5, 8, 9}));
+  EXPECT_EQ(read1, (std::vector<int>{2, 3, 6, 7, 10, 11}));
+  EXPECT_EQ(Strata::solver_rank(), 0);
+  EXPECT_EQ(Strata::solver_count(), 1);
 }
 
 TEST(DataLayer, SetPositionResumesExactly) {

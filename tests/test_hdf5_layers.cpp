@@ -16,7 +16,6 @@
 namespace strata {
 namespace {
 
-using testing_data::ShardScope;
 using testing_data::ExpectErrorContaining;
 using testing_data::TempDir;
 
@@ -78,7 +77,7 @@ template <typename Dtype = double>
 struct HDF5DataUnderTest {
   explicit HDF5DataUnderTest(const LayerParameter& p, uint64_t seed = 1, int rank = 0, int count = 1)
       : layer(new HDF5DataLayer<Dtype>(p)) {
-    ShardScope shard(rank, count);
+    layer->set_data_shard({rank, count});
     Strata::set_random_seed(seed);
     layer->SetUp({}, tops());
   }
@@ -180,8 +179,8 @@ TEST(HDF5DataLayer, ShardsConcatenateToTheSingleRankBatch) {
       for (int r = 0; r < n_ranks; ++r) {
         ranks.emplace_back(new HDF5DataUnderTest<double>(HDF5DataParam(files.list(), b, shuffle), 42, r, n_ranks));
       }
-      EXPECT_EQ(ranks[1]->layer->shard_rank(), 1);
-      EXPECT_EQ(ranks[1]->layer->shard_count(), n_ranks);
+      EXPECT_EQ(ranks[1]->layer->data_shard().index, 1);
+      EXPECT_EQ(ranks[1]->layer->data_shard().count, n_ranks);
       for (int t = 0; t < 9; ++t) {  // several passes over 7 rows
         const std::vector<int> whole = single.Next();
         std::vector<int> parts;

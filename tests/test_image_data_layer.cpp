@@ -18,7 +18,6 @@
 namespace strata {
 namespace {
 
-using testing_data::ShardScope;
 using testing_data::ExpectErrorContaining;
 using testing_data::TempDir;
 using testing_data::WriteFile;
@@ -75,7 +74,7 @@ void WriteImages(const TempDir& dir, int n) {
 struct ImagesUnderTest {
   explicit ImagesUnderTest(const LayerParameter& p, uint64_t seed = 1, int rank = 0, int count = 1)
       : layer(new ImageDataLayer<double>(p)) {
-    ShardScope shard(rank, count);
+    layer->set_data_shard({rank, count});
     Strata::set_random_seed(seed);
     layer->SetUp({}, tops());
   }
@@ -185,8 +184,8 @@ TEST(ImageDataLayer, RanksConcatenateToTheSingleRankBatch) {
   rank_p.mutable_image_data_param()->set_batch_size(2);
   std::vector<std::unique_ptr<ImagesUnderTest>> ranks;
   for (int r = 0; r < 2; ++r) ranks.emplace_back(new ImagesUnderTest(rank_p, 42, r, 2));
-  EXPECT_EQ(ranks[1]->layer->shard_rank(), 1);
-  EXPECT_EQ(ranks[1]->layer->shard_count(), 2);
+  EXPECT_EQ(ranks[1]->layer->data_shard().index, 1);
+  EXPECT_EQ(ranks[1]->layer->data_shard().count, 2);
   const int item = 3 * 2 * 2;
   for (int t = 0; t < 6; ++t) {  // several epochs of 7 images
     const std::vector<double> whole = single.Next();

@@ -475,7 +475,7 @@ TEST(SolverResume, DataDropoutAndTestNetResumeExactly) {
   resume_test::WriteDb(dir / "db");
   for (bool random_transforms : {false, true}) {
     SCOPED_TRACE(random_transforms ? "random crop and mirror" : "no random transforms");
-    resume_test::Compare(dir / "db", dir.path(), random_transforms, [](Solver<float>*) {}, [] {});
+    resume_test::Compare(dir / "db", dir.path(), random_transforms, DataShard(), [](Solver<float>*) {}, [] {});
   }
 }
 

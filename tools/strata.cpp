@@ -364,6 +364,8 @@ int time_pipeline(int* argc, char*** argv) {
   }
   Communicator::set_default_mpi_tuning();
   Communicator comm(argc, argv, 0);
+  Strata::set_solver_rank(comm.rank());
+  Strata::set_solver_count(comm.size());
   if (comm.rank() != 0) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);
   std::unique_ptr<Solver<float>> solver;
   try {

@@ -55,8 +55,8 @@ class Strata {
   // A seed derived from the calling thread's engine, for handing to another thread or component.
   static uint64_t draw_seed();
 
-  // This process's place in data-parallel training (rank r of N), set by the solver before nets are built:
-  // data layers read their shard, only rank 0 writes snapshots. 0 of 1 when not distributed.
+  // This process's rank r of the job's N, set where MPI comes up (strata train, the Python module): rank 0 logs
+  // and writes snapshots. Never the data shard, which a Net is given (DataShard, layer.hpp). 0 of 1 alone.
   static int solver_rank() { return solver_rank_; }
   static int solver_count() { return solver_count_; }
   static void set_solver_rank(int rank) { solver_rank_ = rank; }

@@ -16,6 +16,13 @@
 
 namespace strata {
 
+// The share of the data a net reads: shard `index` of `count`. Data layers take every count-th batch of the
+// whole job's stream (prefetching_data_layer.hpp); who builds the net decides it (Solver: its engine's replica).
+struct DataShard {
+  int index = 0;
+  int count = 1;
+};
+
 template <typename Dtype>
 class Layer {
  public:
@@ -169,6 +176,10 @@ class Layer {
 
   Phase phase() const { return phase_; }
 
+  // The shard a data layer reads, handed over by Net before SetUp (a data layer reads it in LayerSetUp).
+  void set_data_shard(const DataShard& shard);
+  const DataShard& data_shard() const { return data_shard_; }
+
  protected:
   virtual void Forward_cpu(const BlobVec& bottom, const BlobVec& top) = 0;
   virtual void Forward_gpu(const BlobVec& bottom, const BlobVec& top) { Forward_cpu(bottom, top); }
@@ -203,6 +214,7 @@ class Layer {
  private:
   void SetLossWeights(const BlobVec& top);
   std::vector<bool> top_may_block_;
+  DataShard data_shard_;
   bool absorbed_ = false;
   bool backward_absorbed_ = false;
 };

@@ -33,8 +33,8 @@ class Net {
 
   using LayerHook = std::function<void(int layer_id)>;
 
-  // `param.state()` selects phase, level and stages.
-  explicit Net(const NetParameter& param);
+  // `param.state()` selects phase, level and stages; the data layers read `shard` of the data.
+  explicit Net(const NetParameter& param, const DataShard& shard = DataShard());
   // Reads the prototxt at `filename` and builds it for `phase` (plus optional level and stages).
   Net(const std::string& filename, Phase phase, int level = 0, const std::vector<std::string>* stages = nullptr);
   Net(const Net&) = delete;
@@ -157,7 +157,7 @@ class Net {
   static void FilterNet(const NetParameter& param, NetParameter* filtered);
 
  private:
-  void Init(const NetParameter& param);
+  void Init(const NetParameter& param, const DataShard& shard);
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);

@@ -86,8 +86,8 @@ class Solver {
   std::vector<std::shared_ptr<Net<Dtype>>> test_nets_;
 
  private:
-  void InitTrainNet();
-  void InitTestNets();
+  void InitTrainNet(const DataShard& shard);
+  void InitTestNets(const DataShard& shard);
   std::vector<Dtype> Test(int test_net_id);
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);

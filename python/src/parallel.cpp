@@ -75,7 +75,7 @@ void SolverDeleter::operator()(Solver<float>* solver) const {
   delete solver;
 }
 
-// Inside `strata train` (a Python layer asking), the tool brought MPI up and set the solver's rank and count.
+// Inside `strata train` (a Python layer asking), the tool brought MPI up and set the process's rank and count.
 bool MpiUpElsewhere() {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -60,6 +60,7 @@ void PythonLayer::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
       self_ = module.attr(p.layer().c_str())();
       self_.attr("param_str") = p.param_str();
       self_.attr("phase") = static_cast<int>(phase_);
+      self_.attr("data_shard") = py::make_tuple(data_shard().index, data_shard().count);
       self_.attr("_cpp_layer") = py::cast(static_cast<Layer<float>*>(this), py::return_value_policy::reference);
     } catch (py::error_already_set& e) {
       error = LastLine(e);

@@ -78,6 +78,13 @@ void Layer<Dtype>::set_param_propagate_down(int param_id, bool value) {
 }
 
 template <typename Dtype>
+void Layer<Dtype>::set_data_shard(const DataShard& shard) {
+  STRATA_REQUIRE(shard.count > 0 && shard.index >= 0 && shard.index < shard.count)
+      << "bad data shard: " << shard.index << " of " << shard.count;
+  data_shard_ = shard;
+}
+
+template <typename Dtype>
 void Layer<Dtype>::CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const {
   const int nb = static_cast<int>(bottom.size());
   const int nt = static_cast<int>(top.size());

@@ -74,8 +74,8 @@ void UpgradeLegacyInputs(NetParameter* param) {
 }  // namespace
 
 template <typename Dtype>
-Net<Dtype>::Net(const NetParameter& param) {
-  Init(param);
+Net<Dtype>::Net(const NetParameter& param, const DataShard& shard) {
+  Init(param, shard);
 }
 
 template <typename Dtype>
@@ -88,7 +88,7 @@ Net<Dtype>::Net(const std::string& filename, Phase phase, int level, const std::
     param.mutable_state()->clear_stage();
     for (const auto& s : *stages) param.mutable_state()->add_stage(s);
   }
-  Init(param);
+  Init(param, DataShard());
 }
 
 template <typename Dtype>
@@ -127,7 +127,7 @@ void Net<Dtype>::FilterNet(const NetParameter& param, NetParameter* filtered) {
 }
 
 template <typename Dtype>
-void Net<Dtype>::Init(const NetParameter& in_param) {
+void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
   NetParameter upgraded(in_param);
   UpgradeV1Net(&upgraded);
   UpgradeLegacyInputs(&upgraded);
@@ -183,6 +183,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     }
 
     try {
+      layer.set_data_shard(shard);
       layer.SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
     } catch (const Error& e) {
       rethrow_for_layer(e, *lp);

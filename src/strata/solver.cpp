@@ -147,10 +147,10 @@ Solver<Dtype>::Solver(const SolverParameter& param, const EngineSetup& setup) : 
   if (!param_.has_lr_policy()) param_.set_lr_policy("fixed");
   int probe_step = 0;
   LearningRateAt(param_, 0, &probe_step);  // reject an unknown or incomplete policy now, not mid-run
-  engines.BuildNets([this] {
+  engines.BuildNets([this](const DataShard& shard) {
     if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
-    InitTrainNet();
-    InitTestNets();
+    InitTrainNet(shard);
+    InitTestNets(shard);
     return net_.get();
   });
   // Caffe's `weights` field: fine-tuning starts from these (after BuildNets, which gives a pipeline stage the whole
@@ -198,9 +198,9 @@ TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<
 }
 
 template <typename Dtype>
-void Solver<Dtype>::InitTrainNet() {
+void Solver<Dtype>::InitTrainNet(const DataShard& shard) {
   const NetParameter net_param = TrainNetParam(param_);
-  net_ = std::make_shared<Net<Dtype>>(net_param);
+  net_ = std::make_shared<Net<Dtype>>(net_param, shard);
 
   // recompute_param: train within an activation budget by recomputing (docs/recompute.md).
   const RecomputeParameter& rp = param_.recompute_param();
@@ -216,10 +216,10 @@ void Solver<Dtype>::InitTrainNet() {
 }
 
 template <typename Dtype>
-void Solver<Dtype>::InitTestNets() {
+void Solver<Dtype>::InitTestNets(const DataShard& shard) {
   const std::vector<NetParameter> sources = TestNetParams(param_);
   for (size_t i = 0; i < sources.size(); ++i) {
-    auto test_net = std::make_shared<Net<Dtype>>(sources[i]);
+    auto test_net = std::make_shared<Net<Dtype>>(sources[i], shard);
     test_net->ShareTrainedLayersWith(net_.get());
     test_nets_.push_back(test_net);
   }

@@ -212,6 +212,13 @@ class DataParallelEngineTest : public ::testing::Test {
     return o;
   }
 
+  // A solver whose nets read this rank's share of the data, for a data-parallel engine the test installs.
+  static std::unique_ptr<Solver<float>> RankSolver(const SolverParameter& p) {
+    EngineSetup setup;
+    setup.data_shard = {world_rank(), world_size()};
+    return SolverRegistry<float>::Create(p, setup);
+  }
+
   // Installs the data-parallel engine with `o` in `solver`.
   static DataParallelEngine<float>* Install(Solver<float>* solver, const DataParallelOptions& o,
                                             const std::string& algorithm = "hybrid") {
@@ -230,7 +237,7 @@ class DataParallelEngineTest : public ::testing::Test {
     Strata::set_mode(c.solver.gpu ? Strata::GPU : Strata::CPU);
     const bool layouts_before = param_layouts_enabled();
     if (c.plain_on_rank1 && world_rank() == 1) set_param_layouts_enabled(false);
-    auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, c.solver));
+    auto solver = RankSolver(MakeSolverParam(kBatchPerRank, c.solver));
     uint64_t digest = 0;
     Weights w;
     {
@@ -449,7 +456,7 @@ TEST_F(DataParallelEngineTest, MakeEngineChoosesTheDataParallelEngineOnSeveralRa
   chosen->engine()->Drain();
   const Weights chosen_weights = WeightsOf(*chosen);
   chosen->set_engine(nullptr);  // its threads stop before another engine uses the same communicators
-  auto by_hand = SolverRegistry<float>::Create(param);
+  auto by_hand = RankSolver(param);
   if (world_size() > 1) Install(by_hand.get(), DataParallelOptions());
   const Weights start = WeightsOf(*by_hand);
   by_hand->Step(3);
@@ -464,7 +471,7 @@ TEST_F(DataParallelEngineTest, MakeEngineChoosesTheDataParallelEngineOnSeveralRa
 TEST_F(DataParallelEngineTest, NcclInCpuTrainingIsOneClearError) {
   Strata::set_solver_rank(world_rank());
   Strata::set_solver_count(world_size());
-  auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting()));
+  auto solver = RankSolver(MakeSolverParam(kBatchPerRank, SolverSetting()));
   Config c;
   c.gpu_path = CommParameter::NCCL;
   try {
@@ -524,7 +531,7 @@ TEST_F(DataParallelEngineTest, DrainAveragesBatchNormStatistics) {
   const int n = world_size();
   Strata::set_solver_rank(world_rank());
   Strata::set_solver_count(n);
-  auto solver = SolverRegistry<float>::Create(MakeSolverParam(kBatchPerRank, SolverSetting(), true));
+  auto solver = RankSolver(MakeSolverParam(kBatchPerRank, SolverSetting(), true));
   DataParallelOptions o;
   o.chunk_bytes = 64;
   DataParallelEngine<float>& engine = *Install(solver.get(), o);
@@ -582,7 +589,7 @@ TEST_F(DataParallelEngineTest, SignalsSnapshotAndStopEveryRankAtTheSameIteration
   SolverParameter p = MakeSolverParam(kBatchPerRank, SolverSetting(), true);
   const std::string dir = db_.substr(0, db_.rfind('/'));
   p.set_snapshot_prefix(dir + "/signal");
-  auto solver = SolverRegistry<float>::Create(p);
+  auto solver = RankSolver(p);
   DataParallelOptions o;
   o.chunk_bytes = 64;
   DataParallelEngine<float>& engine = *Install(solver.get(), o);
@@ -619,7 +626,7 @@ TEST_F(DataParallelEngineTest, AStopReachingOneRankEndsEveryRankWithinOneMicroBa
   p.set_max_iter(4);
   DataParallelOptions o;
   o.chunk_bytes = 64;
-  auto stopped = SolverRegistry<float>::Create(p);
+  auto stopped = RankSolver(p);
   DataParallelEngine<float>& engine = *Install(stopped.get(), o);
   Solver<float>* s = stopped.get();
   const bool signalled = world_rank() == n - 1;
@@ -636,7 +643,7 @@ TEST_F(DataParallelEngineTest, AStopReachingOneRankEndsEveryRankWithinOneMicroBa
   stopped.reset();
 
   p.set_max_iter(1);
-  auto whole = SolverRegistry<float>::Create(p);
+  auto whole = RankSolver(p);
   DataParallelEngine<float>& reference = *Install(whole.get(), o);
   whole->Solve();
   EXPECT_EQ(digest, reference.WeightsDigest()) << "the dropped iteration changed the weights";
@@ -664,7 +671,7 @@ TEST_F(DataParallelEngineTest, ResumeFromSnapshotIsExact) {
   for (bool random_transforms : {false, true}) {
     SCOPED_TRACE(random_transforms ? "random crop and mirror" : "no random transforms");
     resume_test::Compare(
-        dir + "/db", dir, random_transforms, [&](Solver<float>* s) { Install(s, o); },
+        dir + "/db", dir, random_transforms, {world_rank(), world_size()}, [&](Solver<float>* s) { Install(s, o); },
         [] { MPI_Barrier(MPI_COMM_WORLD); });
   }
   Strata::set_solver_rank(0);

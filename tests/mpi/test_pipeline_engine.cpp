@@ -238,6 +238,8 @@ class PipelineEngineTest : public ::testing::Test {
     EngineSetup setup;
     setup.comm = comm_.get();
     setup.options = c.reducer;
+    Strata::set_solver_rank(world_rank());  // the process's rank, as strata train sets it: rank 0 logs
+    Strata::set_solver_count(world_size());
     Strata::set_mode(c.gpu ? Strata::GPU : Strata::CPU);
     auto solver = SolverRegistry<float>::Create(p, setup);
     auto* engine = dynamic_cast<PipelineEngine<float>*>(solver->engine());

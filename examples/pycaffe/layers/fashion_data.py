@@ -7,7 +7,8 @@ data no Caffe layer reads.
 
 param_str is a Python dict: split ('train' or 't10k'), batch_size (the whole batch, over all ranks), root (the
 idx files' folder), shuffle (default: for the train split) and seed. Under mpirun each rank's top holds its
-share of the batch (strata.rank() and strata.size()), so N ranks train on the batch one rank would."""
+share of the batch (self.data_shard: shard index of count, the net's), so N ranks train on the batch one rank
+would."""
 
 import ast
 import gzip
@@ -37,7 +38,7 @@ class FashionMnistData(strata.Layer):
         self.images = read_idx(os.path.join(root, '%s-images-idx3-ubyte.gz' % split))
         self.labels = read_idx(os.path.join(root, '%s-labels-idx1-ubyte.gz' % split))
         batch = int(params.get('batch_size', 64))
-        rank, size = strata.rank(), strata.size()
+        rank, size = self.data_shard
         if batch % size:
             raise ValueError('batch_size %d does not split over %d ranks' % (batch, size))
         self.batch, self.share = batch, slice(rank * batch // size, (rank + 1) * batch // size)

@@ -29,6 +29,9 @@ struct EngineSetup {
   const Communicator* comm = nullptr;  // null: one process
   AllreducePolicy policy = AllreducePolicy::from_name("hybrid");
   DataParallelOptions options;         // options.timeline_file: a Chrome trace (data-parallel and pipeline engines)
+  // The share of the data the nets read when there is no communicator (a caller that installs a data-parallel
+  // engine of its own); with one, EngineFactory derives it from the ranks.
+  DataShard data_shard;
 };
 
 enum class EngineKind { kLocal, kDataParallel, kPipeline };
@@ -45,9 +48,10 @@ class EngineFactory {
   EngineFactory(const SolverParameter& param, const EngineSetup& setup);
   // What the loop builds its nets from: the solver parameter itself, or a pipeline stage's cut of its nets.
   const SolverParameter& net_param() const { return pipeline_ ? pipeline_->param : param_; }
-  // Runs `build` (the loop building its train and test nets; returns the train net) as the engine needs: a pipeline
-  // stage's nets read the data shard of their replica and start from the whole net's initial weights.
-  void BuildNets(const std::function<Net<Dtype>*()>& build);
+  // Runs `build` (the loop building its train and test nets; returns the train net) with the shard their data layers
+  // read: a pipeline stage's replica (its nets then start from the whole net's initial weights), else the
+  // communicator's rank of its size, else setup.data_shard.
+  void BuildNets(const std::function<Net<Dtype>*(const DataShard&)>& build);
   // The engine on the loop's nets and optimizer (once).
   std::unique_ptr<TrainingEngine<Dtype>> MakeEngine(Net<Dtype>* net,
                                                     const std::vector<std::shared_ptr<Net<Dtype>>>& test_nets,

@@ -24,7 +24,7 @@ namespace strata {
 // runs repeat whatever else draws from Strata::rng().
 //
 // Positions and sharding work as in the Data layer (data_layer.hpp): global batch t covers stream positions
-// [t*N*b, (t+1)*N*b) (b = batch_size, N = Strata::solver_count()), and rank r of N takes positions
+// [t*N*b, (t+1)*N*b) (b = batch_size, N = data_shard().count), and shard r of N takes positions
 // t*N*b + r*b + [0, b); the N ranks' batches of one iteration, concatenated in rank order, are the batch N*b one
 // rank would read. A rank steps over the others' rows without reading them (a file it only steps over is opened
 // for its shape alone). record_stream() is (global position, shuffle seed); set_record_stream() replays the
@@ -56,8 +56,6 @@ class HDF5DataLayer : public Layer<Dtype> {
   typename Layer<Dtype>::RecordStream record_stream() const override { return {position_, seed_}; }
   void set_record_stream(const typename Layer<Dtype>::RecordStream& stream) override;
   void set_shard(int rank, int count);
-  int shard_rank() const { return rank_; }
-  int shard_count() const { return count_; }
   const std::vector<std::string>& files() const { return files_; }
 
  protected:
@@ -80,7 +78,6 @@ class HDF5DataLayer : public Layer<Dtype> {
   std::string list_;                // hdf5_data_param.source
   bool shuffle_ = false;
   int batch_size_ = 0;
-  int rank_ = 0, count_ = 1;
   std::vector<std::vector<int>> item_shapes_;  // per top: the dataset's dimensions after the first
   std::vector<int> item_counts_;
 

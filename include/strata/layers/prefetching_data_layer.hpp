@@ -25,7 +25,7 @@ namespace strata {
 //
 // Positions and sharding: the stream of records is numbered by global position. Global batch t of the whole
 // job covers positions [p0 + t*N*b, p0 + (t+1)*N*b), where b = batch_size, N = the shard count
-// (Strata::solver_count() at setup) and p0 the starting position. Rank r takes positions
+// (data_shard() at setup, handed over by the Net) and p0 the starting position. Shard r takes positions
 // p0 + t*N*b + r*b + [0, b), so the N ranks' batches of iteration t, concatenated in rank order, are exactly
 // the batch N*b a single rank would read at iteration t. The random crop and mirror of a record depend only
 // on its global position and the seed (drawn from Strata::draw_seed() at setup, so random_seed makes runs
@@ -59,8 +59,6 @@ class PrefetchingDataLayer : public Layer<Dtype> {
   void set_record_stream(const RecordStream& stream) override;
   // Reads shard `rank` of `count` from now on (e.g. a TEST net evaluated on rank 0 alone).
   void set_shard(int rank, int count);
-  int shard_rank() const { return rank_; }
-  int shard_count() const { return count_; }
 
  protected:
   struct Batch {
@@ -70,8 +68,8 @@ class PrefetchingDataLayer : public Layer<Dtype> {
     std::string error;   // set by the thread instead of data when it failed
   };
 
-  // Reads the shard from Strata and draws the seed; `transform` is the layer's transform_param with any
-  // V1-style fields merged in. Call first in LayerSetUp.
+  // Draws the seed; `transform` is the layer's transform_param with any V1-style fields merged in. Call first in
+  // LayerSetUp.
   void SetUpStream(int batch_size, const TransformationParameter& transform);
   // Shapes the tops and `prefetch` batches for records of item_shape (C x H x W) and starts the thread at
   // position_.
@@ -87,7 +85,7 @@ class PrefetchingDataLayer : public Layer<Dtype> {
   virtual void OnRestart() {}
 
   uint64_t first_position(const Batch& batch) const {
-    return batch.start + static_cast<uint64_t>(rank_) * batch_size_;
+    return batch.start + static_cast<uint64_t>(this->data_shard().index) * batch_size_;
   }
   // For FillBatch: "" when pixels_ has the first record's shape (or can be cropped to it), else what is wrong
   // ("is 1 x 5 x 5 but the first record makes the data 1 x 4 x 4").
@@ -104,14 +102,13 @@ class PrefetchingDataLayer : public Layer<Dtype> {
   int batch_size_ = 0;
   std::vector<int> item_shape_;  // C x H x W of one transformed record
   bool output_labels_ = false;
-  int rank_ = 0, count_ = 1;
   uint64_t position_ = 0;
   std::atomic<bool> stop_{false};
 
  private:
   void StartPrefetch();
   void PrefetchLoop(uint64_t start);
-  uint64_t stride() const { return static_cast<uint64_t>(count_) * batch_size_; }
+  uint64_t stride() const { return static_cast<uint64_t>(this->data_shard().count) * batch_size_; }
 
   std::vector<std::unique_ptr<Batch>> batches_;
   BlockingQueue<Batch*> free_, full_;

@@ -34,25 +34,21 @@ EngineFactory<Dtype>::EngineFactory(const SolverParameter& param, const EngineSe
 }
 
 template <typename Dtype>
-void EngineFactory<Dtype>::BuildNets(const std::function<Net<Dtype>*()>& build) {
+void EngineFactory<Dtype>::BuildNets(const std::function<Net<Dtype>*(const DataShard&)>& build) {
   if (!pipeline_) {
-    build();
+    build(setup_.comm ? DataShard{setup_.comm->rank(), setup_.comm->size()} : setup_.data_shard);
     return;
   }
   const PipelineLayout& layout = pipeline_->layout;
   // The stage's nets read the data shard of their replica.
-  Strata::set_solver_rank(layout.replica);
-  Strata::set_solver_count(layout.replicas);
+  const DataShard shard{layout.replica, layout.replicas};
   if (layout.first() && pipeline_->nets.source.layer_size() > 0) {
     // Seeded as the whole net was, so the data layers (which come first) draw the same seeds.
     if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
-    source_ = std::make_unique<Net<Dtype>>(pipeline_->nets.source);
+    source_ = std::make_unique<Net<Dtype>>(pipeline_->nets.source, shard);
   }
-  Net<Dtype>* net = build();
+  Net<Dtype>* net = build(shard);
   if (!net->learnable_params().empty()) net->CopyTrainedLayersFrom(pipeline_->initial);
-  // Rank 0 (the last stage of replica 0) logs and writes snapshots.
-  Strata::set_solver_rank(setup_.comm->rank());
-  Strata::set_solver_count(setup_.comm->size());
 }
 
 template <typename Dtype>

@@ -81,8 +81,8 @@ void DataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top) {
   this->position_ = dp.rand_skip() > 0 ? Strata::draw_seed() % dp.rand_skip() : 0;
   this->StartBatches(item_shape, dp.prefetch(), top);
   LOG(INFO) << "Data layer '" << this->layer_param_.name() << "': " << db_->size() << " records in '"
-            << dp.source() << "', batch " << top[0]->shape_string() << ", rank " << this->rank_ << " of "
-            << this->count_
+            << dp.source() << "', batch " << top[0]->shape_string() << ", shard " << this->data_shard().index << " of "
+            << this->data_shard().count
             << (this->position_ ? ", skipping " + std::to_string(this->position_) + " records" : std::string());
 }
 

@@ -82,9 +82,6 @@ void HDF5DataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top)
   list_ = hp.source();
   shuffle_ = hp.shuffle();
   batch_size_ = static_cast<int>(hp.batch_size());
-  rank_ = Strata::solver_rank();
-  count_ = Strata::solver_count();
-  CHECK(rank_ >= 0 && rank_ < count_) << "bad solver rank " << rank_ << " of " << count_;
   files_ = ReadFileList(list_);
 
   // The first file the stream enters sets the item shapes.
@@ -98,8 +95,8 @@ void HDF5DataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top)
   }
   position_ = 0;
   LOG(INFO) << "HDF5Data layer '" << this->layer_param_.name() << "': " << files_.size() << " file(s) listed in '"
-            << list_ << "', batch " << top[0]->shape_string() << (shuffle_ ? ", shuffled" : "") << ", rank "
-            << rank_ << " of " << count_;
+            << list_ << "', batch " << top[0]->shape_string() << (shuffle_ ? ", shuffled" : "") << ", shard "
+            << this->data_shard().index << " of " << this->data_shard().count;
 }
 
 template <typename Dtype>
@@ -211,9 +208,7 @@ void HDF5DataLayer<Dtype>::set_record_stream(const typename Layer<Dtype>::Record
 
 template <typename Dtype>
 void HDF5DataLayer<Dtype>::set_shard(int rank, int count) {
-  STRATA_REQUIRE(count > 0 && rank >= 0 && rank < count) << "bad data shard: rank " << rank << " of " << count;
-  rank_ = rank;
-  count_ = count;
+  this->set_data_shard({rank, count});
 }
 
 template <typename Dtype>
@@ -221,7 +216,7 @@ void HDF5DataLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top
   // After a failure the stream stands half-way; every later Forward repeats it until set_record_stream.
   if (!error_.empty()) STRATA_FAIL() << this->describe() << ": " << error_;
   try {
-    const uint64_t first = position_ + static_cast<uint64_t>(rank_) * batch_size_;
+    const uint64_t first = position_ + static_cast<uint64_t>(this->data_shard().index) * batch_size_;
     // Shuffles happen in stream order, so a stream that is past `first` (set_shard to a lower rank) replays.
     if (stream_pos_ > first) Restart(seed_);
     Advance(first - stream_pos_);
@@ -238,7 +233,7 @@ void HDF5DataLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top
     error_ = e.what();
     STRATA_FAIL() << this->describe() << ": " << error_;
   }
-  position_ += static_cast<uint64_t>(count_) * batch_size_;
+  position_ += static_cast<uint64_t>(this->data_shard().count) * batch_size_;
 }
 
 STRATA_INSTANTIATE_CLASS(HDF5DataLayer);

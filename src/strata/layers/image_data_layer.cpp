@@ -71,7 +71,7 @@ void ImageDataLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& top
       prefetch, top);
   LOG(INFO) << "ImageData layer '" << this->layer_param_.name() << "': " << lines_.size() << " images in '"
             << source_ << "'" << (shuffle_ ? " (shuffled)" : "") << ", batch " << top[0]->shape_string()
-            << ", rank " << this->rank_ << " of " << this->count_
+            << ", shard " << this->data_shard().index << " of " << this->data_shard().count
             << (this->position_ ? ", skipping " + std::to_string(this->position_) + " images" : std::string());
 }
 

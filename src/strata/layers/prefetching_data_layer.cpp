@@ -9,9 +9,6 @@ namespace strata {
 template <typename Dtype>
 void PrefetchingDataLayer<Dtype>::SetUpStream(int batch_size, const TransformationParameter& transform) {
   batch_size_ = batch_size;
-  rank_ = Strata::solver_rank();
-  count_ = Strata::solver_count();
-  CHECK(rank_ >= 0 && rank_ < count_) << "bad solver rank " << rank_ << " of " << count_;
   seed_ = Strata::draw_seed();
   transformer_.reset(new DataTransformer<Dtype>(transform, this->phase_, seed_));
 }
@@ -74,10 +71,8 @@ void PrefetchingDataLayer<Dtype>::set_record_stream(const RecordStream& stream) 
 template <typename Dtype>
 void PrefetchingDataLayer<Dtype>::set_shard(int rank, int count) {
   CHECK(transformer_) << "set_shard before SetUp";
-  STRATA_REQUIRE(count > 0 && rank >= 0 && rank < count) << "bad data shard: rank " << rank << " of " << count;
   StopPrefetch();
-  rank_ = rank;
-  count_ = count;
+  this->set_data_shard({rank, count});
   OnRestart();
   StartPrefetch();
 }
