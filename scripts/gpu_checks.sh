@@ -84,10 +84,13 @@ for step in $steps; do
     mpigpu)
       # The data-parallel engine's GPU path (docs/gpu.md): the staging on its own (HOST's copies wait for the compute stream;
       # NCCL, or its error for ranks sharing a GPU) and training equivalence (N ranks with batch b against one rank
-      # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU.
-      for np in 1 2; do
+      # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU; at 4 ranks, a pipeline of 2 stages x 2
+      # replicas whose sums go through the reducer's host staging.
+      for np in 1 2 4; do
+        filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*:PipelineEngineTest.Gpu*'
+        [ "$np" = 4 ] && filter='PipelineEngineTest.GpuStagesTimesReplicas*'
         timeout "${MPIGPU_TIMEOUT:-280}" mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -np $np \
-          strata_mpi_tests --gtest_color=no --gtest_filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*:PipelineEngineTest.Gpu*' \
+          strata_mpi_tests --gtest_color=no --gtest_filter="$filter" \
           >"$out/mpi_gpu_np$np.txt" 2>&1
         say "GPU MPI tests on $np rank(s): exit $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/mpi_gpu_np$np.txt" | tr '\n' ' '))"
         grep -E "FAILED|Failure|differ|error" "$out/mpi_gpu_np$np.txt" | awk 'NR <= 20' | tee -a "$summary"
