@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
-#include <sstream>
 
 #include "strata/common.hpp"
 #include "strata/memory_tracker.hpp"
