@@ -360,5 +360,20 @@ TEST(DataParallelOptions, GpuHostStagingGetsAThreadPerCoreUnlessTheSolverSays) {
   EXPECT_THROW(DataParallelOptions::FromProto(p, true), Error);
 }
 
+// The low-layer lane takes a thread of its own: with one thread it could not be, so the setting is refused up front.
+TEST(DataParallelOptions, TheLowLayerLaneNeedsTwoThreads) {
+  CommParameter p;
+  p.set_low_layer_lane(true);
+  try {
+    DataParallelOptions::FromProto(p);
+    ADD_FAILURE() << "low_layer_lane with one thread was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("low_layer_lane needs comm_param.threads of at least 2"), std::string::npos)
+        << e.what();
+  }
+  p.set_threads(2);
+  EXPECT_TRUE(DataParallelOptions::FromProto(p).low_layer_lane);
+}
+
 }  // namespace
 }  // namespace strata

@@ -247,6 +247,7 @@ class DataParallelEngineTest : public ::testing::Test {
       conv1_laid_out_ = solver->net()->learnable_params()[0]->diff()->layout() == Layout::kCustom;
       set_param_layouts_enabled(layouts_before);
       digest = engine->WeightsDigest();
+      lane_buckets_ = engine->reducer().lane_buckets();
       w = WeightsOf(*solver);
       solver->set_engine(nullptr);
     }
@@ -287,6 +288,7 @@ class DataParallelEngineTest : public ::testing::Test {
   }
 
   uint64_t digest_ = 0;
+  int lane_buckets_ = 0;  // the buckets the last Check's reducer dealt to the low-layer lane
   bool conv1_laid_out_ = false;
   static std::unique_ptr<testing_data::TempDir> dir_;
   static std::string db_;
@@ -381,8 +383,10 @@ TEST_F(DataParallelEngineTest, TheLowLayerLaneGivesRoundRobinsWeightsBitForBit) 
     c.low_layer_lane = false;
     Check(c);
     const uint64_t round_robin = digest_;
+    EXPECT_EQ(lane_buckets_, 0);
     c.low_layer_lane = true;
     Check(c);
+    EXPECT_GT(lane_buckets_, 0) << c.describe() << ": no bucket on the lane, so the test would prove nothing";
     EXPECT_TRUE(all_ranks(round_robin == digest_)) << c.describe() << ": the lane's weights differ from round-robin's";
   }
   c = Config();

@@ -84,6 +84,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
   // Checks that every rank holds the same weights and writes the timeline (if asked for).
   void Finish(int iterations_done) override;
   int replicas() const override { return ranks_; }
+  const GradientReducer<Dtype>& reducer() const { return *reducer_; }
   Collectives* collectives() override { return &collectives_; }
 
   // Copies rank 0's learnable parameters (statistics included) to every rank.

@@ -92,6 +92,8 @@ class GradientReducer {
   int threads() const { return static_cast<int>(workers_.size()); }
   bool one_pass_updates() const { return one_pass_updates_; }
   bool staged() const { return staging_ != nullptr; }
+  // Buckets dealt to the low-layer lane (0: round-robin dealing).
+  int lane_buckets() const { return lane_buckets_; }
   std::string describe() const;
   // Time the threads spent summing since the last call, and when the last layer update finished (timeline clock).
   double TakeBusyUs();

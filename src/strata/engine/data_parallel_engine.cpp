@@ -25,6 +25,9 @@ DataParallelOptions DataParallelOptions::FromProto(const CommParameter& p, bool 
   o.low_layer_lane = p.low_layer_lane();
   STRATA_REQUIRE(o.chunk_bytes >= 64) << "comm_param.chunk_bytes must be at least 64, got " << o.chunk_bytes;
   STRATA_REQUIRE(o.threads >= 1 && o.threads <= 16) << "comm_param.threads must be in [1, 16], got " << o.threads;
+  STRATA_REQUIRE(!o.low_layer_lane || o.threads >= 2)
+      << "comm_param.low_layer_lane needs comm_param.threads of at least 2 (a lane and a thread for the rest), got "
+      << o.threads;
   STRATA_REQUIRE(o.checksum_interval >= 0) << "comm_param.checksum_interval must not be negative";
   STRATA_REQUIRE(p.poll_sleep_us() <= 100000) << "comm_param.poll_sleep_us must be at most 100000, got "
                                               << p.poll_sleep_us();
