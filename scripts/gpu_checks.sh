@@ -37,8 +37,9 @@ strata device_query 2>&1 | tee "$out/device_query.txt"
 for step in $steps; do
   case $step in
     tests)
-      # The GPU tests first (their per-blob errors are printed), then every unit test on this machine.
-      timeout 200 strata_tests --gtest_filter='GpuTest*' >"$out/gpu_tests.txt" 2>&1
+      # The GPU tests first (their per-blob errors are printed): the GpuTest suites and each layer's typed tests'
+      # Gpu instances (tests/layer_engines.hpp).
+      timeout 200 strata_tests --gtest_filter='GpuTest*:*/Gpu.*' >"$out/gpu_tests.txt" 2>&1
       say "GPU tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests.txt" | tr '\n' ' '))"
       grep -E "FAILED|Failure|error" "$out/gpu_tests.txt" | awk 'NR <= 20' | tee -a "$summary"
       grep "normalised error" "$out/gpu_tests.txt" | awk '{print $NF}' | sort -g | tail -1 |
@@ -46,7 +47,7 @@ for step in $steps; do
       ;;
     units)
       # Every other unit test, on this machine (CPU code; catches a broken bundle).
-      (cd "$out" && timeout "${UNIT_TIMEOUT:-300}" strata_tests --gtest_filter='-GpuTest*' >"$out/unit_tests.txt" 2>&1)
+      (cd "$out" && timeout "${UNIT_TIMEOUT:-300}" strata_tests --gtest_filter='-GpuTest*:*/Gpu.*' >"$out/unit_tests.txt" 2>&1)
       say "other unit tests: exit $? ($(grep -E '^\[  (PASSED|FAILED)' "$out/unit_tests.txt" | tr '\n' ' '))"
       grep -E "^\[  FAILED" "$out/unit_tests.txt" | awk 'NR <= 20' | tee -a "$summary"
       ;;

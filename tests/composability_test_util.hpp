@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/net.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"

@@ -19,6 +19,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gradient_checker.hpp"
@@ -64,13 +65,15 @@ inline double NormalisedError(const float* got, const float* want, int n) {
 
 inline std::vector<float> Copy(const float* p, int n) { return std::vector<float>(p, p + n); }
 
-// Runs the layer forward and backward on the CPU, then a second one set up alike (same weights, same inputs, same
-// top gradients, same random seed) on the GPU, and compares everything they computed. Two layers, not one run
-// twice: a layer may carry state from one forward to the next (RNN and LSTM without expose_hidden keep their
-// last hidden state for the next batch), which would make the GPU pass start where the CPU pass ended.
-inline void CompareWithCpu(const LayerCase& c) {
-  LayerParameter param;
-  ReadProtoFromTextString(c.prototxt, &param);
+// Runs one layer forward and backward as `want` describes it on the device `want_gpu` names, then a second one
+// as `got` describes it (the same layer type with another engine, or the same one) on `got_gpu`'s, with the same
+// weights, inputs, top gradients and random seed, and compares everything they computed within c.bound (1e-4 at
+// least for a convolution on the GPU). Two layers, not one run twice: a layer may carry state from one forward to
+// the next (RNN and LSTM without expose_hidden keep their last hidden state for the next batch), which would make
+// the second pass start where the first ended.
+inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool want_gpu, const LayerParameter& got,
+                          bool got_gpu) {
+  const LayerParameter& param = got;
   SCOPED_TRACE(param.type() + " " + param.name());
   Strata::set_mode(Strata::CPU);
   Strata::set_random_seed(1701);
@@ -96,14 +99,14 @@ inline void CompareWithCpu(const LayerCase& c) {
     top_blobs.emplace_back(new Blob<float>());
     top.push_back(top_blobs.back().get());
   }
-  auto cpu_layer = LayerRegistry<float>::CreateLayer(param);
-  cpu_layer->SetUp(bottom, top);
-  auto gpu_layer = LayerRegistry<float>::CreateLayer(param);
-  gpu_layer->SetUp(bottom, top);
+  auto want_layer = LayerRegistry<float>::CreateLayer(want);
+  want_layer->SetUp(bottom, top);
+  auto got_layer = LayerRegistry<float>::CreateLayer(got);
+  got_layer->SetUp(bottom, top);
 
   std::vector<std::vector<float>> x0, p0;
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
-  for (auto& p : cpu_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
+  for (auto& p : want_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
   std::vector<bool> down(bottom.size(), true);
   if (c.label_bottom >= 0) down[c.label_bottom] = false;
 
@@ -136,25 +139,33 @@ inline void CompareWithCpu(const LayerCase& c) {
     for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_data(), p->count()));
     return out;
   };
-  const auto cpu = run(cpu_layer.get());
-  Strata::set_mode(Strata::GPU);
-  const auto gpu = run(gpu_layer.get());
+  Strata::set_mode(want_gpu ? Strata::GPU : Strata::CPU);
+  const auto wanted = run(want_layer.get());
+  Strata::set_mode(got_gpu ? Strata::GPU : Strata::CPU);
+  const auto gotten = run(got_layer.get());
   Strata::set_mode(Strata::CPU);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  const bool cudnn_conv = param.type() == "Convolution" || param.type() == "Deconvolution";
+  ASSERT_EQ(wanted.size(), gotten.size());
+  const bool cudnn_conv = got_gpu && (param.type() == "Convolution" || param.type() == "Deconvolution");
   const double bound = cudnn_conv ? std::max(c.bound, 1e-4) : c.bound;
-  for (size_t k = 0; k < cpu.size(); ++k) {
-    ASSERT_EQ(cpu[k].size(), gpu[k].size());
-    const double err = NormalisedError(gpu[k].data(), cpu[k].data(), static_cast<int>(cpu[k].size()));
-    const size_t params = cpu_layer->blobs().size();
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    ASSERT_EQ(wanted[k].size(), gotten[k].size());
+    const double err = NormalisedError(gotten[k].data(), wanted[k].data(), static_cast<int>(wanted[k].size()));
+    const size_t params = want_layer->blobs().size();
     const char* what = k < top.size()                 ? "top"
-                       : k + 2 * params < cpu.size() ? "bottom diff"
-                       : k + params < cpu.size()     ? "param diff"
+                       : k + 2 * params < wanted.size() ? "bottom diff"
+                       : k + params < wanted.size()     ? "param diff"
                                                      : "param";
-    EXPECT_LT(err, bound) << what << " #" << k << " (" << cpu[k].size() << " values)";
-    std::printf("[gpu-vs-cpu] %-18s %-12s %-11s #%zu  n=%-7zu normalised error %.3g\n", param.type().c_str(),
-                param.name().c_str(), what, k, cpu[k].size(), err);
+    EXPECT_LT(err, bound) << what << " #" << k << " (" << wanted[k].size() << " values)";
+    std::printf("[%s-vs-%s] %-18s %-12s %-11s #%zu  n=%-7zu normalised error %.3g\n", got_gpu ? "gpu" : "cpu",
+                want_gpu ? "gpu" : "cpu", param.type().c_str(), param.name().c_str(), what, k, wanted[k].size(), err);
   }
+}
+
+// The layer `c` describes on the GPU against the same layer on the CPU.
+inline void CompareWithCpu(const LayerCase& c) {
+  LayerParameter param;
+  ReadProtoFromTextString(c.prototxt, &param);
+  CompareLayers(c, param, false, param, true);
 }
 
 // Finite differences of the GPU forward against the GPU backward, in double (cuDNN and cuBLAS run double too).
@@ -164,35 +175,47 @@ struct GradientCase {
   std::string prototxt;
   std::vector<std::vector<int>> bottoms = {{2, 3, 6, 5}};
   int check_bottom = -1;
-  std::function<void(const std::vector<Blob<double>*>&)> fill = nullptr;
+  std::function<void(const std::vector<Blob<double>*>&)> fill = nullptr;  // double checks only
   double lo = -1, hi = 1;
   int tops = 1;
   double step = 1e-4, threshold = 1e-6;
+  double kink = 0, kink_range = -1;  // values within kink_range of kink are not perturbed (GradientChecker)
 };
+
+// The check on the device `gpu` names, in Dtype: double wherever the layer computes in double (an engine that
+// computes only in float, such as oneDNN, is checked in float with a coarser step and bound).
+template <typename Dtype>
+void CheckLayerGradient(const GradientCase& c, const LayerParameter& param, bool gpu, double step, double threshold) {
+  SCOPED_TRACE(param.type() + " " + param.name());
+  Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
+  std::vector<std::unique_ptr<Blob<Dtype>>> owned;
+  std::vector<Blob<Dtype>*> bottom, top;
+  Strata::set_random_seed(3);
+  for (const auto& shape : c.bottoms) {
+    owned.emplace_back(new Blob<Dtype>(shape));
+    rng_uniform<Dtype>(owned.back()->count(), Dtype(c.lo), Dtype(c.hi), owned.back()->mutable_cpu_data());
+    bottom.push_back(owned.back().get());
+  }
+  if constexpr (std::is_same_v<Dtype, double>) {
+    if (c.fill) c.fill(bottom);
+  } else {
+    ASSERT_FALSE(c.fill) << "a fill is written for double blobs";
+  }
+  for (int t = 0; t < c.tops; ++t) {
+    owned.emplace_back(new Blob<Dtype>());
+    top.push_back(owned.back().get());
+  }
+  auto layer = LayerRegistry<Dtype>::CreateLayer(param);
+  GradientChecker<Dtype> checker(Dtype(step), Dtype(threshold), 1701, Dtype(c.kink), Dtype(c.kink_range));
+  checker.CheckGradient(layer.get(), bottom, top, c.check_bottom);
+  EXPECT_GT(checker.last_num_checked(), 0);
+  Strata::set_mode(Strata::CPU);
+}
 
 inline void GpuGradientCheck(const GradientCase& c) {
   LayerParameter param;
   ReadProtoFromTextString(c.prototxt, &param);
-  SCOPED_TRACE(param.type() + " " + param.name());
-  Strata::set_mode(Strata::GPU);
-  std::vector<std::unique_ptr<Blob<double>>> owned;
-  std::vector<Blob<double>*> bottom, top;
-  Strata::set_random_seed(3);
-  for (const auto& shape : c.bottoms) {
-    owned.emplace_back(new Blob<double>(shape));
-    rng_uniform<double>(owned.back()->count(), c.lo, c.hi, owned.back()->mutable_cpu_data());
-    bottom.push_back(owned.back().get());
-  }
-  if (c.fill) c.fill(bottom);
-  for (int t = 0; t < c.tops; ++t) {
-    owned.emplace_back(new Blob<double>());
-    top.push_back(owned.back().get());
-  }
-  auto layer = LayerRegistry<double>::CreateLayer(param);
-  GradientChecker<double> checker(c.step, c.threshold);
-  checker.CheckGradient(layer.get(), bottom, top, c.check_bottom);
-  EXPECT_GT(checker.last_num_checked(), 0);
-  Strata::set_mode(Strata::CPU);
+  CheckLayerGradient<double>(c, param, true, c.step, c.threshold);
 }
 
 }  // namespace gpu_compare

@@ -4,7 +4,7 @@
 // the same final weights, the same test scores. The net reads an LMDB through a Data layer (random crop and
 // mirror on or off) and has a Dropout layer and a test net, so the snapshot must carry the data positions
 // (train and test), the transform seed and every rank's random engine. The convolution's 16 outputs have oneDNN keep
-// its weights, their gradient and the solver's history in a blocked layout of its own (strata/layout.hpp): the
+// its weights, their gradient and the solver's history in a blocked layout of its own (strata/memory_format.hpp): the
 // snapshot must write them plain and the restored run take them back.
 #pragma once
 

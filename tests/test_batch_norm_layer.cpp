@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "blob_values.hpp"
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/batch_norm_layer.hpp"
 #include "strata/net.hpp"
 #include "strata/util/io.hpp"
@@ -314,6 +318,30 @@ TEST(BatchNormLayer, InPlaceWithScaleInANet) {
       EXPECT_NEAR(blob.cpu_diff()[k], (plus - minus) / (2 * h), 1e-6) << "param " << p << " element " << k;
     }
   }
+}
+
+
+// ---- On each backend: the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(BatchNorm, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);
+
+TYPED_TEST(BatchNormBesideCaffe, MatchesCaffeOnCpu) {
+  layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>({R"(name: "bn_train" type: "BatchNorm" phase: TRAIN)",
+                                                     {{4, 3, 5, 4}}});
+}
+
+// BatchNorm absorbs the channel Scale after it and then a ReLU, on every backend: the net computes what the
+// separate layers compute, within float's rounding of the reordered sums.
+TYPED_TEST(BatchNormOn, AbsorbingScaleAndReluChangesNothing) {
+  const std::vector<std::string> absorbed = layer_engines::ExpectFusionChangesNothing<TypeParam>(R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 16 dim: 5 dim: 5 } } }
+      layer { name: "bn" type: "BatchNorm" bottom: "x" top: "b" }
+      layer { name: "scale" type: "Scale" bottom: "b" top: "b" scale_param { bias_term: true
+              filler { type: "uniform" min: 0.5 max: 1.5 } bias_filler { type: "uniform" min: -1 max: 1 } } }
+      layer { name: "relu" type: "ReLU" bottom: "b" top: "b" }
+      layer { name: "loss" type: "Reduction" bottom: "b" top: "loss" reduction_param { operation: SUMSQ }
+              loss_weight: 1 })", 1e-5);
+  EXPECT_EQ(absorbed, (std::vector<std::string>{"scale", "relu"}));
 }
 
 }  // namespace

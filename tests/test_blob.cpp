@@ -1,6 +1,6 @@
 // Blob: shapes and their checks, counts and offsets, lazy memory that grows and never shrinks, sharing, the
 // whole-blob arithmetic, BlobProto in both directions (N-d shapes and Caffe's legacy num/channels/height/width), and
-// the channel-blocked layout (strata/layout.hpp): where each element lies, and that every plain reader sees the
+// the channel-blocked layout (strata/memory_format.hpp): where each element lies, and that every plain reader sees the
 // plain values whatever layout a layer left the memory in.
 #include <gtest/gtest.h>
 
@@ -288,9 +288,9 @@ TYPED_TEST(BlobTest, BlockedLayoutPutsEachElementWhereOneDnnDoes) {
   ASSERT_TRUE(b.can_block());
   TypeParam* plain = b.mutable_cpu_data();
   for (int i = 0; i < b.count(); ++i) plain[i] = static_cast<TypeParam>(i);
-  EXPECT_EQ(b.data_layout(), Layout::kPlain);
-  const TypeParam* blocked = b.cpu_data_in(Layout::kBlocked16);
-  EXPECT_EQ(b.data_layout(), Layout::kBlocked16);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kPlain);
+  const TypeParam* blocked = b.cpu_data_in(MemoryFormat::kBlocked16);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kBlocked16);
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c)
       for (int s = 0; s < S; ++s) {
@@ -298,9 +298,9 @@ TYPED_TEST(BlobTest, BlockedLayoutPutsEachElementWhereOneDnnDoes) {
         ASSERT_EQ(blocked[at], static_cast<TypeParam>((n * C + c) * S + s)) << n << " " << c << " " << s;
       }
   // A plain read converts back, in place; the diff has a layout of its own.
-  EXPECT_EQ(b.diff_layout(), Layout::kPlain);
+  EXPECT_EQ(b.diff_layout(), MemoryFormat::kPlain);
   const TypeParam* again = b.cpu_data();
-  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kPlain);
   for (int i = 0; i < b.count(); ++i) ASSERT_EQ(again[i], static_cast<TypeParam>(i));
 }
 
@@ -316,52 +316,52 @@ TYPED_TEST(BlobTest, OnlyFourAxesWithChannelsInSixteensCanBlock) {
 TYPED_TEST(BlobTest, PlainReadersSeePlainValuesWhateverTheLayout) {
   const std::vector<int> shape{2, 16, 2, 3};
   Blob<TypeParam> b(shape);
-  TypeParam* d = b.mutable_cpu_diff_in(Layout::kBlocked16, false);
-  EXPECT_EQ(b.diff_layout(), Layout::kBlocked16);
+  TypeParam* d = b.mutable_cpu_diff_in(MemoryFormat::kBlocked16, false);
+  EXPECT_EQ(b.diff_layout(), MemoryFormat::kBlocked16);
   for (int i = 0; i < b.count(); ++i) d[i] = static_cast<TypeParam>(i);  // blocked order
   // The same values through the plain view: element (n, c, s) is blocked index ((n + 0) * 6 + s) * 16 + c.
   const TypeParam* plain = b.cpu_diff();
-  EXPECT_EQ(b.diff_layout(), Layout::kPlain);
+  EXPECT_EQ(b.diff_layout(), MemoryFormat::kPlain);
   for (int n = 0; n < 2; ++n)
     for (int c = 0; c < 16; ++c)
       for (int s = 0; s < 6; ++s) ASSERT_EQ(plain[(n * 16 + c) * 6 + s], static_cast<TypeParam>((n * 6 + s) * 16 + c));
 
   // A flattened view sharing the memory is plain to itself, and reading it converts the memory.
   for (int i = 0; i < b.count(); ++i) b.mutable_cpu_data()[i] = static_cast<TypeParam>(i);
-  b.cpu_data_in(Layout::kBlocked16);
+  b.cpu_data_in(MemoryFormat::kBlocked16);
   Blob<TypeParam> flat({2, 96});
   flat.ShareData(b);
-  EXPECT_EQ(flat.data_layout(), Layout::kPlain);
-  EXPECT_EQ(b.data_layout(), Layout::kBlocked16);
+  EXPECT_EQ(flat.data_layout(), MemoryFormat::kPlain);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kBlocked16);
   for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(flat.cpu_data()[i], static_cast<TypeParam>(i));
-  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kPlain);
 
   // A snapshot writes plain values.
-  b.cpu_data_in(Layout::kBlocked16);
+  b.cpu_data_in(MemoryFormat::kBlocked16);
   BlobProto proto;
   b.ToProto(&proto);
   for (int i = 0; i < b.count(); ++i) ASSERT_EQ(static_cast<TypeParam>(
       proto.double_data_size() ? proto.double_data(i) : proto.data(i)), static_cast<TypeParam>(i));
 
   // keep_values false leaves the bytes as they were and only relabels them.
-  TypeParam* raw = b.mutable_cpu_data_in(Layout::kBlocked16, true);
+  TypeParam* raw = b.mutable_cpu_data_in(MemoryFormat::kBlocked16, true);
   for (int i = 0; i < b.count(); ++i) raw[i] = static_cast<TypeParam>(-i);
-  TypeParam* over = b.mutable_cpu_data_in(Layout::kPlain, false);
+  TypeParam* over = b.mutable_cpu_data_in(MemoryFormat::kPlain, false);
   for (int i = 0; i < b.count(); ++i) ASSERT_EQ(over[i], static_cast<TypeParam>(-i));
 
-  b.cpu_data_in(Layout::kBlocked16);
+  b.cpu_data_in(MemoryFormat::kBlocked16);
   b.release_memory();
-  EXPECT_EQ(b.data_layout(), Layout::kPlain);
+  EXPECT_EQ(b.data_layout(), MemoryFormat::kPlain);
 }
 
-// A CustomLayout for the tests: the elements in reverse order, or rotated by `shift` (a different arrangement).
-class Reversed : public CustomLayout {
+// A CustomFormat for the tests: the elements in reverse order, or rotated by `shift` (a different arrangement).
+class Reversed : public CustomFormat {
  public:
   Reversed(int count, size_t elem_size, int shift = 0) : count_(count), elem_(elem_size), shift_(shift) {}
   size_t bytes() const override { return count_ * elem_; }
   void ToLayout(const void* plain, void* laid) const override { Move(plain, laid, true); }
   void FromLayout(const void* laid, void* plain) const override { Move(laid, plain, false); }
-  bool Same(const CustomLayout& o) const override {
+  bool Same(const CustomFormat& o) const override {
     const auto* r = dynamic_cast<const Reversed*>(&o);
     return r && r->count_ == count_ && r->elem_ == elem_ && r->shift_ == shift_;
   }
@@ -383,9 +383,9 @@ class Reversed : public CustomLayout {
   int shift_;
 };
 
-// A parameter in a layer's CustomLayout: plain readers see plain values; the gradient and a solver's history are
+// A parameter in a layer's CustomFormat: plain readers see plain values; the gradient and a solver's history are
 // brought into the value's layout; sums, scales, clearing and Update work there without converting back; a
-// snapshot writes plain values; another CustomLayout converts through the plain one.
+// snapshot writes plain values; another CustomFormat converts through the plain one.
 TYPED_TEST(BlobTest, ParametersInACustomLayoutConvertOnlyWhereRead) {
   Blob<TypeParam> w({3, 4});
   const int n = w.count();
@@ -421,7 +421,7 @@ TYPED_TEST(BlobTest, ParametersInACustomLayoutConvertOnlyWhereRead) {
   TypeParam* g = w.mutable_cpu_diff_as(rev);
   g[rev->at(0)] = 7;
   w.clear_diff();
-  EXPECT_EQ(w.diff()->layout(), Layout::kCustom);
+  EXPECT_EQ(w.diff()->layout(), MemoryFormat::kCustom);
   auto rotated = std::make_shared<Reversed>(n, sizeof(TypeParam), 5);
   const TypeParam* r = w.cpu_data_as(rotated);
   for (int i = 0; i < n; ++i) ASSERT_EQ(r[rotated->at(i)], static_cast<TypeParam>(-4 * (i + 1)));

@@ -26,7 +26,7 @@
 #include "composability_test_util.hpp"
 #include "resume_test_util.hpp"
 #include "strata/device.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/net.hpp"
 #include "strata/onednn.hpp"
 #include "strata/solver.hpp"

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/parallel.hpp"
@@ -331,6 +336,51 @@ TEST(ConvolutionLayer, BadParametersAreErrors) {
   layer.SetUp({&x}, {&y});
   x.Reshape({1, 3, 5, 5});
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(Convolution, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(ConvolutionBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "conv3x3" type: "Convolution" convolution_param { num_output: 6 kernel_size: 3 pad: 1
+          )" + layer_engines::kFillers + R"( })", {{3, 4, 9, 8}}},
+      {R"(name: "conv_s2_g2_d2" type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2
+          pad: 2 group: 2 dilation: 2 )" + layer_engines::kFillers + R"( })", {{2, 4, 11, 10}}},
+      {R"(name: "conv_nobias_2bottoms" type: "Convolution" convolution_param { num_output: 5 kernel_h: 5
+          kernel_w: 3 bias_term: false weight_filler { type: "gaussian" std: 0.3 } })",
+       {{2, 3, 8, 7}, {2, 3, 8, 7}}, 2},
+      // Channels in blocks of 16, where oneDNN's blocked kernels run, and a 1x1 projection.
+      {R"(name: "conv16" type: "Convolution" convolution_param { num_output: 16 kernel_size: 3 pad: 1
+          )" + layer_engines::kFillers + R"( })", {{2, 16, 6, 6}}},
+      {R"(name: "conv1x1" type: "Convolution" convolution_param { num_output: 16 kernel_size: 1 stride: 2
+          bias_term: false weight_filler { type: "gaussian" std: 0.3 } })", {{2, 32, 7, 7}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(ConvolutionOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>({R"(name: "conv" type: "Convolution" convolution_param { num_output: 3
+      kernel_size: 3 stride: 2 pad: 1 )" + layer_engines::kFillers + R"( })"});
+  layer_engines::CheckGradient<TypeParam>({R"(name: "conv_g2_d2" type: "Convolution" convolution_param {
+      num_output: 4 kernel_h: 3 kernel_w: 2 group: 2 dilation: 2 )" + layer_engines::kFillers + R"( })",
+                                           {{2, 4, 6, 5}}});
+}
+
+// A convolution absorbs the ReLU after it where it runs on oneDNN (its forward as a post-op; the ReLU keeps its
+// backward): the net computes what the separate layers compute.
+TYPED_TEST(ConvolutionOn, AbsorbingItsReluChangesNothing) {
+  const std::vector<std::string> absorbed = layer_engines::ExpectFusionChangesNothing<TypeParam>(R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 16 dim: 6 dim: 6 } } }
+      layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 16
+              kernel_size: 3 pad: 1 )" + layer_engines::kFillers + R"( } }
+      layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+      layer { name: "loss" type: "Reduction" bottom: "c" top: "loss" reduction_param { operation: SUMSQ }
+              loss_weight: 1 })", 1e-6);
+  EXPECT_EQ(absorbed, (std::is_same_v<TypeParam, layer_engines::OneDnnCpu> ? std::vector<std::string>{"relu"}
+                                                                          : std::vector<std::string>{}));
 }
 
 }  // namespace

@@ -3,10 +3,12 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "blob_values.hpp"
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/layers/deconvolution_layer.hpp"
@@ -262,6 +264,35 @@ TEST(DeconvolutionLayer, BadConfigurationsAreRefused) {
   layer.SetUp({&x}, {&y});
   x.Reshape({1, 3, 4, 4});
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(Deconvolution, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(DeconvolutionBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "deconv3x3" type: "Deconvolution" convolution_param { num_output: 5 kernel_size: 3 pad: 1
+          )" + layer_engines::kFillers + R"( })", {{3, 4, 7, 6}}},
+      {R"(name: "deconv_s2_g2_d2" type: "Deconvolution" convolution_param { num_output: 6 kernel_size: 3 stride: 2
+          pad: 1 group: 2 dilation: 2 )" + layer_engines::kFillers + R"( })", {{2, 4, 5, 6}}},
+      {R"(name: "deconv_nobias_2bottoms" type: "Deconvolution" convolution_param { num_output: 3 kernel_h: 3
+          kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false weight_filler { type: "gaussian" std: 0.3 } })",
+       {{2, 2, 4, 5}, {2, 2, 4, 5}}, 2},
+      {R"(name: "deconv_bilinear" type: "Deconvolution" convolution_param { num_output: 3 group: 3 kernel_size: 4
+          stride: 2 pad: 1 bias_term: false weight_filler { type: "bilinear" } })", {{2, 3, 5, 6}}},
+      {R"(name: "deconv16" type: "Deconvolution" convolution_param { num_output: 16 kernel_size: 4 stride: 2
+          pad: 1 )" + layer_engines::kFillers + R"( })", {{2, 32, 6, 5}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(DeconvolutionOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>({R"(name: "deconv" type: "Deconvolution" convolution_param {
+      num_output: 4 kernel_size: 3 stride: 2 pad: 1 group: 2 )" + layer_engines::kFillers + R"( })", {{2, 2, 3, 4}}});
+  layer_engines::CheckGradient<TypeParam>({R"(name: "deconv_dilated" type: "Deconvolution" convolution_param {
+      num_output: 2 kernel_size: 2 dilation: 2 )" + layer_engines::kFillers + R"( })", {{2, 3, 3, 3}}});
 }
 
 }  // namespace

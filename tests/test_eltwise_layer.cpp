@@ -1,7 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include "blob_values.hpp"
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/eltwise_layer.hpp"
 
 namespace strata {
@@ -173,6 +178,29 @@ TEST(EltwiseLayer, BadInputIsAnError) {
   EXPECT_THROW(EltwiseLayer<float>(EltwiseParam(EltwiseParameter::SUM)).SetUp({&a, &c}, {&y}), Error);
   EXPECT_THROW(EltwiseLayer<float>(EltwiseParam(EltwiseParameter::SUM)).SetUp({&a}, {&y}), Error);
   EXPECT_THROW(EltwiseLayer<float>(EltwiseParam(EltwiseParameter::PROD)).SetUp({&a, &b}, {&a}), Error);
+}
+
+
+// ---- On each backend: the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(Eltwise, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);
+
+TYPED_TEST(EltwiseBesideCaffe, MatchesCaffeOnCpu) {
+  layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>({R"(name: "sum" type: "Eltwise"
+      eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })", {{2, 3, 4, 5}, {2, 3, 4, 5}}});
+}
+
+// A sum absorbs the ReLU after it, on every backend: the net computes what the separate layers compute.
+TYPED_TEST(EltwiseOn, AbsorbingItsReluChangesNothing) {
+  const std::vector<std::string> absorbed = layer_engines::ExpectFusionChangesNothing<TypeParam>(R"(
+      layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 16 dim: 4 dim: 5 } } }
+      layer { name: "scale" type: "Scale" bottom: "x" top: "s" scale_param {
+              filler { type: "uniform" min: -1 max: 1 } } }
+      layer { name: "sum" type: "Eltwise" bottom: "x" bottom: "s" top: "sum" }
+      layer { name: "relu" type: "ReLU" bottom: "sum" top: "sum" }
+      layer { name: "loss" type: "Reduction" bottom: "sum" top: "loss" reduction_param { operation: SUMSQ }
+              loss_weight: 1 })", 1e-6);
+  EXPECT_EQ(absorbed, (std::vector<std::string>{"relu"}));
 }
 
 }  // namespace

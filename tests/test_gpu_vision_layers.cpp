@@ -17,19 +17,6 @@ using gpu_compare::LayerCase;
 
 std::vector<LayerCase> VisionCases() {
   return {
-      {R"(name: "deconv3x3" type: "Deconvolution" convolution_param { num_output: 5 kernel_size: 3 pad: 1
-          weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "uniform" min: -1 max: 1 } })",
-       {{3, 4, 7, 6}}},
-      {R"(name: "deconv_s2_g2_d2" type: "Deconvolution" convolution_param { num_output: 6 kernel_size: 3 stride: 2
-          pad: 1 group: 2 dilation: 2 weight_filler { type: "gaussian" std: 0.3 }
-          bias_filler { type: "uniform" min: -1 max: 1 } })",
-       {{2, 4, 5, 6}}},
-      {R"(name: "deconv_nobias_2bottoms" type: "Deconvolution" convolution_param { num_output: 3 kernel_h: 3
-          kernel_w: 2 stride_h: 1 stride_w: 2 bias_term: false weight_filler { type: "gaussian" std: 0.3 } })",
-       {{2, 2, 4, 5}, {2, 2, 4, 5}}, 2},
-      {R"(name: "deconv_bilinear" type: "Deconvolution" convolution_param { num_output: 3 group: 3 kernel_size: 4
-          stride: 2 pad: 1 bias_term: false weight_filler { type: "bilinear" } })",
-       {{2, 3, 5, 6}}},
       {R"(name: "crop" type: "Crop" crop_param { offset: 1 })", {{2, 3, 7, 6}, {2, 3, 4, 3}}},
       {R"(name: "crop_per_axis" type: "Crop" crop_param { axis: 1 offset: 1 offset: 2 offset: 0 })",
        {{2, 4, 7, 6}, {1, 2, 5, 6}}},
@@ -55,14 +42,6 @@ TEST_F(GpuTest, VisionLayersMatchCpu) {
 
 // Finite differences of the GPU forward against the GPU backward, in double.
 TEST_F(GpuTest, VisionGradientChecks) {
-  gpu_compare::GpuGradientCheck(
-      {R"(name: "deconv" type: "Deconvolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1
-          group: 2 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "uniform" min: -1 max: 1 } })",
-       {{2, 2, 3, 4}}});
-  gpu_compare::GpuGradientCheck(
-      {R"(name: "deconv_dilated" type: "Deconvolution" convolution_param { num_output: 2 kernel_size: 2
-          dilation: 2 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "uniform" min: -1 max: 1 } })",
-       {{2, 3, 3, 3}}});
   // Crop: only bottom 0 carries a gradient.
   gpu_compare::GpuGradientCheck({R"(name: "crop" type: "Crop" crop_param { axis: 1 offset: 1 })",
                                  {{2, 3, 5, 4}, {2, 2, 3, 2}}, 0});

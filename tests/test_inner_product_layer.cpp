@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/inner_product_layer.hpp"
 
 namespace strata {
@@ -83,6 +88,30 @@ TEST(InnerProductLayer, ShapeMismatchIsAnError) {
   layer.SetUp({&x}, {&y});
   x.Reshape({2, 7});
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(InnerProduct, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(InnerProductBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 7 )" + layer_engines::kFillers + R"( })",
+       {{5, 3, 2, 2}}},
+      {R"(name: "ip_transpose" type: "InnerProduct" inner_product_param { num_output: 6 transpose: true
+          )" + layer_engines::kFillers + R"( })", {{4, 10}}},
+      {R"(name: "ip_nobias_axis2" type: "InnerProduct" inner_product_param { num_output: 5 axis: 2
+          bias_term: false weight_filler { type: "gaussian" std: 0.3 } })", {{3, 4, 6}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(InnerProductOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>(
+      {R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 4 )" + layer_engines::kFillers + R"( })"});
+  layer_engines::CheckGradient<TypeParam>({R"(name: "ip_transpose" type: "InnerProduct" inner_product_param {
+      num_output: 3 transpose: true )" + layer_engines::kFillers + R"( })", {{3, 5}}});
 }
 
 }  // namespace

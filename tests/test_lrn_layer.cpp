@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/lrn_layer.hpp"
 #include "strata/util/io.hpp"
@@ -133,6 +137,26 @@ TEST(LRNLayer, BadParametersAreErrors) {
   EXPECT_THROW(setup(LrnParam(4, 1, 0.75, 1), {1, 3, 2, 2}), Error);  // even window
   EXPECT_THROW(setup(LrnParam(0, 1, 0.75, 1), {1, 3, 2, 2}), Error);
   EXPECT_THROW(setup(LrnParam(3, 1, 0.75, 1), {3, 2, 2}), Error);  // not 4-D
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(LRN, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(LRNBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 })", {{2, 7, 5, 4}}},
+      {R"(name: "lrn_big_alpha" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 k: 2 })",
+       {{2, 6, 4, 4}}},
+      {R"(name: "lrn16" type: "LRN" lrn_param { local_size: 5 alpha: 0.5 beta: 0.75 })", {{2, 16, 5, 5}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(LRNOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>(
+      {R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 })", {{2, 5, 3, 3}}});
 }
 
 }  // namespace

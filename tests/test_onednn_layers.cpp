@@ -1,6 +1,7 @@
-// Every oneDNN engine against the CAFFE engine, its reference (docs/onednn.md): forward, the bottom gradient and
-// the parameter gradients on random shapes, a finite-difference gradient check, same bits run to run, and the
-// engine choice and its errors.
+// What only the oneDNN engines have (docs/onednn.md): sweeps over random shapes against the CAFFE engine, the
+// bfloat16 rounding rules, same bits run to run, absorbing a ReLU, and the engine choice and its errors. What every
+// backend of a layer owes (its gradient check, matching CAFFE on the CPU on fixed cases, fusion on and off) is in
+// the layer's own test file (layer_engines.hpp).
 //
 // Tolerance: an output matches when |onednn - caffe| <= 1e-5 * max|caffe| over the blob, i.e. 1e-5 relative to
 // the blob's largest magnitude. Element-wise relative error is no measure for sums whose terms cancel (an output
@@ -28,7 +29,7 @@
 #include "strata/layers/pooling_layer.hpp"
 #include "strata/layers/relu_layer.hpp"
 #include "strata/layers/softmax_layer.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/onednn.hpp"
 #include "strata/parallel.hpp"
@@ -351,21 +352,6 @@ TEST_F(OneDnnTest, ConvolutionFollowsShapeChangesAndSeveralBottoms) {
     EXPECT_LE(RelativeError(onednn.blobs()[i]->cpu_diff(), caffe.blobs()[i]->cpu_diff(), caffe.blobs()[i]->count()),
               kRelTol)
         << "parameter " << i;
-  }
-}
-
-TEST_F(OneDnnTest, ConvolutionGradientCheck) {
-  // Finite differences of oneDNN's own forward, in float (oneDNN has no double): a step of 1e-2 and a tolerance
-  // of 1e-2 relative to max(|analytic|, |numeric|, 1), as Caffe's float checks use.
-  for (const ConvCase& c : {ConvCase{2, 4, 6, 5, 4, 2, 3, 2, 2, 1, 1, 0, 1, 2, true},
-                            ConvCase{1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 1, 1, false}}) {
-    std::mt19937 rng(11);
-    Blob<float> x({c.num, c.channels, c.height, c.width}), y;
-    Fill(&x, &rng);
-    ConvolutionLayer<float> layer(ConvParam(c, ConvolutionParameter::ONEDNN));
-    GradientChecker<float> checker(1e-2f, 1e-2f);
-    checker.CheckGradient(&layer, {&x}, {&y});
-    EXPECT_TRUE(layer.uses_onednn());
   }
 }
 

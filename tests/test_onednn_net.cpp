@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "layer_engines.hpp"
 #include "strata/layers/convolution_layer.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/net.hpp"
 #include "strata/onednn.hpp"
 #include "strata/solver.hpp"
@@ -68,33 +69,14 @@ std::string ResNetStyle(int width = 8) {
   )";
 }
 
-// Sets the `engine` field of every layer's parameter message that has one: to `preferred` where its enum has that
-// value, else to CAFFE. Generic over the parameter types, so a layer given a oneDNN engine later is covered here
-// without a change.
-void SetEngines(NetParameter* net, const std::string& preferred) {
-  for (LayerParameter& layer : *net->mutable_layer()) {
-    const google::protobuf::Reflection* reflection = layer.GetReflection();
-    std::vector<const google::protobuf::FieldDescriptor*> fields;
-    reflection->ListFields(layer, &fields);
-    for (const google::protobuf::FieldDescriptor* field : fields) {
-      if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE || field->is_repeated()) continue;
-      google::protobuf::Message* param = reflection->MutableMessage(&layer, field);
-      const google::protobuf::FieldDescriptor* engine = param->GetDescriptor()->FindFieldByName("engine");
-      if (engine == nullptr || engine->type() != google::protobuf::FieldDescriptor::TYPE_ENUM) continue;
-      const google::protobuf::EnumValueDescriptor* value = engine->enum_type()->FindValueByName(preferred);
-      if (value == nullptr) value = engine->enum_type()->FindValueByName("CAFFE");
-      ASSERT_NE(value, nullptr) << field->name() << " has no CAFFE engine";
-      param->GetReflection()->SetEnum(param, engine, value);
-    }
-  }
-}
+using layer_engines::SetEngines;
 
 struct Trained {
   std::vector<float> losses;
   std::vector<std::vector<float>> params;  // every parameter blob, running statistics included
   std::vector<std::string> blocked;        // the blobs whose values the last step left channel-blocked
   std::vector<std::string> absorbed;       // the layers another absorbed (Layer::Absorb)
-  std::vector<int> custom;                 // the parameter blobs the last step left in a layer's CustomLayout
+  std::vector<int> custom;                 // the parameter blobs the last step left in a layer's CustomFormat
 };
 
 // Sets a process-wide switch for its scope and restores it after: whether nets built in the scope may leave blobs
@@ -135,7 +117,7 @@ Trained Train(const std::string& engine, int steps, Precision precision = FP32, 
     t.losses.push_back(net.blob_by_name("loss")->cpu_data()[0]);
   }
   for (const std::string& name : net.blob_names()) {
-    if (net.blob_by_name(name)->data_layout() == Layout::kBlocked16) t.blocked.push_back(name);
+    if (net.blob_by_name(name)->data_layout() == MemoryFormat::kBlocked16) t.blocked.push_back(name);
   }
   for (const auto& layer : net.layers()) {
     if (layer->absorbed()) t.absorbed.push_back(layer->layer_param().name());

@@ -54,17 +54,17 @@ std::string ErrorOf(const std::function<void()>& f) {
 TEST(PipelinePlan, LayoutPutsTheLastStageOnRankZero) {
   PipelineParameter p;
   p.set_replicas(2);
-  const PipelineLayout l0 = PipelineLayout::Of(p, 0, 6);
+  const PipelineGrid l0 = PipelineGrid::Of(p, 0, 6);
   EXPECT_EQ(l0.stages, 3);
   EXPECT_EQ(l0.stage, 2);
   EXPECT_EQ(l0.replica, 0);
-  const PipelineLayout l4 = PipelineLayout::Of(p, 4, 6);
+  const PipelineGrid l4 = PipelineGrid::Of(p, 4, 6);
   EXPECT_EQ(l4.stage, 1);
   EXPECT_EQ(l4.replica, 1);
   EXPECT_EQ(l4.RankOf(1, 1), 4);
   EXPECT_EQ(l4.RankOf(2, 0), 0);
   for (int r = 0; r < 6; ++r) {
-    const PipelineLayout l = PipelineLayout::Of(p, r, 6);
+    const PipelineGrid l = PipelineGrid::Of(p, r, 6);
     EXPECT_EQ(l.RankOf(l.stage, l.replica), r);
   }
 }
@@ -73,16 +73,16 @@ TEST(PipelinePlan, StagesTimesReplicasMustBeTheRankCount) {
   PipelineParameter p;
   p.set_stages(3);
   p.set_replicas(2);
-  EXPECT_NE(ErrorOf([&] { PipelineLayout::Of(p, 0, 4); }).find("3 stages x 2 replicas, but the job has 4 ranks"),
+  EXPECT_NE(ErrorOf([&] { PipelineGrid::Of(p, 0, 4); }).find("3 stages x 2 replicas, but the job has 4 ranks"),
             std::string::npos);
   p.set_stages(0);
   p.set_replicas(3);
-  EXPECT_NE(ErrorOf([&] { PipelineLayout::Of(p, 0, 4); }).find("but the job has 4 ranks"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { PipelineGrid::Of(p, 0, 4); }).find("but the job has 4 ranks"), std::string::npos);
   p.set_stages(2);
   p.set_replicas(1);
   p.add_cut("a");
   p.add_cut("b");
-  EXPECT_NE(ErrorOf([&] { PipelineLayout::Of(p, 0, 2); }).find("names 2 cut(s) for 2 stages"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { PipelineGrid::Of(p, 0, 2); }).find("names 2 cut(s) for 2 stages"), std::string::npos);
 }
 
 TEST(PipelinePlan, CrossingsCarryPassThroughBlobsAndSkips) {

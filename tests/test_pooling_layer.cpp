@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gradient_checker.hpp"
+#include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/pooling_layer.hpp"
 #include "strata/util/io.hpp"
@@ -336,6 +340,34 @@ TEST(PoolingLayer, BadParametersAreErrors) {
   EXPECT_THROW(setup(PoolParam(P::MAX, 3, 1, 0), {1, 5, 5}), Error);  // not 4-D
   EXPECT_THROW(setup(PoolParam(P::MAX, 3, 1, 0), {1, 1, 2, 5}), Error);  // kernel larger than the input
   EXPECT_THROW(setup(PoolParam(P::AVE, 3, 1, 0), {1, 1, 5, 5}, 2), Error);  // only MAX has a mask top
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+// Windows oneDNN takes (an AVE window past the padding it refuses: test_onednn_layers.cpp); the argmax top and
+// STOCHASTIC run on the CAFFE engine only, and are compared on the GPU in test_gpu_layers.cpp.
+
+STRATA_BACKEND_SUITES(Pooling, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(PoolingBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "max3s2" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })", {{2, 3, 9, 8}}},
+      {R"(name: "max3s2p1" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })",
+       {{2, 16, 8, 8}}},
+      {R"(name: "ave3s2p1" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })",
+       {{2, 3, 9, 9}}},
+      {R"(name: "global_ave" type: "Pooling" pooling_param { pool: AVE global_pooling: true })", {{2, 5, 7, 6}}},
+      {R"(name: "global_max" type: "Pooling" pooling_param { pool: MAX global_pooling: true })", {{2, 5, 7, 6}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+// AVE: linear, so finite differences are exact but for rounding; MAX is compared against CAFFE above.
+TYPED_TEST(PoolingOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>(
+      {R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })", {{2, 3, 7, 7}}});
+  layer_engines::CheckGradient<TypeParam>(
+      {R"(name: "global_ave" type: "Pooling" pooling_param { pool: AVE global_pooling: true })", {{2, 3, 4, 5}}});
 }
 
 }  // namespace

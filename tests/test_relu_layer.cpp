@@ -2,9 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gradient_checker.hpp"
 #include "in_place_check.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/relu_layer.hpp"
 
 namespace strata {
@@ -102,6 +106,29 @@ TEST(ReLULayer, RecomputeHints) {
   EXPECT_TRUE(leaky.BackwardNeedsTopData());
   EXPECT_TRUE(negative.BackwardNeedsBottomData());
   EXPECT_FALSE(negative.BackwardNeedsTopData());
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(ReLU, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(ReLUBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "relu" type: "ReLU")", {{2, 3, 5, 4}}},
+      {R"(name: "relu_in_place" type: "ReLU")", {{2, 3, 5, 4}}, 1, -1, 0, true},
+      {R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 3, 5, 4}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(ReLUOn, GradientCheck) {
+  for (const char* text : {R"(name: "relu" type: "ReLU")",
+                           R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })"}) {
+    gpu_compare::GradientCase c{text};
+    c.kink_range = 0.05;  // the kink at 0: wider than the float check's step
+    layer_engines::CheckGradient<TypeParam>(c);
+  }
 }
 
 }  // namespace

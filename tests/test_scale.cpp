@@ -175,7 +175,7 @@ MachineSpec Free() {
 
 TEST(IterationModel, WithoutCommunicationCostTheIterationIsTheComputation) {
   const ScaleNet net = Chain({1, 2, 3, 0.5}, {2, 4, 6, 1}, {1e6, 0, 5e7, 1e3}, 4e6);
-  for (const ScaleLayout layout : {ScaleLayout{1, 1}, ScaleLayout{8, 1}, ScaleLayout{3, 4}, ScaleLayout{1, 4}}) {
+  for (const ClusterShape layout : {ClusterShape{1, 1}, ClusterShape{8, 1}, ClusterShape{3, 4}, ClusterShape{1, 4}}) {
     for (bool overlap : {true, false}) {
       ScaleOptions o;
       o.overlap = overlap;

@@ -2,9 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gradient_checker.hpp"
 #include "in_place_check.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/sigmoid_layer.hpp"
 
 namespace strata {
@@ -73,6 +77,19 @@ TEST(SigmoidLayer, RecomputeHints) {
   SigmoidLayer<float> layer(SigmoidParam());
   EXPECT_FALSE(layer.BackwardNeedsBottomData());
   EXPECT_TRUE(layer.BackwardNeedsTopData());
+}
+
+
+// ---- On each backend: CAFFE on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(Sigmoid, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);
+
+TYPED_TEST(SigmoidBesideCaffe, MatchesCaffeOnCpu) {
+  layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>({R"(name: "sigmoid" type: "Sigmoid")", {{2, 3, 5, 4}}});
+}
+
+TYPED_TEST(SigmoidOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>({R"(name: "sigmoid" type: "Sigmoid")"});
 }
 
 }  // namespace

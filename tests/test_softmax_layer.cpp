@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gradient_checker.hpp"
 #include "in_place_check.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/softmax_layer.hpp"
 
 namespace strata {
@@ -113,6 +116,24 @@ TEST(SoftmaxLayer, BadAxisIsAnError) {
   Blob<float> x({2, 3}), y;
   SoftmaxLayer<float> layer(SoftmaxParam(2));
   EXPECT_THROW(layer.SetUp({&x}, {&y}), Error);
+}
+
+
+// ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(Softmax, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);
+
+TYPED_TEST(SoftmaxBesideCaffe, MatchesCaffeOnCpu) {
+  const std::vector<gpu_compare::LayerCase> cases = {
+      {R"(name: "softmax" type: "Softmax")", {{6, 10}}},
+      {R"(name: "softmax_wide" type: "Softmax")", {{3, 1000}}},
+      {R"(name: "softmax_spatial" type: "Softmax")", {{2, 5, 3, 4}}},
+  };
+  for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+TYPED_TEST(SoftmaxOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>({R"(name: "softmax" type: "Softmax")"});
 }
 
 }  // namespace

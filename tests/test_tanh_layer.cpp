@@ -2,9 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "gradient_checker.hpp"
 #include "in_place_check.hpp"
+#include "layer_engines.hpp"
 #include "strata/layers/tanh_layer.hpp"
 
 namespace strata {
@@ -75,6 +79,19 @@ TEST(TanHLayer, RecomputeHints) {
   TanHLayer<float> layer(TanHParam());
   EXPECT_FALSE(layer.BackwardNeedsBottomData());
   EXPECT_TRUE(layer.BackwardNeedsTopData());
+}
+
+
+// ---- On each backend: CAFFE on the CPU, the GPU (layer_engines.hpp) ----
+
+STRATA_BACKEND_SUITES(TanH, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);
+
+TYPED_TEST(TanHBesideCaffe, MatchesCaffeOnCpu) {
+  layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>({R"(name: "tanh" type: "TanH")", {{2, 3, 5, 4}}});
+}
+
+TYPED_TEST(TanHOn, GradientCheck) {
+  layer_engines::CheckGradient<TypeParam>({R"(name: "tanh" type: "TanH")"});
 }
 
 }  // namespace

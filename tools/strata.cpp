@@ -487,7 +487,7 @@ int scale_command() {
               FLAGS_reference_batch);
   std::vector<std::vector<std::string>> by_layer;  // by node count: each bucket's algorithm
   for (int n : nodes) {
-    const ScaleLayout layout{n, FLAGS_ranks_per_node};
+    const ClusterShape layout{n, FLAGS_ranks_per_node};
     const ScaleResult r = SimulateIteration(at_batch, machine, layout, options);
     std::map<std::string, int> counts;
     for (size_t b = 0; b < at_batch.buckets.size(); ++b)

@@ -56,23 +56,23 @@ class Blob {
   Dtype* mutable_gpu_data();
   Dtype* mutable_gpu_diff();
 
-  // Layouts (strata/layout.hpp). Every accessor above gives the plain layout, converting in place when a
+  // Layouts (strata/memory_format.hpp). Every accessor above gives the plain layout, converting in place when a
   // layout-aware layer left the memory blocked. can_block(): 4 axes with channels a multiple of 16. The *_layout()
   // are the layouts the memory is in now for this blob's shape; the *_in accessors give the memory in `layout`,
   // converting it if needed (not with keep_values false: the caller overwrites every value).
   bool can_block() const;
-  Layout data_layout() const;
-  Layout diff_layout() const;
-  const Dtype* cpu_data_in(Layout layout) const;
-  const Dtype* cpu_diff_in(Layout layout) const;
-  Dtype* mutable_cpu_data_in(Layout layout, bool keep_values = true);
-  Dtype* mutable_cpu_diff_in(Layout layout, bool keep_values = true);
-  // Parameters in a layer's CustomLayout (strata/layout.hpp): the memory in `layout`, converted in place when it is
-  // in another, and the CustomLayout the value is in now (null when none).
-  const Dtype* cpu_data_as(const CustomLayoutPtr& layout) const;
-  Dtype* mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values = true);
-  Dtype* mutable_cpu_diff_as(const CustomLayoutPtr& layout, bool keep_values = true);
-  CustomLayoutPtr data_custom_layout() const;
+  MemoryFormat data_layout() const;
+  MemoryFormat diff_layout() const;
+  const Dtype* cpu_data_in(MemoryFormat layout) const;
+  const Dtype* cpu_diff_in(MemoryFormat layout) const;
+  Dtype* mutable_cpu_data_in(MemoryFormat layout, bool keep_values = true);
+  Dtype* mutable_cpu_diff_in(MemoryFormat layout, bool keep_values = true);
+  // Parameters in a layer's CustomFormat (memory_format.hpp): the memory in `layout`, converted in place when it is
+  // in another, and the CustomFormat the value is in now (null when none).
+  const Dtype* cpu_data_as(const CustomFormatPtr& layout) const;
+  Dtype* mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep_values = true);
+  Dtype* mutable_cpu_diff_as(const CustomFormatPtr& layout, bool keep_values = true);
+  CustomFormatPtr data_custom_layout() const;
   // Brings the gradient, and `other`'s value (a solver's history for this parameter), into the layout the value is
   // in; then the *_as_is accessors give all of them in one layout, for elementwise work on the host.
   void AlignDiffWithData();
@@ -127,7 +127,7 @@ class Blob {
 
  private:
   BlockedShape blocked_shape() const;
-  Layout layout_of(const SyncedMemory& m) const;
+  MemoryFormat layout_of(const SyncedMemory& m) const;
 
   std::shared_ptr<SyncedMemory> data_;
   std::shared_ptr<SyncedMemory> diff_;

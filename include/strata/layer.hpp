@@ -137,7 +137,7 @@ class Layer {
   virtual RecordStream record_stream() const { return {}; }
   virtual void set_record_stream(const RecordStream& stream) {}
 
-  // Layouts (strata/layout.hpp). True for layers that read their bottoms in whatever layout they are in and write
+  // Layouts (memory_format.hpp). True for layers that read their bottoms in whatever layout they are in and write
   // the bottoms' gradients in the bottoms' layout, so that the layer producing a bottom may leave it blocked
   // (Net asks after SetUp). Such a layer writes a top blocked only where top_may_block(i) says so: Net sets it for
   // tops that every reader accepts blocked and that are not outputs of the net.
@@ -193,11 +193,11 @@ class Layer {
   // For layers that map each value on its own (ReLU, BatchNorm, Scale, Eltwise's sum): the layout forward runs in.
   // Blocked when a bottom is (the others are then converted) and top 0 may be, or is bottom 0 itself; otherwise
   // plain. Backward runs in the layout forward ran in.
-  Layout ElementwiseLayout(const BlobVec& bottom, const BlobVec& top) const {
+  MemoryFormat ElementwiseLayout(const BlobVec& bottom, const BlobVec& top) const {
     bool any_blocked = false;
-    for (const Blob<Dtype>* b : bottom) any_blocked = any_blocked || b->data_layout() == Layout::kBlocked16;
+    for (const Blob<Dtype>* b : bottom) any_blocked = any_blocked || b->data_layout() == MemoryFormat::kBlocked16;
     const bool blocked = any_blocked && (bottom[0] == top[0] || top_may_block(0));
-    return blocked ? Layout::kBlocked16 : Layout::kPlain;
+    return blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain;
   }
 
   // Throws a clear Error when the blob counts break the contract.

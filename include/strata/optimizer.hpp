@@ -101,7 +101,7 @@ class Optimizer {
   // the first to touch it (two would each allocate a history, and one's updates would be lost).
   void AllocateUpdateState();
   // Brings param `param_id`'s gradient and history into the layout its value is in (a layer may keep its weights
-  // in oneDNN's order, strata/layout.hpp's CustomLayout), so that the update's elementwise sweeps read all of them
+  // in oneDNN's order, memory_format.hpp's CustomFormat), so that the update's elementwise sweeps read all of them
   // alike. The update paths call it; the data-parallel engine calls it on its main thread before threads update
   // slices of the param (a conversion is not thread-safe, and is then already done).
   void AlignLayouts(int param_id);

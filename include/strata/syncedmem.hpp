@@ -5,7 +5,7 @@
 #include <cstddef>
 
 #include "strata/common.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/memory_tracker.hpp"
 
 namespace strata {
@@ -24,14 +24,14 @@ class SyncedMemory {
   void* mutable_cpu_data();
   // The host bytes in `layout`; a blocked layout is made for `shape`. The mutable form converts the current
   // contents unless `keep_values` is false (the caller overwrites them all).
-  const void* cpu_data_in(Layout layout, const BlockedShape& shape);
-  void* mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values = true);
-  Layout layout() const { return layout_; }
-  // The host bytes in a parameter's CustomLayout (strata/layout.hpp), converted in place when they are in another.
-  const void* cpu_data_as(const CustomLayoutPtr& layout);
-  void* mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values = true);
-  // The CustomLayout the host bytes are in (null unless layout() is kCustom).
-  const CustomLayoutPtr& custom_layout() const { return custom_; }
+  const void* cpu_data_in(MemoryFormat layout, const BlockedShape& shape);
+  void* mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values = true);
+  MemoryFormat layout() const { return layout_; }
+  // The host bytes in a parameter's CustomFormat (memory_format.hpp), converted in place when they are in another.
+  const void* cpu_data_as(const CustomFormatPtr& layout);
+  void* mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep_values = true);
+  // The CustomFormat the host bytes are in (null unless layout() is kCustom).
+  const CustomFormatPtr& custom_layout() const { return custom_; }
   // The host bytes as they are, in whatever layout: for sums, scales and elementwise work with memory known to be
   // in the same layout (a parameter's value, gradient and solver history).
   const void* cpu_data_as_is();
@@ -67,7 +67,7 @@ class SyncedMemory {
   void to_cpu();
   void to_gpu();
   // Rearranges the host bytes into `to` (for `shape` when that is blocked, as `custom` says when that is custom).
-  void relayout(Layout to, const BlockedShape& shape, const CustomLayoutPtr& custom = nullptr);
+  void relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom = nullptr);
   void free_cpu();
   void free_gpu();
   void alloc_gpu();  // device memory of our own, on the current device (GPU builds)
@@ -81,9 +81,9 @@ class SyncedMemory {
   bool cpu_pinned_ = false;  // cpu_ptr_ came from cudaMallocHost
   bool own_gpu_data_ = false;
   int device_ = -1;
-  Layout layout_ = Layout::kPlain;
+  MemoryFormat layout_ = MemoryFormat::kPlain;
   BlockedShape blocked_shape_;
-  CustomLayoutPtr custom_;
+  CustomFormatPtr custom_;
 };
 
 }  // namespace strata

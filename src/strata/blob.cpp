@@ -118,76 +118,76 @@ BlockedShape Blob<Dtype>::blocked_shape() const {
 }
 
 template <typename Dtype>
-Layout Blob<Dtype>::layout_of(const SyncedMemory& m) const {
+MemoryFormat Blob<Dtype>::layout_of(const SyncedMemory& m) const {
   // Memory shared with a blob of another shape (Flatten, Reshape) is plain to this one.
-  if (m.layout() != Layout::kBlocked16 || !can_block() || !(m.blocked_shape() == blocked_shape())) {
-    return Layout::kPlain;
+  if (m.layout() != MemoryFormat::kBlocked16 || !can_block() || !(m.blocked_shape() == blocked_shape())) {
+    return MemoryFormat::kPlain;
   }
-  return Layout::kBlocked16;
+  return MemoryFormat::kBlocked16;
 }
 
 template <typename Dtype>
-Layout Blob<Dtype>::data_layout() const {
-  return data_ ? layout_of(*data_) : Layout::kPlain;
+MemoryFormat Blob<Dtype>::data_layout() const {
+  return data_ ? layout_of(*data_) : MemoryFormat::kPlain;
 }
 template <typename Dtype>
-Layout Blob<Dtype>::diff_layout() const {
-  return diff_ ? layout_of(*diff_) : Layout::kPlain;
+MemoryFormat Blob<Dtype>::diff_layout() const {
+  return diff_ ? layout_of(*diff_) : MemoryFormat::kPlain;
 }
 
 template <typename Dtype>
-const Dtype* Blob<Dtype>::cpu_data_in(Layout layout) const {
+const Dtype* Blob<Dtype>::cpu_data_in(MemoryFormat layout) const {
   CHECK(data_);
-  if (layout == Layout::kPlain) return cpu_data();
+  if (layout == MemoryFormat::kPlain) return cpu_data();
   return static_cast<const Dtype*>(data_->cpu_data_in(layout, blocked_shape()));
 }
 template <typename Dtype>
-const Dtype* Blob<Dtype>::cpu_diff_in(Layout layout) const {
+const Dtype* Blob<Dtype>::cpu_diff_in(MemoryFormat layout) const {
   CHECK(diff_);
-  if (layout == Layout::kPlain) return cpu_diff();
+  if (layout == MemoryFormat::kPlain) return cpu_diff();
   return static_cast<const Dtype*>(diff_->cpu_data_in(layout, blocked_shape()));
 }
 template <typename Dtype>
-Dtype* Blob<Dtype>::mutable_cpu_data_in(Layout layout, bool keep_values) {
+Dtype* Blob<Dtype>::mutable_cpu_data_in(MemoryFormat layout, bool keep_values) {
   CHECK(data_);
   return static_cast<Dtype*>(data_->mutable_cpu_data_in(
-      layout, layout == Layout::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+      layout, layout == MemoryFormat::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
 }
 template <typename Dtype>
-Dtype* Blob<Dtype>::mutable_cpu_diff_in(Layout layout, bool keep_values) {
+Dtype* Blob<Dtype>::mutable_cpu_diff_in(MemoryFormat layout, bool keep_values) {
   CHECK(diff_);
   return static_cast<Dtype*>(diff_->mutable_cpu_data_in(
-      layout, layout == Layout::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+      layout, layout == MemoryFormat::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
 }
 
 template <typename Dtype>
-const Dtype* Blob<Dtype>::cpu_data_as(const CustomLayoutPtr& layout) const {
+const Dtype* Blob<Dtype>::cpu_data_as(const CustomFormatPtr& layout) const {
   CHECK(data_);
   return static_cast<const Dtype*>(data_->cpu_data_as(layout));
 }
 template <typename Dtype>
-Dtype* Blob<Dtype>::mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values) {
+Dtype* Blob<Dtype>::mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep_values) {
   CHECK(data_);
   return static_cast<Dtype*>(data_->mutable_cpu_data_as(layout, keep_values));
 }
 template <typename Dtype>
-Dtype* Blob<Dtype>::mutable_cpu_diff_as(const CustomLayoutPtr& layout, bool keep_values) {
+Dtype* Blob<Dtype>::mutable_cpu_diff_as(const CustomFormatPtr& layout, bool keep_values) {
   CHECK(diff_);
   return static_cast<Dtype*>(diff_->mutable_cpu_data_as(layout, keep_values));
 }
 template <typename Dtype>
-CustomLayoutPtr Blob<Dtype>::data_custom_layout() const {
-  return data_ && data_->layout() == Layout::kCustom ? data_->custom_layout() : nullptr;
+CustomFormatPtr Blob<Dtype>::data_custom_layout() const {
+  return data_ && data_->layout() == MemoryFormat::kCustom ? data_->custom_layout() : nullptr;
 }
 
 namespace {
 // Brings `m` into the layout `like` is in (plain unless `like` is custom: a parameter's value is plain or custom).
 void align_memory(SyncedMemory& m, const SyncedMemory& like) {
-  if (like.layout() == Layout::kCustom) {
-    if (m.layout() != Layout::kCustom || !SameLayout(m.custom_layout().get(), like.custom_layout().get())) {
+  if (like.layout() == MemoryFormat::kCustom) {
+    if (m.layout() != MemoryFormat::kCustom || !SameFormat(m.custom_layout().get(), like.custom_layout().get())) {
       m.cpu_data_as(like.custom_layout());
     }
-  } else if (m.layout() != Layout::kPlain) {
+  } else if (m.layout() != MemoryFormat::kPlain) {
     m.cpu_data();
   }
 }
@@ -274,7 +274,7 @@ void Blob<Dtype>::Update() {
     return;
   }
 #endif
-  // Elementwise: in whatever layout the value is (a layer's CustomLayout), with the gradient brought into it.
+  // Elementwise: in whatever layout the value is (a layer's CustomFormat), with the gradient brought into it.
   AlignDiffWithData();
   cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff_as_is(), mutable_cpu_data_as_is());
 }

@@ -5,7 +5,7 @@
 
 #include "strata/layer_factory.hpp"
 #include "strata/layer_modules.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/setting_checks.hpp"
 #include "strata/util/flag_parsing.hpp"
 #include "strata/util/insert_splits.hpp"
@@ -301,7 +301,7 @@ void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
     }
   }
 
-  // Layouts: a blob may be left channel-blocked (strata/layout.hpp) when every layer reading it accepts that and
+  // Layouts: a blob may be left channel-blocked (strata/memory_format.hpp) when every layer reading it accepts that and
   // the caller does not read it as an output (reading it would convert it back, which costs more than the reorder
   // it saves). A Split's tops share its bottom's memory, so a Split accepts a blocked bottom only where all its
   // tops may be blocked: hence the walk from the last layer back.

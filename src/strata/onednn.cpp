@@ -7,7 +7,7 @@
 
 #include "strata/onednn_context.hpp"
 #include "strata/common.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/parallel.hpp"
 
 namespace strata {

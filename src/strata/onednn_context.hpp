@@ -44,13 +44,13 @@ class CallBuffer {
 // memory in the layout the primitive computes in. When oneDNN chose the plain layout they are the same memory
 // and nothing is copied; otherwise `inner` is taken from the call's CallBuffer, filled from `user` (an input) or
 // copied back to it (an output) by a reorder made once. A 4-D float tensor whose channels are a multiple of 16 may
-// also be handed over in the blocked layout (strata/layout.hpp, `blocked` true): where the primitive computes in
+// also be handed over in the blocked layout (strata/memory_format.hpp, `blocked` true): where the primitive computes in
 // that layout itself (computes_blocked()), it reads or writes the layer's memory directly, with no copy at all.
 class Operand {
  public:
   void Init(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, bool input);
   // Makes `alternate` the layout the operand comes in when `blocked` (instead of the channel-blocked one): a
-  // parameter's CustomLayout (strata/layout.hpp). After Init.
+  // parameter's CustomFormat (strata/memory_format.hpp). After Init.
   void SetAlternate(const dnnl::memory::desc& alternate);
   // What the reordered copy takes of a CallBuffer (for an operand in the blocked layout when `blocked`): 0 when the
   // primitive computes on the layer's memory itself.

@@ -120,19 +120,19 @@ void SyncedMemory::release() {
   free_cpu();
   free_gpu();
   head_ = UNINITIALIZED;
-  layout_ = Layout::kPlain;
+  layout_ = MemoryFormat::kPlain;
   custom_ = nullptr;
 }
 
-void SyncedMemory::relayout(Layout to, const BlockedShape& shape, const CustomLayoutPtr& custom) {
-  if (to == layout_ && (to != Layout::kCustom || SameLayout(custom.get(), custom_.get()))) return;
-  if (to != Layout::kPlain && layout_ != Layout::kPlain) relayout(Layout::kPlain, {});
+void SyncedMemory::relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom) {
+  if (to == layout_ && (to != MemoryFormat::kCustom || SameFormat(custom.get(), custom_.get()))) return;
+  if (to != MemoryFormat::kPlain && layout_ != MemoryFormat::kPlain) relayout(MemoryFormat::kPlain, {});
   size_t bytes = 0;
-  if (to == Layout::kBlocked16 || layout_ == Layout::kBlocked16) {
-    const BlockedShape& s = to == Layout::kBlocked16 ? shape : blocked_shape_;
+  if (to == MemoryFormat::kBlocked16 || layout_ == MemoryFormat::kBlocked16) {
+    const BlockedShape& s = to == MemoryFormat::kBlocked16 ? shape : blocked_shape_;
     bytes = s.count() * s.elem_size;
   } else {
-    bytes = (to == Layout::kCustom ? custom : custom_)->bytes();
+    bytes = (to == MemoryFormat::kCustom ? custom : custom_)->bytes();
   }
   CHECK_LE(bytes, size_) << "a layout larger than its memory";
   // Through a scratch copy of this thread's (kept for the next conversion): only the first layer that cannot read
@@ -145,19 +145,19 @@ void SyncedMemory::relayout(Layout to, const BlockedShape& shape, const CustomLa
     CHECK(scratch) << "cannot allocate " << bytes << " bytes to change a blob's layout";
     scratch_size = (bytes + 63) / 64 * 64;
   }
-  if (to == Layout::kBlocked16) {
+  if (to == MemoryFormat::kBlocked16) {
     ToBlocked16(shape, cpu_ptr_, scratch.get());
-  } else if (to == Layout::kCustom) {
+  } else if (to == MemoryFormat::kCustom) {
     custom->ToLayout(cpu_ptr_, scratch.get());
-  } else if (layout_ == Layout::kBlocked16) {
+  } else if (layout_ == MemoryFormat::kBlocked16) {
     FromBlocked16(blocked_shape_, cpu_ptr_, scratch.get());
   } else {
     custom_->FromLayout(cpu_ptr_, scratch.get());
   }
   std::memcpy(cpu_ptr_, scratch.get(), bytes);
   layout_ = to;
-  if (to == Layout::kBlocked16) blocked_shape_ = shape;
-  custom_ = to == Layout::kCustom ? custom : nullptr;
+  if (to == MemoryFormat::kBlocked16) blocked_shape_ = shape;
+  custom_ = to == MemoryFormat::kCustom ? custom : nullptr;
 }
 
 void SyncedMemory::to_cpu() {
@@ -166,7 +166,7 @@ void SyncedMemory::to_cpu() {
       cpu_ptr_ = host_alloc(size_, &cpu_pinned_);
       std::memset(cpu_ptr_, 0, size_);
       own_cpu_data_ = true;
-      layout_ = Layout::kPlain;
+      layout_ = MemoryFormat::kPlain;
       custom_ = nullptr;
       MemoryTracker::allocated(category_, size_);
       head_ = HEAD_AT_CPU;
@@ -180,7 +180,7 @@ void SyncedMemory::to_cpu() {
       }
       STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
       head_ = SYNCED;
-      layout_ = Layout::kPlain;
+      layout_ = MemoryFormat::kPlain;
       custom_ = nullptr;
 #else
       LOG(FATAL) << "GPU memory in a CPU-only build";
@@ -214,35 +214,35 @@ void SyncedMemory::to_gpu() {
 #endif
 }
 
-const void* SyncedMemory::cpu_data() { return cpu_data_in(Layout::kPlain, {}); }
+const void* SyncedMemory::cpu_data() { return cpu_data_in(MemoryFormat::kPlain, {}); }
 
-void* SyncedMemory::mutable_cpu_data() { return mutable_cpu_data_in(Layout::kPlain, {}); }
+void* SyncedMemory::mutable_cpu_data() { return mutable_cpu_data_in(MemoryFormat::kPlain, {}); }
 
-const void* SyncedMemory::cpu_data_in(Layout layout, const BlockedShape& shape) {
+const void* SyncedMemory::cpu_data_in(MemoryFormat layout, const BlockedShape& shape) {
   to_cpu();
-  if (layout != layout_ || (layout == Layout::kBlocked16 && !(shape == blocked_shape_))) {
+  if (layout != layout_ || (layout == MemoryFormat::kBlocked16 && !(shape == blocked_shape_))) {
     // Converting keeps the values, so a read may do it; the device copy (if any) is plain and stays valid.
-    relayout(Layout::kPlain, {});
+    relayout(MemoryFormat::kPlain, {});
     relayout(layout, shape);
   }
   return cpu_ptr_;
 }
 
-const void* SyncedMemory::cpu_data_as(const CustomLayoutPtr& layout) {
+const void* SyncedMemory::cpu_data_as(const CustomFormatPtr& layout) {
   CHECK(layout) << "no custom layout given";
   CHECK_LE(layout->bytes(), size_) << "a custom layout larger than its memory";
   to_cpu();
-  relayout(Layout::kCustom, {}, layout);
+  relayout(MemoryFormat::kCustom, {}, layout);
   return cpu_ptr_;
 }
 
-void* SyncedMemory::mutable_cpu_data_as(const CustomLayoutPtr& layout, bool keep_values) {
+void* SyncedMemory::mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep_values) {
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_as(layout);
   } else {
     CHECK(layout) << "no custom layout given";
     to_cpu();
-    layout_ = Layout::kCustom;
+    layout_ = MemoryFormat::kCustom;
     custom_ = layout;
   }
   head_ = HEAD_AT_CPU;
@@ -260,14 +260,14 @@ void* SyncedMemory::mutable_cpu_data_as_is() {
   return cpu_ptr_;
 }
 
-void* SyncedMemory::mutable_cpu_data_in(Layout layout, const BlockedShape& shape, bool keep_values) {
+void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values) {
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_in(layout, shape);
   } else {
     // Fresh memory is zeros, the same in every layout.
     to_cpu();
     layout_ = layout;
-    if (layout == Layout::kBlocked16) blocked_shape_ = shape;
+    if (layout == MemoryFormat::kBlocked16) blocked_shape_ = shape;
     custom_ = nullptr;
   }
   head_ = HEAD_AT_CPU;
@@ -277,7 +277,7 @@ void* SyncedMemory::mutable_cpu_data_in(Layout layout, const BlockedShape& shape
 void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data);
   free_cpu();
-  layout_ = Layout::kPlain;
+  layout_ = MemoryFormat::kPlain;
   custom_ = nullptr;
   cpu_ptr_ = data;
   own_cpu_data_ = false;
@@ -285,13 +285,13 @@ void SyncedMemory::set_cpu_data(void* data) {
 }
 
 const void* SyncedMemory::gpu_data() {
-  if (layout_ != Layout::kPlain) cpu_data();  // the device copy is always plain
+  if (layout_ != MemoryFormat::kPlain) cpu_data();  // the device copy is always plain
   to_gpu();
   return gpu_ptr_;
 }
 
 void* SyncedMemory::mutable_gpu_data() {
-  if (layout_ != Layout::kPlain) cpu_data();
+  if (layout_ != MemoryFormat::kPlain) cpu_data();
   to_gpu();
   head_ = HEAD_AT_GPU;
   return gpu_ptr_;
@@ -308,7 +308,7 @@ void SyncedMemory::set_gpu_data(void* data) {
 #ifdef STRATA_USE_CUDA
 void SyncedMemory::async_gpu_push(void* stream) {
   CHECK_EQ(head_, HEAD_AT_CPU);
-  if (layout_ != Layout::kPlain) cpu_data();
+  if (layout_ != MemoryFormat::kPlain) cpu_data();
   if (gpu_ptr_ == nullptr) alloc_gpu();
   STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream)));

@@ -40,7 +40,7 @@
 #include "strata/device.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/make_engine.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/solver.hpp"
 #include "strata/util/io.hpp"
 
@@ -93,7 +93,7 @@ struct SolverSetting {
   // K-FAC instead of SGD: 0 no, 1 each layer inverted by its owner rank, 2 every layer by every rank.
   int kfac = 0;
   bool gpu = false;  // GPU training (the reference too)
-  // conv1's outputs: 16 has oneDNN keep its weights in a blocked layout of its own (strata/layout.hpp), which the
+  // conv1's outputs: 16 has oneDNN keep its weights in a blocked layout of its own (memory_format.hpp), which the
   // allreduce then sums as it is.
   int conv_outputs = 3;
   bool operator<(const SolverSetting& o) const {
@@ -228,7 +228,7 @@ class DataParallelEngineTest : public ::testing::Test {
   }
 
   // Trains with the data-parallel engine under `c` and checks the weights against the reference and across ranks; their
-  // digest is left in digest_, and whether conv1's weights ended in a layer's CustomLayout in conv1_laid_out_.
+  // digest is left in digest_, and whether conv1's weights ended in a layer's CustomFormat in conv1_laid_out_.
   void Check(const Config& c, float tolerance = 1e-5f) {
     SCOPED_TRACE(c.describe());
     const Weights& reference = Reference(c.solver);
@@ -244,7 +244,7 @@ class DataParallelEngineTest : public ::testing::Test {
       DataParallelEngine<float>* engine = Install(solver.get(), OptionsOf(c), c.algorithm);
       solver->Solve();  // drains at the end
       // The gradient's layout: the end of training reads the values plain (the weights' digest).
-      conv1_laid_out_ = solver->net()->learnable_params()[0]->diff()->layout() == Layout::kCustom;
+      conv1_laid_out_ = solver->net()->learnable_params()[0]->diff()->layout() == MemoryFormat::kCustom;
       set_param_layouts_enabled(layouts_before);
       digest = engine->WeightsDigest();
       lane_buckets_ = engine->reducer().lane_buckets();
@@ -315,7 +315,7 @@ TEST_F(DataParallelEngineTest, EveryAlgorithmOverlappedAndChunkedEqualsOneRankWi
 }
 
 // conv1 with 16 outputs: oneDNN computes its weight gradient in a blocked layout, and the convolution keeps its
-// weights and gradient in it (strata/layout.hpp, CustomLayout); the threads sum and update the chunks as they are.
+// weights and gradient in it (memory_format.hpp, CustomFormat); the threads sum and update the chunks as they are.
 // The ranks agree on the layout, so it stays; N ranks still equal one rank with the whole batch, with and without
 // overlap and fusion. Where one rank keeps its parameters plain (a CPU of another kind would choose another
 // layout), every rank finds it out after the first forward and goes on plain, with the same result.

@@ -346,7 +346,7 @@ class PipelineEngineTest : public ::testing::Test {
 
   PipelineStats stats_;
   std::vector<std::vector<float>> test_scores_;
-  PipelineLayout layout_;
+  PipelineGrid layout_;
   bool reversible_ = false;
   bool rebuilds_input_ = false;
   int copies_ = 0;

@@ -89,7 +89,7 @@ class DataParallelEngine : public TrainingEngine<Dtype> {
 
   // Copies rank 0's learnable parameters (statistics included) to every rank.
   void BroadcastParams();
-  // After the first forward: whether every rank keeps each parameter in the same layout (a layer's CustomLayout,
+  // After the first forward: whether every rank keeps each parameter in the same layout (a layer's CustomFormat,
   // the same on CPUs of one kind), so that the allreduce may sum the gradients as they are; where they differ,
   // every rank turns the layouts off and goes on with plain parameters. Collective.
   void AgreeOnParamLayouts();

@@ -37,7 +37,7 @@ namespace strata {
 
 // Plain bookkeeping of the staged path: each bucket's gradients lie back to back in its staging buffer, in bucket
 // order; a chunk of the bucket covers a range of that buffer, made of pieces of one or more gradients.
-class StagingLayout {
+class StagingMap {
  public:
   // A piece of a chunk: elements [grad_offset, grad_offset + count) of the bucket's gradient number `slot` sit at
   // staging_offset in the bucket's buffer.
@@ -49,7 +49,7 @@ class StagingLayout {
   };
 
   // sizes[b]: the element counts of bucket b's gradients (none empty), in bucket order.
-  StagingLayout(const std::vector<std::vector<size_t>>& sizes, size_t chunk_elems);
+  StagingMap(const std::vector<std::vector<size_t>>& sizes, size_t chunk_elems);
 
   int num_buckets() const { return static_cast<int>(elements_.size()); }
   size_t elements(int bucket) const { return elements_[bucket]; }

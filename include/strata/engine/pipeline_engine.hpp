@@ -82,7 +82,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   int replicas() const override { return layout_.replicas; }
   Collectives* collectives() override { return world_collectives_.get(); }
 
-  const PipelineLayout& layout() const { return layout_; }
+  const PipelineGrid& layout() const { return layout_; }
   // This stage keeps nothing of a micro-batch in flight (a Reversible stage).
   bool reversible() const { return reversible_; }
   // ... and without a stem: it keeps nothing at all. (ASYNC: every Reversible stage measures how far the first
@@ -131,7 +131,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   Optimizer<Dtype>* optimizer_;
   std::vector<Net<Dtype>*> test_nets_;
   int display_;
-  PipelineLayout layout_;
+  PipelineGrid layout_;
   PipelineParameter param_;
   StageCut cut_;
   std::vector<TestStage> tests_;

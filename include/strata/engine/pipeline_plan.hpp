@@ -22,11 +22,11 @@ namespace strata {
 
 // Which stage and replica a rank runs. Rank r: replica r / stages, stage stages - 1 - r % stages (rank 0 holds
 // the last stage, which computes the loss and the test scores that rank 0 logs).
-struct PipelineLayout {
+struct PipelineGrid {
   int stages = 1, replicas = 1;
   int stage = 0, replica = 0;
   // Checks stages x replicas against the rank count (one clear error otherwise).
-  static PipelineLayout Of(const PipelineParameter& p, int rank, int ranks);
+  static PipelineGrid Of(const PipelineParameter& p, int rank, int ranks);
   int RankOf(int stage, int replica) const { return replica * stages + (stages - 1 - stage); }
   bool first() const { return stage == 0; }
   bool last() const { return stage == stages - 1; }

@@ -53,7 +53,7 @@ class BatchNormLayer : public Layer<Dtype> {
   Blob<Dtype> variance_;   // per channel: the batch variance (TRAIN); -mean/std (global stats)
   Blob<Dtype> inv_std_;    // per channel: 1 / sqrt(variance + eps), kept for backward
   Blob<Dtype> x_hat_;      // the normalised input, kept for backward (TRAIN only)
-  Layout layout_ = Layout::kPlain;  // the layout the last forward ran in (and x_hat_ is in)
+  MemoryFormat layout_ = MemoryFormat::kPlain;  // the layout the last forward ran in (and x_hat_ is in)
   Blob<Dtype> grad_mean_;  // per channel: mean(dy) and mean(dy * x_hat), backward scratch (2 x C)
   ScaleLayer<Dtype>* scale_ = nullptr;  // absorbed, with
   ReLULayer<Dtype>* relu_ = nullptr;    // absorbed after the Scale

@@ -52,16 +52,16 @@ template <typename Dtype>
 BroadcastGeometry BroadcastGeometryOf(const Blob<Dtype>& x, const Blob<Dtype>& p, int axis, const char* what);
 
 // y[o, d, i] = x[o, d, i] * scale[d] + shift[d]; a null scale reads as 1, a null shift as 0. y may be x.
-// With `layout` kBlocked16 the tensors are in the channel-blocked layout, d being the channel (strata/layout.hpp:
+// With `layout` kBlocked16 the tensors are in the channel-blocked layout, d being the channel (memory_format.hpp:
 // dim a multiple of 16).
 template <typename Dtype>
 void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* scale, const Dtype* shift, Dtype* y,
-                      Layout layout = Layout::kPlain);
+                      MemoryFormat layout = MemoryFormat::kPlain);
 
 // out[d] = sum over o, i of a[o, d, i] * b[o, d, i] (b null: of a alone); added to out when `accumulate`.
 template <typename Dtype>
 void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out,
-                      Layout layout = Layout::kPlain);
+                      MemoryFormat layout = MemoryFormat::kPlain);
 
 // The sum of f(i) over i in [begin, end), in Dtype across eight independent partial sums that the compiler
 // keeps in one vector register, returned in double for the caller's totals. For the many short rows of late

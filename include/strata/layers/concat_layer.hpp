@@ -19,7 +19,7 @@ class ConcatLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return false; }
   // Joining 4-axis blobs along the channels, each a multiple of 16 of them, copies the same contiguous runs in the
   // channel-blocked layout as in the plain one (each bottom's n-th image is C_i x H x W values in both), so the
-  // layer concatenates in either (strata/layout.hpp).
+  // layer concatenates in either (strata/memory_format.hpp).
   bool AcceptsBlockedBottoms() const override { return blockable_; }
 
  protected:

@@ -40,7 +40,7 @@ class EltwiseLayer : public Layer<Dtype> {
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   std::vector<Dtype> coeffs_;
   bool stable_prod_grad_ = true;
-  Layout layout_ = Layout::kPlain;     // the layout the last forward ran in
+  MemoryFormat layout_ = MemoryFormat::kPlain;     // the layout the last forward ran in
   ReLULayer<Dtype>* relu_ = nullptr;  // absorbed
   Blob<Dtype> max_index_;  // MAX: which bottom gave each output (kept for backward)
 };

@@ -42,7 +42,7 @@ class ScaleLayer : public Layer<Dtype> {
   Blob<Dtype> input_copy_;   // bottom[0]'s values when running in place (for the scale's gradient)
   bool input_copied_ = false;
   bool per_channel_ = false;           // one bottom of 4 axes, scaled along axis 1 alone
-  Layout layout_ = Layout::kPlain;     // the layout the last forward ran in (and input_copy_ is in)
+  MemoryFormat layout_ = MemoryFormat::kPlain;     // the layout the last forward ran in (and input_copy_ is in)
 };
 
 }  // namespace strata

@@ -57,7 +57,7 @@ struct ScaleNet {
   static ScaleNet FromNet(const Net<float>& net, size_t chunk_bytes, size_t fusion_bytes);
 };
 
-struct ScaleLayout {
+struct ClusterShape {
   int nodes = 1;
   int ranks_per_node = 1;
   int ranks() const { return nodes * ranks_per_node; }
@@ -98,12 +98,12 @@ struct ScaleResult {
 // Throws strata::Error for a layout or options it cannot simulate (no ranks, threads < 1, an algorithm it has
 // no model for). With a timeline, records every simulated span (rows: 0 computation, 1..T communication
 // threads, T+1 and T+2 the GPU copies out and back).
-ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ScaleLayout& layout,
+ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout,
                               const ScaleOptions& options, Timeline* timeline = nullptr);
 
 // The algorithm the policy of `options` gives a message of `bytes` on `layout` (as ScaleOptions::allreduce
 // says); "shm" on one node, "hier" across nodes where the hybrid would run those.
-std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ScaleLayout& layout,
+std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& layout,
                                  double bytes);
 
 }  // namespace strata

@@ -245,7 +245,7 @@ void DataParallelEngine<Dtype>::AgreeOnParamLayouts() {
   if (ranks_ == 1) return;
   uint64_t h = kFnv1aBasis;
   for (Blob<Dtype>* p : net_->learnable_params()) {
-    const CustomLayoutPtr l = p->data_custom_layout();
+    const CustomFormatPtr l = p->data_custom_layout();
     const std::string name = (l ? l->name() : "plain") + ";";
     h = Fnv1a(name.data(), name.size(), h);
   }

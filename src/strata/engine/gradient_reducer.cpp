@@ -280,7 +280,7 @@ void GradientReducer<Dtype>::Reduce(Worker& w, const Task& t) {
     // GPU training: summed in host staging (or by NCCL), and back on the device when this returns.
     staging_->Reduce(t.bucket, t.offset, t.count, *w.allreduce);
   } else if (!b.packed()) {
-    // As is, the gradient is in its layer's CustomLayout (aligned in Submit), which every rank arranges alike.
+    // As is, the gradient is in its layer's CustomFormat (aligned in Submit), which every rank arranges alike.
     Dtype* g = diff(b.params[0]) + t.offset;
     if (ranks_ > 1) w.allreduce->run(g, t.count);
   } else {

@@ -19,7 +19,7 @@
 
 namespace strata {
 
-StagingLayout::StagingLayout(const std::vector<std::vector<size_t>>& sizes, size_t chunk_elems) {
+StagingMap::StagingMap(const std::vector<std::vector<size_t>>& sizes, size_t chunk_elems) {
   for (const auto& grads : sizes) {
     CHECK(!grads.empty()) << "an empty bucket";
     size_t total = 0;
@@ -48,7 +48,7 @@ StagingLayout::StagingLayout(const std::vector<std::vector<size_t>>& sizes, size
   }
 }
 
-int StagingLayout::chunk_at(int bucket, size_t offset, size_t count) const {
+int StagingMap::chunk_at(int bucket, size_t offset, size_t count) const {
   const auto& chunks = chunks_[bucket];
   const auto it = std::lower_bound(chunks.begin(), chunks.end(), offset,
                                    [](const ElementRange& c, size_t o) { return c.offset < o; });
@@ -60,13 +60,13 @@ int StagingLayout::chunk_at(int bucket, size_t offset, size_t count) const {
 namespace {
 
 template <typename Dtype>
-StagingLayout LayoutOf(const StagingSetup<Dtype>& s) {
+StagingMap LayoutOf(const StagingSetup<Dtype>& s) {
   std::vector<std::vector<size_t>> sizes;
   for (const auto& bucket : s.buckets) {
     sizes.emplace_back();
     for (const Blob<Dtype>* blob : bucket) sizes.back().push_back(static_cast<size_t>(blob->count()));
   }
-  return StagingLayout(sizes, s.chunk_elems);
+  return StagingMap(sizes, s.chunk_elems);
 }
 
 // How the HOST path moves bytes between the gradients and the staging buffers. The device version queues copies
@@ -212,7 +212,7 @@ void TakeGradientPointers(const std::vector<Blob<Dtype>*>& bucket, bool device, 
 template <typename Dtype>
 class HostStaging : public GradientStaging<Dtype> {
  public:
-  HostStaging(const StagingSetup<Dtype>& s, StagingLayout layout, std::unique_ptr<StagingCopies> copies,
+  HostStaging(const StagingSetup<Dtype>& s, StagingMap layout, std::unique_ptr<StagingCopies> copies,
               bool device)
       : buckets_(s.buckets), layout_(std::move(layout)), copies_(std::move(copies)), device_(device) {
     grads_.resize(buckets_.size());
@@ -263,7 +263,7 @@ class HostStaging : public GradientStaging<Dtype> {
 
  private:
   std::vector<std::vector<Blob<Dtype>*>> buckets_;
-  StagingLayout layout_;
+  StagingMap layout_;
   std::unique_ptr<StagingCopies> copies_;
   bool device_;
   std::vector<Dtype*> host_;                // each bucket's staging buffer
@@ -301,7 +301,7 @@ void RequireOneGpuPerRank(MPI_Comm world) {
 template <typename Dtype>
 class NcclStaging : public GradientStaging<Dtype> {
  public:
-  NcclStaging(const StagingSetup<Dtype>& s, StagingLayout layout)
+  NcclStaging(const StagingSetup<Dtype>& s, StagingMap layout)
       : buckets_(s.buckets), layout_(std::move(layout)) {
     RequireOneGpuPerRank(s.world);
     int rank = 0, size = 1;
@@ -376,7 +376,7 @@ class NcclStaging : public GradientStaging<Dtype> {
 
   static constexpr ncclDataType_t kType = sizeof(Dtype) == sizeof(float) ? ncclFloat : ncclDouble;
   std::vector<std::vector<Blob<Dtype>*>> buckets_;
-  StagingLayout layout_;
+  StagingMap layout_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t computed_ = nullptr;
@@ -405,7 +405,7 @@ std::unique_ptr<GradientStaging<Dtype>> MakeGradientStaging(const StagingSetup<D
                      "libnccl, or STRATA_USE_NCCL was OFF); use gpu_path HOST or rebuild with NCCL";
 #endif
   }
-  StagingLayout layout = LayoutOf(s);
+  StagingMap layout = LayoutOf(s);
   auto copies = std::make_unique<CudaCopies>(layout.total_chunks());
   return std::make_unique<HostStaging<Dtype>>(s, std::move(layout), std::move(copies), true);
 #else

@@ -39,7 +39,7 @@ void EngineFactory<Dtype>::BuildNets(const std::function<Net<Dtype>*(const DataS
     build(setup_.comm ? DataShard{setup_.comm->rank(), setup_.comm->size()} : setup_.data_shard);
     return;
   }
-  const PipelineLayout& layout = pipeline_->layout;
+  const PipelineGrid& layout = pipeline_->layout;
   // The stage's nets read the data shard of their replica.
   const DataShard shard{layout.replica, layout.replicas};
   if (layout.first() && pipeline_->nets.source.layer_size() > 0) {

@@ -9,9 +9,9 @@
 
 namespace strata {
 
-PipelineLayout PipelineLayout::Of(const PipelineParameter& p, int rank, int ranks) {
+PipelineGrid PipelineGrid::Of(const PipelineParameter& p, int rank, int ranks) {
   STRATA_REQUIRE(p.replicas() >= 1) << "pipeline_param.replicas must be at least 1";
-  PipelineLayout l;
+  PipelineGrid l;
   l.replicas = static_cast<int>(p.replicas());
   l.stages = p.stages() > 0 ? static_cast<int>(p.stages()) : ranks / l.replicas;
   STRATA_REQUIRE(l.stages >= 1 && static_cast<long>(l.stages) * l.replicas == ranks)

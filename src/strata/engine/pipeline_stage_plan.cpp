@@ -82,7 +82,7 @@ NetParameter InlineSources(const StageNets& nets) {
 template <typename Dtype>
 PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm) {
   const PipelineParameter& pp = param.pipeline_param();
-  const PipelineLayout layout = PipelineLayout::Of(pp, comm.rank(), comm.size());
+  const PipelineGrid layout = PipelineGrid::Of(pp, comm.rank(), comm.size());
 
   // The whole train net, as one rank would build it: its shapes, its initial weights, its layer times.
   NetParameter train = TrainNetParam(param);

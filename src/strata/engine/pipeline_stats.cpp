@@ -8,7 +8,7 @@
 
 namespace strata {
 
-std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineLayout& layout,
+std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineGrid& layout,
                                                Collectives& world) {
   std::ostringstream s;
   s.precision(17);

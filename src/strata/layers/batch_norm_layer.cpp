@@ -67,7 +67,7 @@ void TwoPassPerChannel(int N, int C, int S, const TermA& term_a, const TermB& te
   }
 }
 
-// The same in the channel-blocked layout (strata/layout.hpp): blocks of 16 channels run in parallel, each reading
+// The same in the channel-blocked layout (memory_format.hpp): blocks of 16 channels run in parallel, each reading
 // rows of S * 16 values in which lane j is channel cb * 16 + j.
 template <typename Dtype, typename TermA, typename TermB, typename Finish, typename Apply>
 void TwoPassPerChannelBlocked(int N, int C, int S, const TermA& term_a, const TermB& term_b, const Finish& finish,
@@ -108,9 +108,9 @@ void TwoPassPerChannelBlocked(int N, int C, int S, const TermA& term_a, const Te
 
 // Either form, by layout.
 template <typename Dtype, typename TermA, typename TermB, typename Finish, typename Apply>
-void TwoPass(Layout layout, int N, int C, int S, const TermA& term_a, const TermB& term_b, const Finish& finish,
+void TwoPass(MemoryFormat layout, int N, int C, int S, const TermA& term_a, const TermB& term_b, const Finish& finish,
              const Apply& apply) {
-  if (layout == Layout::kBlocked16) {
+  if (layout == MemoryFormat::kBlocked16) {
     TwoPassPerChannelBlocked<Dtype>(N, C, S, term_a, term_b, finish, apply);
   } else {
     TwoPassPerChannel<Dtype>(N, C, S, term_a, term_b, finish, apply);
@@ -215,7 +215,7 @@ void BatchNormLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& to
   const double m = static_cast<double>(num_) * S;
   // Each channel's sums are shifted by its first value x0, against cancellation; x0 waits in mean[] until the
   // channel's finish replaces it, so every term reads it from one contiguous vector in either layout.
-  const bool blocked = layout_ == Layout::kBlocked16;
+  const bool blocked = layout_ == MemoryFormat::kBlocked16;
   for (int c = 0; c < C; ++c) {
     mean[c] = x[blocked ? (c / kChannelBlock16) * S * kChannelBlock16 + c % kChannelBlock16 : c * S];
   }
@@ -308,7 +308,7 @@ void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<b
   Dtype* dgamma = scale_->param_propagate_down(0) ? scale_->blobs()[0]->mutable_cpu_diff() : nullptr;
   Dtype* dbeta = scale_->blobs().size() > 1 && scale_->param_propagate_down(1)
                      ? scale_->blobs()[1]->mutable_cpu_diff() : nullptr;
-  const auto fused = [&](const auto& grad) {  // grad(i, c) = g_s
+  const auto backward_through_scale = [&](const auto& grad) {  // grad(i, c) = g_s
     const auto term_a = [=](int i, int c) { return grad(i, c); };
     const auto term_b = [=](int i, int c) { return grad(i, c) * x_hat[i]; };
     const auto finish = [=](int c, double sum_g, double sum_g_xhat) {
@@ -326,11 +326,13 @@ void BatchNormLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<b
     }
   };
   if (!relu_) {
-    fused([=](int i, int) { return dy[i]; });
+    backward_through_scale([=](int i, int) { return dy[i]; });
   } else {
     // The ReLU's test on its input z = gamma * x_hat + beta, recomputed as the forward computed it.
     const Dtype slope = relu_->negative_slope();
-    fused([=](int i, int c) { return dy[i] * neuron::relu_gradient_factor(x_hat[i] * gamma[c] + beta[c], slope); });
+    backward_through_scale([=](int i, int c) {
+      return dy[i] * neuron::relu_gradient_factor(x_hat[i] * gamma[c] + beta[c], slope);
+    });
   }
 }
 

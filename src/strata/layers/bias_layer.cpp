@@ -125,8 +125,8 @@ void reduce_blocked(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, 
 
 template <typename Dtype>
 void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* scale, const Dtype* shift,
-                      Dtype* y, Layout layout) {
-  if (layout == Layout::kBlocked16) {
+                      Dtype* y, MemoryFormat layout) {
+  if (layout == MemoryFormat::kBlocked16) {
     affine_blocked(g, x, scale, shift, y);
     return;
   }
@@ -159,8 +159,8 @@ void broadcast_affine(const BroadcastGeometry& g, const Dtype* x, const Dtype* s
 
 template <typename Dtype>
 void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b, bool accumulate, Dtype* out,
-                      Layout layout) {
-  if (layout == Layout::kBlocked16) {
+                      MemoryFormat layout) {
+  if (layout == MemoryFormat::kBlocked16) {
     reduce_blocked(g, a, b, accumulate, out);
     return;
   }
@@ -208,9 +208,9 @@ void broadcast_reduce(const BroadcastGeometry& g, const Dtype* a, const Dtype* b
   template BroadcastGeometry BroadcastGeometryOf<Dtype>(const Blob<Dtype>&, const Blob<Dtype>&, int,        \
                                                         const char*);                                       \
   template void broadcast_affine<Dtype>(const BroadcastGeometry&, const Dtype*, const Dtype*, const Dtype*, \
-                                        Dtype*, Layout);                                                    \
+                                        Dtype*, MemoryFormat);                                                    \
   template void broadcast_reduce<Dtype>(const BroadcastGeometry&, const Dtype*, const Dtype*, bool, Dtype*,  \
-                                        Layout)
+                                        MemoryFormat)
 STRATA_INSTANTIATE_BROADCAST(float);
 STRATA_INSTANTIATE_BROADCAST(double);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "strata/layer_factory.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 
 namespace strata {
 
@@ -49,7 +49,7 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
   // Blocked where a bottom is and the top may be (the plain bottoms are converted in place), else plain.
-  const Layout layout = blockable_ ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  const MemoryFormat layout = blockable_ ? this->ElementwiseLayout(bottom, top) : MemoryFormat::kPlain;
   Dtype* y = top[0]->mutable_cpu_data_in(layout, false);
   const int top_width = top[0]->shape(axis_) * inner_;
   int offset = 0;
@@ -65,7 +65,7 @@ void ConcatLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
   // The bottoms' gradients in the layout of the top's.
-  const Layout layout = blockable_ ? top[0]->diff_layout() : Layout::kPlain;
+  const MemoryFormat layout = blockable_ ? top[0]->diff_layout() : MemoryFormat::kPlain;
   const Dtype* dy = top[0]->cpu_diff_in(layout);
   const int top_width = top[0]->shape(axis_) * inner_;
   int offset = 0;

@@ -8,7 +8,7 @@
 #include "onednn_convolution.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "weight_and_bias.hpp"
 #include "strata/parallel.hpp"
 

@@ -52,7 +52,8 @@ void EltwiseLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
   // A sum runs in any layout, all bottoms in the one ElementwiseLayout picks (AcceptsBlockedBottoms).
-  const Layout layout = op_ == EltwiseParameter::SUM ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  const MemoryFormat layout =
+      op_ == EltwiseParameter::SUM ? this->ElementwiseLayout(bottom, top) : MemoryFormat::kPlain;
   layout_ = layout;
   const Dtype* x0 = bottom[0]->cpu_data_in(layout);
   const Dtype* x1 = bottom[1]->cpu_data_in(layout);
@@ -128,7 +129,7 @@ void EltwiseLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   const int n = top[0]->count();
   const bool parallel = n >= kParallelMin;
   // In the forward's layout (a sum's may be blocked: AcceptsBlockedBottoms).
-  const Layout layout = layout_;
+  const MemoryFormat layout = layout_;
   const Dtype* dy = top[0]->cpu_diff_in(layout);
   // An absorbed ReLU's gradient factor, from the sign of its output as its own backward reads it.
   const Dtype* y = relu_ ? top[0]->cpu_data_in(layout) : nullptr;

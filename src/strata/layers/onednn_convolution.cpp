@@ -5,7 +5,7 @@
 
 #include "onednn_weighted.hpp"
 #include "strata/common.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/util/flag_parsing.hpp"
 
 namespace strata {
@@ -203,7 +203,7 @@ namespace {
 
 // The weights where the engine reads them: in its weights_layout() if it has one (converted in place once, then
 // kept so by the solver), else plain.
-const float* Weights(Convolution& engine, Layer<float>& layer, CustomLayoutPtr* layout) {
+const float* Weights(Convolution& engine, Layer<float>& layer, CustomFormatPtr* layout) {
   *layout = engine.weights_layout();
   Blob<float>& w = *layer.blobs()[0];
   return *layout ? w.cpu_data_as(*layout) : w.cpu_data();
@@ -215,16 +215,16 @@ void ForwardEach(Convolution& engine, Layer<float>& layer, bool bias, const std:
                  const std::vector<Blob<float>*>& top) {
   // A training net's layer makes its backward primitives now: its weights take their layout from the first pass.
   if (layer.phase() == TRAIN && param_layouts_enabled()) engine.PrepareBackward();
-  CustomLayoutPtr w_layout;
+  CustomFormatPtr w_layout;
   const float* w = Weights(engine, layer, &w_layout);
   const float* b = bias ? layer.blobs()[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (bottom[i]->count() == 0) continue;
-    const bool x_blocked = bottom[i]->data_layout() == Layout::kBlocked16;
+    const bool x_blocked = bottom[i]->data_layout() == MemoryFormat::kBlocked16;
     const bool y_blocked =
         layer.top_may_block(static_cast<int>(i)) && top[i]->can_block() && engine.writes_blocked_output();
     engine.Forward(bottom[i]->cpu_data_in(bottom[i]->data_layout()), w, b,
-                   top[i]->mutable_cpu_data_in(y_blocked ? Layout::kBlocked16 : Layout::kPlain, false),
+                   top[i]->mutable_cpu_data_in(y_blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain, false),
                    {x_blocked, y_blocked, w_layout != nullptr});
   }
 }
@@ -233,7 +233,7 @@ void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Bl
                   const std::vector<bool>& propagate_down, const std::vector<Blob<float>*>& bottom, bool weight_grad,
                   float* db) {
   engine.PrepareBackward();
-  CustomLayoutPtr w_layout;
+  CustomFormatPtr w_layout;
   const float* w = Weights(engine, layer, &w_layout);
   Blob<float>& weights = *layer.blobs()[0];
   // The gradient accumulates in the weights' layout.
@@ -241,10 +241,10 @@ void BackwardEach(Convolution& engine, Layer<float>& layer, const std::vector<Bl
   for (size_t i = 0; i < top.size(); ++i) {
     if (bottom[i]->count() == 0 || (!dw && !db && !propagate_down[i])) continue;
     // The gradients in their data's layouts (the layers reading the top wrote its gradient so).
-    const Layout x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
+    const MemoryFormat x_layout = bottom[i]->data_layout(), dy_layout = top[i]->diff_layout();
     engine.Backward(top[i]->cpu_diff_in(dy_layout), bottom[i]->cpu_data_in(x_layout), w,
                     propagate_down[i] ? bottom[i]->mutable_cpu_diff_in(x_layout, false) : nullptr, dw, db,
-                    {x_layout == Layout::kBlocked16, dy_layout == Layout::kBlocked16, w_layout != nullptr});
+                    {x_layout == MemoryFormat::kBlocked16, dy_layout == MemoryFormat::kBlocked16, w_layout != nullptr});
   }
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "strata/common.hpp"
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/onednn_context.hpp"
 
 namespace strata {

@@ -29,7 +29,7 @@ class Pooling {
   ~Pooling();
   // Keeps the primitives when `shape` is the one they were made for, else makes the forward ones anew: one set
   // on plain NCHW and, where the channels are a multiple of 16 (and blocked layouts are enabled), one on the
-  // channel-blocked layout (strata/layout.hpp), so that pooling between two blocked layers reorders nothing.
+  // channel-blocked layout (strata/memory_format.hpp), so that pooling between two blocked layers reorders nothing.
   void Configure(const Shape& shape);
   bool has_blocked() const { return blocked_ != nullptr; }
   // Bytes MAX keeps from Forward for Backward (where each maximum came from, in oneDNN's format); 0 for AVE. The

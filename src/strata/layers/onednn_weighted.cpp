@@ -30,7 +30,7 @@ bool WeightedEngine::writes_blocked_output() const { return p_ && p_->writes_blo
 
 bool WeightedEngine::bf16() const { return p_ && p_->multiply == memory::data_type::bf16; }
 
-CustomLayoutPtr WeightedEngine::weights_layout() const {
+CustomFormatPtr WeightedEngine::weights_layout() const {
   return p_ && param_layouts_enabled() ? p_->weights_layout() : nullptr;
 }
 
@@ -43,14 +43,14 @@ namespace {
 
 // A parameter in one of oneDNN's weight formats (f32, no padding): a reorder each way, made per conversion (a
 // parameter converts once, and again only after a plain reader such as a snapshot).
-class WeightsLayout : public CustomLayout {
+class WeightsFormat : public CustomFormat {
  public:
-  WeightsLayout(const memory::desc& plain, const memory::desc& laid) : plain_(plain), laid_(laid) {}
+  WeightsFormat(const memory::desc& plain, const memory::desc& laid) : plain_(plain), laid_(laid) {}
   size_t bytes() const override { return laid_.get_size(); }
   void ToLayout(const void* plain, void* laid_out) const override { Run(plain_, plain, laid_, laid_out); }
   void FromLayout(const void* laid_out, void* plain) const override { Run(laid_, laid_out, plain_, plain); }
-  bool Same(const CustomLayout& other) const override {
-    const auto* o = dynamic_cast<const WeightsLayout*>(&other);
+  bool Same(const CustomFormat& other) const override {
+    const auto* o = dynamic_cast<const WeightsFormat*>(&other);
     return o && o->plain_ == plain_ && o->laid_ == laid_;
   }
   std::string name() const override {
@@ -110,7 +110,7 @@ void WeightedPrimitives::InitBackward(const dnnl::primitive_desc& data_pd, const
   w_layout_ = nullptr;
   if (dw_chosen != w && dw_chosen.get_size() == w.get_size() &&
       dw_chosen.data.format_kind == dnnl_blocked && dw_chosen.data.extra.flags == 0) {
-    w_layout_ = std::make_shared<WeightsLayout>(w, dw_chosen);
+    w_layout_ = std::make_shared<WeightsFormat>(w, dw_chosen);
     fwd_w_.SetAlternate(dw_chosen);
     bwd_data_w_.SetAlternate(dw_chosen);
     bwd_weights_dw_.SetAlternate(dw_chosen);
@@ -159,7 +159,7 @@ void WeightedPrimitives::Backward(const float* dy, const float* x_data, const fl
     bwd_weights_dw_.Out();
     s.wait();
     // oneDNN overwrites its outputs; Strata's parameter gradients accumulate (iter_size, several bottoms), in
-    // whichever layout both are (the weights' CustomLayout with blocked.w).
+    // whichever layout both are (the weights' CustomFormat with blocked.w).
     if (dw) cpu_axpy<float>(static_cast<int>(dw_count_), 1.f, dw_call, dw);
     if (db) cpu_axpy<float>(static_cast<int>(db_count_), 1.f, db_call, db);
   }

@@ -33,8 +33,8 @@ struct WeightedPrimitives {
   void Backward(const float* dy, const float* x, const float* w, float* dx, float* dw, float* db,
                 Blocked blocked);
   bool writes_blocked_output() const { return fwd_y_.computes_blocked(); }
-  // The weights' CustomLayout (WeightedEngine::weights_layout), made by InitBackward; null where none applies.
-  const CustomLayoutPtr& weights_layout() const { return w_layout_; }
+  // The weights' CustomFormat (WeightedEngine::weights_layout), made by InitBackward; null where none applies.
+  const CustomFormatPtr& weights_layout() const { return w_layout_; }
 
  private:
   dnnl::primitive fwd_;
@@ -52,7 +52,7 @@ struct WeightedPrimitives {
   // The weight and bias gradients of one call, plain, before they are added to the layer's: counts, and bytes
   // of the call buffer.
   size_t dw_count_ = 0, db_count_ = 0, dw_bytes_ = 0, db_bytes_ = 0;
-  CustomLayoutPtr w_layout_;
+  CustomFormatPtr w_layout_;
 };
 
 }  // namespace onednn

@@ -5,14 +5,14 @@
 
 #include <memory>
 
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 
 namespace strata {
 namespace onednn {
 
 struct WeightedPrimitives;
 
-// Which activations (and their gradients) are in the channel-blocked layout (strata/layout.hpp) rather than plain:
+// Which activations (and their gradients) are in the channel-blocked layout (memory_format.hpp) rather than plain:
 // x (and dx), y (and dy); and whether the weights and their gradient are in the engine's weights_layout().
 struct Blocked {
   bool x = false, y = false, w = false;
@@ -34,9 +34,9 @@ class WeightedEngine {
   // Whether the primitives multiply in bfloat16 (the layer asked for it and this CPU has the kernels).
   bool bf16() const;
   // The layout the layer keeps its weights and their gradient in between calls: the one oneDNN computes the weight
-  // gradient in, as a CustomLayout, so that neither is reordered per iteration; null (plain) before the backward
+  // gradient in, as a CustomFormat, so that neither is reordered per iteration; null (plain) before the backward
   // primitives exist, where that layout pads or is plain, and while param_layouts_enabled() is off.
-  CustomLayoutPtr weights_layout() const;
+  CustomFormatPtr weights_layout() const;
   // Makes the backward primitives now (a training net's first forward: its weights' layout is then known).
   void PrepareBackward();
 

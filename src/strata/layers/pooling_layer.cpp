@@ -320,10 +320,10 @@ void PoolingLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top)
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_active_) {
       // A blocked input stays blocked, and so does the output where its readers take it so.
-      const bool x_blocked = bottom[0]->data_layout() == Layout::kBlocked16 && onednn_->has_blocked();
+      const bool x_blocked = bottom[0]->data_layout() == MemoryFormat::kBlocked16 && onednn_->has_blocked();
       const bool y_blocked = x_blocked && this->top_may_block(0);
-      const float* x = bottom[0]->cpu_data_in(x_blocked ? Layout::kBlocked16 : Layout::kPlain);
-      float* y = top[0]->mutable_cpu_data_in(y_blocked ? Layout::kBlocked16 : Layout::kPlain, false);
+      const float* x = bottom[0]->cpu_data_in(x_blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain);
+      float* y = top[0]->mutable_cpu_data_in(y_blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain, false);
       onednn_->Forward(x, y, keeps_index_ ? mask_.mutable_cpu_data() : nullptr, x_blocked, y_blocked);
       return;
     }
@@ -384,10 +384,10 @@ void PoolingLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<boo
   if constexpr (std::is_same<Dtype, float>::value) {
     if (onednn_active_) {
       // The gradients in the layouts of their data (as the layers beside this one wrote and read those).
-      const bool dy_blocked = top[0]->diff_layout() == Layout::kBlocked16 && onednn_->has_blocked();
-      const bool dx_blocked = bottom[0]->data_layout() == Layout::kBlocked16 && onednn_->has_blocked();
-      const float* dy = top[0]->cpu_diff_in(dy_blocked ? Layout::kBlocked16 : Layout::kPlain);
-      float* dx = bottom[0]->mutable_cpu_diff_in(dx_blocked ? Layout::kBlocked16 : Layout::kPlain, false);
+      const bool dy_blocked = top[0]->diff_layout() == MemoryFormat::kBlocked16 && onednn_->has_blocked();
+      const bool dx_blocked = bottom[0]->data_layout() == MemoryFormat::kBlocked16 && onednn_->has_blocked();
+      const float* dy = top[0]->cpu_diff_in(dy_blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain);
+      float* dx = bottom[0]->mutable_cpu_diff_in(dx_blocked ? MemoryFormat::kBlocked16 : MemoryFormat::kPlain, false);
       onednn_->Backward(dy, dx, keeps_index_ ? mask_.mutable_cpu_data() : nullptr, dy_blocked, dx_blocked);
       return;
     }

@@ -25,7 +25,7 @@ void ReLULayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 template <typename Dtype>
 void ReLULayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->count();
-  const Layout layout = this->ElementwiseLayout(bottom, top);
+  const MemoryFormat layout = this->ElementwiseLayout(bottom, top);
   const Dtype* x = bottom[0]->cpu_data_in(layout);
   Dtype* y = top[0]->mutable_cpu_data_in(layout, bottom[0] == top[0]);
   if constexpr (std::is_same<Dtype, float>::value) {
@@ -51,7 +51,7 @@ void ReLULayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>&
   RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();
   // The sign test reads the top for slope >= 0 (y > 0 iff x > 0), so in-place use is exact; else the bottom.
-  const Layout layout = bottom[0]->data_layout();
+  const MemoryFormat layout = bottom[0]->data_layout();
   const Dtype* s = slope >= 0 ? top[0]->cpu_data_in(layout) : bottom[0]->cpu_data_in(layout);
   const Dtype* dy = top[0]->cpu_diff_in(layout);
   Dtype* dx = bottom[0]->mutable_cpu_diff_in(layout, bottom[0] == top[0]);

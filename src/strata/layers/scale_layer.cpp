@@ -61,7 +61,7 @@ void ScaleLayer<Dtype>::Reshape(const BlobVec& bottom, const BlobVec& top) {
 
 template <typename Dtype>
 void ScaleLayer<Dtype>::Forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  layout_ = per_channel_ ? this->ElementwiseLayout(bottom, top) : Layout::kPlain;
+  layout_ = per_channel_ ? this->ElementwiseLayout(bottom, top) : MemoryFormat::kPlain;
   const Dtype* x = bottom[0]->cpu_data_in(layout_);
   // In place, the scale's gradient needs the input that the output overwrites (kept in the same layout).
   input_copied_ = top[0] == bottom[0] && (bottom.size() > 1 || this->param_propagate_down(0));

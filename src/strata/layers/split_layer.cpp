@@ -23,7 +23,7 @@ void SplitLayer<Dtype>::Backward_cpu(const BlobVec& top, const std::vector<bool>
   if (!propagate_down[0]) return;
   const int n = bottom[0]->count();
   // In the layout of the data the tops share (the gradients of a blocked one come blocked from its readers).
-  const Layout layout = bottom[0]->data_layout();
+  const MemoryFormat layout = bottom[0]->data_layout();
   Dtype* bottom_diff = bottom[0]->mutable_cpu_diff_in(layout, false);
   if (top.size() == 1) {
     cpu_copy(n, top[0]->cpu_diff_in(layout), bottom_diff);

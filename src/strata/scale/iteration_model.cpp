@@ -97,7 +97,7 @@ std::string model_choice(const MachineSpec& machine, int ranks, double bytes, co
 
 }  // namespace
 
-std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ScaleLayout& layout,
+std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& layout,
                                  double bytes) {
   const int ranks = layout.ranks();
   std::string a = options.allreduce;
@@ -156,7 +156,7 @@ struct Chunk {
 
 class Simulation {
  public:
-  Simulation(const ScaleNet& net, const MachineSpec& machine, const ScaleLayout& layout, const ScaleOptions& options,
+  Simulation(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout, const ScaleOptions& options,
              Timeline* timeline)
       : net_(net), machine_(machine), layout_(layout), options_(options), timeline_(timeline) {
     STRATA_REQUIRE(layout.nodes >= 1 && layout.ranks_per_node >= 1)
@@ -559,7 +559,7 @@ class Simulation {
 
   const ScaleNet& net_;
   const MachineSpec& machine_;
-  const ScaleLayout layout_;
+  const ClusterShape layout_;
   const ScaleOptions& options_;
   Timeline* timeline_;
   double cores_ = 1;
@@ -585,7 +585,7 @@ class Simulation {
 
 }  // namespace
 
-ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ScaleLayout& layout,
+ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout,
                               const ScaleOptions& options, Timeline* timeline) {
   Simulation sim(net, machine, layout, options, timeline);
   return sim.Run();

@@ -12,7 +12,7 @@
 namespace strata {
 namespace {
 
-TEST(StagingLayoutTest, CutBucketChunksSingleGradientsAndKeepsFusedBucketsWhole) {
+TEST(StagingMapTest, CutBucketChunksSingleGradientsAndKeepsFusedBucketsWhole) {
   auto single = CutBucket(10, false, 4);
   ASSERT_EQ(single.size(), 3u);
   EXPECT_EQ(single[0].offset, 0u);
@@ -27,8 +27,8 @@ TEST(StagingLayoutTest, CutBucketChunksSingleGradientsAndKeepsFusedBucketsWhole)
   EXPECT_EQ(CutBucket(8, false, 8).size(), 1u);
 }
 
-TEST(StagingLayoutTest, PiecesOfChunksAndFusedBuckets) {
-  StagingLayout layout({{10}, {3, 5, 2}, {4}}, 4);
+TEST(StagingMapTest, PiecesOfChunksAndFusedBuckets) {
+  StagingMap layout({{10}, {3, 5, 2}, {4}}, 4);
   ASSERT_EQ(layout.num_buckets(), 3);
   EXPECT_EQ(layout.total_chunks(), 3 + 1 + 1);
   EXPECT_EQ(layout.chunk_id(1, 0), 3);
@@ -59,7 +59,7 @@ TEST(StagingLayoutTest, PiecesOfChunksAndFusedBuckets) {
 
 // Random buckets and chunk sizes: every element of every gradient is moved by exactly one piece of exactly one
 // chunk, to its place in the buffer, and the chunks are what the engine's tasks are (CutBucket).
-TEST(StagingLayoutTest, PiecesCoverEveryGradientElementExactlyOnce) {
+TEST(StagingMapTest, PiecesCoverEveryGradientElementExactlyOnce) {
   std::mt19937 rng(1701);
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<std::vector<size_t>> sizes(1 + rng() % 5);
@@ -68,7 +68,7 @@ TEST(StagingLayoutTest, PiecesCoverEveryGradientElementExactlyOnce) {
       for (auto& n : bucket) n = 1 + rng() % 50;
     }
     const size_t chunk = 1 + rng() % 20;
-    StagingLayout layout(sizes, chunk);
+    StagingMap layout(sizes, chunk);
     int id = 0;
     for (int b = 0; b < layout.num_buckets(); ++b) {
       const auto want = CutBucket(layout.elements(b), sizes[b].size() > 1, chunk);

@@ -11,12 +11,12 @@
 
 namespace strata {
 
-enum class Layout {
+enum class MemoryFormat {
   kPlain,
   // nChw16c: for an (N, C, S...) blob with C a multiple of 16, element (n, c, s) lies at
   // ((n * C/16 + c/16) * S + s) * 16 + c % 16, where S is the product of the spatial axes.
   kBlocked16,
-  // A rearrangement another library chose for a parameter (oneDNN's weight formats): a CustomLayout says how.
+  // A rearrangement another library chose for a parameter (oneDNN's weight formats): a CustomFormat says how.
   kCustom,
 };
 
@@ -24,24 +24,24 @@ enum class Layout {
 // that compute in such an order (oneDNN's convolutions) keep their weights and weight gradients in it, so that
 // neither is reordered per iteration; the solver's elementwise update and the allreduce read the memory as it is
 // (docs/onednn.md, "Weights in oneDNN's layouts").
-class CustomLayout {
+class CustomFormat {
  public:
-  virtual ~CustomLayout() = default;
+  virtual ~CustomFormat() = default;
   // The bytes of the whole tensor (equal to the plain layout's).
   virtual size_t bytes() const = 0;
   // Rearranges between the layouts (`from` and `to` do not overlap).
   virtual void ToLayout(const void* plain, void* laid_out) const = 0;
   virtual void FromLayout(const void* laid_out, void* plain) const = 0;
   // Whether `other` puts every element where this one does.
-  virtual bool Same(const CustomLayout& other) const = 0;
+  virtual bool Same(const CustomFormat& other) const = 0;
   // The arrangement in a few words, the same on every process that would arrange the elements alike (the
   // data-parallel engine compares ranks' layouts through it).
   virtual std::string name() const = 0;
 };
-using CustomLayoutPtr = std::shared_ptr<const CustomLayout>;
+using CustomFormatPtr = std::shared_ptr<const CustomFormat>;
 
 // Whether two layouts (either may be null: plain) arrange the elements alike.
-bool SameLayout(const CustomLayout* a, const CustomLayout* b);
+bool SameFormat(const CustomFormat* a, const CustomFormat* b);
 
 constexpr int kChannelBlock16 = 16;
 
@@ -64,7 +64,7 @@ void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain);
 bool blocked_layouts_enabled();
 void set_blocked_layouts_enabled(bool enabled);
 
-// Whether layers may keep their parameters in a CustomLayout: on unless STRATA_PARAM_LAYOUTS=0. The data-parallel
+// Whether layers may keep their parameters in a CustomFormat: on unless STRATA_PARAM_LAYOUTS=0. The data-parallel
 // engine turns it off when its ranks' layouts differ (CPUs of different kinds).
 bool param_layouts_enabled();
 void set_param_layouts_enabled(bool enabled);

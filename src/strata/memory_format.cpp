@@ -1,4 +1,4 @@
-#include "strata/layout.hpp"
+#include "strata/memory_format.hpp"
 
 #include <cstdint>
 
@@ -69,7 +69,7 @@ void set_blocked_layouts_enabled(bool enabled) { enabled_flag() = enabled ? 1 : 
 bool param_layouts_enabled() { return param_layouts_flag() != 0; }
 void set_param_layouts_enabled(bool enabled) { param_layouts_flag() = enabled ? 1 : 0; }
 
-bool SameLayout(const CustomLayout* a, const CustomLayout* b) {
+bool SameFormat(const CustomFormat* a, const CustomFormat* b) {
   if (a == b) return true;
   return a && b && a->Same(*b);
 }
