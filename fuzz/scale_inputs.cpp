@@ -25,11 +25,11 @@ strata::ScaleNet SmallNet() {
 }
 
 void Simulate(const strata::ScaleNet& net, const strata::MachineSpec& machine) {
-  for (const strata::ScaleLayout layout : {strata::ScaleLayout{1, 1}, strata::ScaleLayout{3, 2}}) {
+  for (const strata::ClusterShape cluster : {strata::ClusterShape{1, 1}, strata::ClusterShape{3, 2}}) {
     strata::ScaleOptions options;
     options.gpu = machine.pcie > 0;
     options.threads = 2;
-    const strata::ScaleResult r = strata::SimulateIteration(net, machine, layout, options);
+    const strata::ScaleResult r = strata::SimulateIteration(net, machine, cluster, options);
     if (!std::isfinite(r.iteration_s) || r.iteration_s < 0 || r.exposed_s < -1e-9) std::abort();
   }
 }

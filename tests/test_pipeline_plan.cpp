@@ -1,4 +1,4 @@
-// The pipeline's plan without MPI: layouts, cuts, what crosses each cut, the stage nets and the planner's cuts;
+// The pipeline's plan without MPI: grids of ranks, cuts, what crosses each cut, the stage nets and the planner's cuts;
 // and every bad input the plan can see, with its message.
 #include <gtest/gtest.h>
 
@@ -51,7 +51,7 @@ std::string ErrorOf(const std::function<void()>& f) {
   return "";
 }
 
-TEST(PipelinePlan, LayoutPutsTheLastStageOnRankZero) {
+TEST(PipelinePlan, GridPutsTheLastStageOnRankZero) {
   PipelineParameter p;
   p.set_replicas(2);
   const PipelineGrid l0 = PipelineGrid::Of(p, 0, 6);

@@ -175,13 +175,13 @@ MachineSpec Free() {
 
 TEST(IterationModel, WithoutCommunicationCostTheIterationIsTheComputation) {
   const ScaleNet net = Chain({1, 2, 3, 0.5}, {2, 4, 6, 1}, {1e6, 0, 5e7, 1e3}, 4e6);
-  for (const ClusterShape layout : {ClusterShape{1, 1}, ClusterShape{8, 1}, ClusterShape{3, 4}, ClusterShape{1, 4}}) {
+  for (const ClusterShape cluster : {ClusterShape{1, 1}, ClusterShape{8, 1}, ClusterShape{3, 4}, ClusterShape{1, 4}}) {
     for (bool overlap : {true, false}) {
       ScaleOptions o;
       o.overlap = overlap;
       o.threads = 3;
-      const ScaleResult r = SimulateIteration(net, Free(), layout, o);
-      EXPECT_NEAR(r.iteration_s, 19.5e-3, 1e-12) << layout.nodes << "x" << layout.ranks_per_node;
+      const ScaleResult r = SimulateIteration(net, Free(), cluster, o);
+      EXPECT_NEAR(r.iteration_s, 19.5e-3, 1e-12) << cluster.nodes << "x" << cluster.ranks_per_node;
       EXPECT_NEAR(r.compute_s, 19.5e-3, 1e-12);
       EXPECT_NEAR(r.exposed_s, 0, 1e-12);
     }

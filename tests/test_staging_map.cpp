@@ -28,24 +28,24 @@ TEST(StagingMapTest, CutBucketChunksSingleGradientsAndKeepsFusedBucketsWhole) {
 }
 
 TEST(StagingMapTest, PiecesOfChunksAndFusedBuckets) {
-  StagingMap layout({{10}, {3, 5, 2}, {4}}, 4);
-  ASSERT_EQ(layout.num_buckets(), 3);
-  EXPECT_EQ(layout.total_chunks(), 3 + 1 + 1);
-  EXPECT_EQ(layout.chunk_id(1, 0), 3);
-  EXPECT_EQ(layout.chunk_id(2, 0), 4);
-  EXPECT_EQ(layout.elements(1), 10u);
+  StagingMap map({{10}, {3, 5, 2}, {4}}, 4);
+  ASSERT_EQ(map.num_buckets(), 3);
+  EXPECT_EQ(map.total_chunks(), 3 + 1 + 1);
+  EXPECT_EQ(map.chunk_id(1, 0), 3);
+  EXPECT_EQ(map.chunk_id(2, 0), 4);
+  EXPECT_EQ(map.elements(1), 10u);
 
   // A single gradient: each chunk is one piece at the same offset in gradient and buffer.
-  const auto& last = layout.pieces(0, 2);
+  const auto& last = map.pieces(0, 2);
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].slot, 0);
   EXPECT_EQ(last[0].grad_offset, 8u);
   EXPECT_EQ(last[0].staging_offset, 8u);
   EXPECT_EQ(last[0].count, 2u);
-  EXPECT_EQ(layout.chunk_at(0, 8, 2), 2);
+  EXPECT_EQ(map.chunk_at(0, 8, 2), 2);
 
   // A fused bucket: one chunk, one piece per gradient, back to back in the buffer.
-  const auto& fused = layout.pieces(1, 0);
+  const auto& fused = map.pieces(1, 0);
   ASSERT_EQ(fused.size(), 3u);
   const size_t want_staging[] = {0, 3, 8}, want_count[] = {3, 5, 2};
   for (int i = 0; i < 3; ++i) {
@@ -54,7 +54,7 @@ TEST(StagingMapTest, PiecesOfChunksAndFusedBuckets) {
     EXPECT_EQ(fused[i].staging_offset, want_staging[i]);
     EXPECT_EQ(fused[i].count, want_count[i]);
   }
-  EXPECT_EQ(layout.chunk_at(1, 0, 10), 0);
+  EXPECT_EQ(map.chunk_at(1, 0, 10), 0);
 }
 
 // Random buckets and chunk sizes: every element of every gradient is moved by exactly one piece of exactly one
@@ -68,11 +68,11 @@ TEST(StagingMapTest, PiecesCoverEveryGradientElementExactlyOnce) {
       for (auto& n : bucket) n = 1 + rng() % 50;
     }
     const size_t chunk = 1 + rng() % 20;
-    StagingMap layout(sizes, chunk);
+    StagingMap map(sizes, chunk);
     int id = 0;
-    for (int b = 0; b < layout.num_buckets(); ++b) {
-      const auto want = CutBucket(layout.elements(b), sizes[b].size() > 1, chunk);
-      ASSERT_EQ(layout.chunks(b).size(), want.size());
+    for (int b = 0; b < map.num_buckets(); ++b) {
+      const auto want = CutBucket(map.elements(b), sizes[b].size() > 1, chunk);
+      ASSERT_EQ(map.chunks(b).size(), want.size());
       std::vector<std::vector<int>> seen(sizes[b].size());
       for (size_t s = 0; s < sizes[b].size(); ++s) seen[s].assign(sizes[b][s], 0);
       size_t slot_start = 0;
@@ -82,12 +82,12 @@ TEST(StagingMapTest, PiecesCoverEveryGradientElementExactlyOnce) {
         slot_start += n;
       }
       for (int c = 0; c < static_cast<int>(want.size()); ++c) {
-        EXPECT_EQ(layout.chunks(b)[c].offset, want[c].offset);
-        EXPECT_EQ(layout.chunks(b)[c].count, want[c].count);
-        EXPECT_EQ(layout.chunk_at(b, want[c].offset, want[c].count), c);
-        EXPECT_EQ(layout.chunk_id(b, c), id++);
+        EXPECT_EQ(map.chunks(b)[c].offset, want[c].offset);
+        EXPECT_EQ(map.chunks(b)[c].count, want[c].count);
+        EXPECT_EQ(map.chunk_at(b, want[c].offset, want[c].count), c);
+        EXPECT_EQ(map.chunk_id(b, c), id++);
         size_t covered = 0;
-        for (const auto& p : layout.pieces(b, c)) {
+        for (const auto& p : map.pieces(b, c)) {
           ASSERT_LT(p.slot, static_cast<int>(sizes[b].size()));
           ASSERT_LE(p.grad_offset + p.count, sizes[b][p.slot]);
           EXPECT_EQ(p.staging_offset, starts[p.slot] + p.grad_offset) << "a piece lands in the wrong place";
@@ -102,7 +102,7 @@ TEST(StagingMapTest, PiecesCoverEveryGradientElementExactlyOnce) {
         for (int n : s) ASSERT_EQ(n, 1) << "an element moved " << n << " times";
       }
     }
-    EXPECT_EQ(layout.total_chunks(), id);
+    EXPECT_EQ(map.total_chunks(), id);
   }
 }
 

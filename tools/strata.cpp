@@ -383,7 +383,7 @@ int time_pipeline(int* argc, char*** argv) {
     const std::vector<PipelineStats> stats = engine->GatherStats();
     if (comm.rank() == 0) {
       std::printf("%d stage(s), %d micro-batches of %d per iteration, %s, %d iteration(s) after %d warm-up:\n%s\n",
-                  engine->layout().stages, FLAGS_micro_batches, solver->net()->batch_size(), FLAGS_schedule.c_str(),
+                  engine->grid().stages, FLAGS_micro_batches, solver->net()->batch_size(), FLAGS_schedule.c_str(),
                   FLAGS_iterations, FLAGS_warmup, PipelineStatsTable(stats).c_str());
     }
     if (!FLAGS_timeline.empty()) engine->Finish(solver->iter());
@@ -487,17 +487,17 @@ int scale_command() {
               FLAGS_reference_batch);
   std::vector<std::vector<std::string>> by_layer;  // by node count: each bucket's algorithm
   for (int n : nodes) {
-    const ClusterShape layout{n, FLAGS_ranks_per_node};
-    const ScaleResult r = SimulateIteration(at_batch, machine, layout, options);
+    const ClusterShape cluster{n, FLAGS_ranks_per_node};
+    const ScaleResult r = SimulateIteration(at_batch, machine, cluster, options);
     std::map<std::string, int> counts;
     for (size_t b = 0; b < at_batch.buckets.size(); ++b)
-      if (layout.ranks() > 1) counts[r.bucket_algorithm[b]] += static_cast<int>(at_batch.buckets[b].chunk_bytes.size());
+      if (cluster.ranks() > 1) counts[r.bucket_algorithm[b]] += static_cast<int>(at_batch.buckets[b].chunk_bytes.size());
     std::string algorithms;
     for (const auto& c : counts) algorithms += (algorithms.empty() ? "" : ", ") + c.first + " " + std::to_string(c.second);
-    const double s = SeedSpeedUp(reference.iteration_s, FLAGS_reference_batch, r.iteration_s, batch, layout.ranks());
-    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %s |\n", n, layout.ranks(),
+    const double s = SeedSpeedUp(reference.iteration_s, FLAGS_reference_batch, r.iteration_s, batch, cluster.ranks());
+    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %s |\n", n, cluster.ranks(),
                 r.iteration_s * 1e3, r.compute_s * 1e3, r.exposed_s * 1e3, r.comm_busy_s * 1e3, s,
-                s / layout.ranks(), r.iteration_s / reference.iteration_s, algorithms.empty() ? "-" : algorithms.c_str());
+                s / cluster.ranks(), r.iteration_s / reference.iteration_s, algorithms.empty() ? "-" : algorithms.c_str());
     by_layer.push_back(r.bucket_algorithm);
   }
   std::printf("\nAlgorithm of each gradient's chunks, by node count:\n\n| gradient | bytes | chunks |");

@@ -250,7 +250,7 @@ class PipelineEngineTest : public ::testing::Test {
     solver->Solve();
     test_scores_ = solver->TestAll();
     stats_ = engine->stats();
-    layout_ = engine->layout();
+    grid_ = engine->grid();
     reversible_ = engine->reversible();
     rebuilds_input_ = engine->rebuilds_input();
     copies_ = engine->net_copies();
@@ -323,7 +323,7 @@ class PipelineEngineTest : public ::testing::Test {
     EXPECT_TRUE(all_ranks(close)) << "some stage's weights differ from the single-rank reference";
     // Replicas of a stage: bit-identical.
     MPI_Comm stage;
-    MPI_Comm_split(MPI_COMM_WORLD, layout_.stage, layout_.replica, &stage);
+    MPI_Comm_split(MPI_COMM_WORLD, grid_.stage, grid_.replica, &stage);
     uint64_t d = Digest(w), lo = 0, hi = 0;
     MPI_Allreduce(&d, &lo, 1, MPI_UINT64_T, MPI_MIN, stage);
     MPI_Allreduce(&d, &hi, 1, MPI_UINT64_T, MPI_MAX, stage);
@@ -346,7 +346,7 @@ class PipelineEngineTest : public ::testing::Test {
 
   PipelineStats stats_;
   std::vector<std::vector<float>> test_scores_;
-  PipelineGrid layout_;
+  PipelineGrid grid_;
   bool reversible_ = false;
   bool rebuilds_input_ = false;
   int copies_ = 0;
@@ -377,7 +377,7 @@ TEST_F(PipelineEngineTest, SyncStagesEqualOneRankAccumulatingTheMicroBatches) {
         if (reversible_ || activations == PipelineParameter::RECOMPUTE) {
           EXPECT_EQ(copies_, 1);
         } else {
-          EXPECT_EQ(copies_, std::min(n - layout_.stage, k));
+          EXPECT_EQ(copies_, std::min(n - grid_.stage, k));
         }
       }
     }
@@ -389,10 +389,10 @@ TEST_F(PipelineEngineTest, SyncStagesEqualOneRankAccumulatingTheMicroBatches) {
     c.activations = PipelineParameter::STORE;
     c.micro_batches = 2;
     Check(c);
-    if (layout_.stage == 0) {
+    if (grid_.stage == 0) {
       EXPECT_TRUE(reversible_) << "stage 0 holds only Reversible blocks";
     }
-    if (layout_.stage == n - 1) {
+    if (grid_.stage == n - 1) {
       EXPECT_FALSE(reversible_) << "the last stage computes the loss";
     }
   }

@@ -79,10 +79,10 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   void Finish(int iterations_done) override;
   std::vector<int> stage_of_ranks() const override;
   std::vector<Layer<Dtype>*> record_stream_layers() override;
-  int replicas() const override { return layout_.replicas; }
+  int replicas() const override { return grid_.replicas; }
   Collectives* collectives() override { return world_collectives_.get(); }
 
-  const PipelineGrid& layout() const { return layout_; }
+  const PipelineGrid& grid() const { return grid_; }
   // This stage keeps nothing of a micro-batch in flight (a Reversible stage).
   bool reversible() const { return reversible_; }
   // ... and without a stem: it keeps nothing at all. (ASYNC: every Reversible stage measures how far the first
@@ -131,7 +131,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   Optimizer<Dtype>* optimizer_;
   std::vector<Net<Dtype>*> test_nets_;
   int display_;
-  PipelineGrid layout_;
+  PipelineGrid grid_;
   PipelineParameter param_;
   StageCut cut_;
   std::vector<TestStage> tests_;

@@ -25,7 +25,7 @@ struct TestStage {
 // each): stages x replicas not the rank count, a bad cut, more stages than layers.
 struct PipelineStagePlan {
   SolverParameter param;   // the solver on this stage's nets: the train net and the test nets cut
-  PipelineGrid layout;
+  PipelineGrid grid;
   StageCut cut;            // the train net's cut
   StageNets nets;          // this stage's train nets
   std::vector<TestStage> tests;  // tests[i] goes with test net i

@@ -23,7 +23,7 @@ struct PipelineStats {
 };
 
 // Every stage's figures on rank 0 of `world` (stage s of replica 0 at index s; empty elsewhere). Collective.
-std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineGrid& layout,
+std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineGrid& grid,
                                                Collectives& world);
 // The per-stage table the engine logs (rank 0).
 std::string PipelineStatsTable(const std::vector<PipelineStats>& stages);

@@ -11,7 +11,7 @@
 //     communication threads;
 //   * on a GPU, each chunk's copy to the host before its allreduce and back after it (the seed's steps 1 and 3:
 //     one copy stream each way, at the PCIe rate);
-//   * each chunk's allreduce as the allreduce policy would run it (the hybrid's choice by size and layout, its
+//   * each chunk's allreduce as the allreduce policy would run it (the hybrid's choice by size and cluster, its
 //     algorithm's phases: strata/comm/allreduce_shape.hpp), each phase a latency alpha, the bytes on the
 //     rank's link and the bytes summed at gamma; `hier` as shared-memory copies inside the node around the
 //     network algorithm on 1/L of the chunk;
@@ -95,15 +95,15 @@ struct ScaleResult {
   std::vector<std::string> bucket_algorithm;
 };
 
-// Throws strata::Error for a layout or options it cannot simulate (no ranks, threads < 1, an algorithm it has
+// Throws strata::Error for a cluster or options it cannot simulate (no ranks, threads < 1, an algorithm it has
 // no model for). With a timeline, records every simulated span (rows: 0 computation, 1..T communication
 // threads, T+1 and T+2 the GPU copies out and back).
-ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout,
+ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& cluster,
                               const ScaleOptions& options, Timeline* timeline = nullptr);
 
-// The algorithm the policy of `options` gives a message of `bytes` on `layout` (as ScaleOptions::allreduce
+// The algorithm the policy of `options` gives a message of `bytes` on `cluster` (as ScaleOptions::allreduce
 // says); "shm" on one node, "hier" across nodes where the hybrid would run those.
-std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& layout,
+std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& cluster,
                                  double bytes);
 
 }  // namespace strata

@@ -60,7 +60,7 @@ int StagingMap::chunk_at(int bucket, size_t offset, size_t count) const {
 namespace {
 
 template <typename Dtype>
-StagingMap LayoutOf(const StagingSetup<Dtype>& s) {
+StagingMap MapOf(const StagingSetup<Dtype>& s) {
   std::vector<std::vector<size_t>> sizes;
   for (const auto& bucket : s.buckets) {
     sizes.emplace_back();
@@ -212,12 +212,12 @@ void TakeGradientPointers(const std::vector<Blob<Dtype>*>& bucket, bool device, 
 template <typename Dtype>
 class HostStaging : public GradientStaging<Dtype> {
  public:
-  HostStaging(const StagingSetup<Dtype>& s, StagingMap layout, std::unique_ptr<StagingCopies> copies,
+  HostStaging(const StagingSetup<Dtype>& s, StagingMap map, std::unique_ptr<StagingCopies> copies,
               bool device)
-      : buckets_(s.buckets), layout_(std::move(layout)), copies_(std::move(copies)), device_(device) {
+      : buckets_(s.buckets), map_(std::move(map)), copies_(std::move(copies)), device_(device) {
     grads_.resize(buckets_.size());
-    for (int b = 0; b < layout_.num_buckets(); ++b) {
-      const size_t bytes = sizeof(Dtype) * layout_.elements(b);
+    for (int b = 0; b < map_.num_buckets(); ++b) {
+      const size_t bytes = sizeof(Dtype) * map_.elements(b);
       host_.push_back(static_cast<Dtype*>(copies_->AllocateHost(bytes)));
       bytes_ += bytes;
     }
@@ -232,23 +232,23 @@ class HostStaging : public GradientStaging<Dtype> {
     std::vector<Dtype*>& grads = grads_[bucket];
     TakeGradientPointers(buckets_[bucket], device_, &grads);
     copies_->AfterCompute();
-    for (int c = 0; c < static_cast<int>(layout_.chunks(bucket).size()); ++c) {
-      for (const auto& p : layout_.pieces(bucket, c)) {
+    for (int c = 0; c < static_cast<int>(map_.chunks(bucket).size()); ++c) {
+      for (const auto& p : map_.pieces(bucket, c)) {
         copies_->ToHost(host_[bucket] + p.staging_offset, grads[p.slot] + p.grad_offset, sizeof(Dtype) * p.count);
       }
-      copies_->ToHostQueued(layout_.chunk_id(bucket, c));
+      copies_->ToHostQueued(map_.chunk_id(bucket, c));
     }
   }
 
   void Reduce(int bucket, size_t offset, size_t count, Allreduce& allreduce) override {
-    const int c = layout_.chunk_at(bucket, offset, count);
-    const int id = layout_.chunk_id(bucket, c);
+    const int c = map_.chunk_at(bucket, offset, count);
+    const int id = map_.chunk_id(bucket, c);
     copies_->WaitToHost(id);
     Dtype* chunk = host_[bucket] + offset;
     // The same sum as CPU training's, so both give the same bits from the same gradients.
     if (allreduce.size() > 1) allreduce.run(chunk, count);
     const std::vector<Dtype*>& grads = grads_[bucket];
-    for (const auto& p : layout_.pieces(bucket, c)) {
+    for (const auto& p : map_.pieces(bucket, c)) {
       copies_->ToDevice(grads[p.slot] + p.grad_offset, host_[bucket] + p.staging_offset, sizeof(Dtype) * p.count);
     }
     copies_->WaitToDevice(id);
@@ -256,14 +256,14 @@ class HostStaging : public GradientStaging<Dtype> {
 
   std::string describe() const override {
     std::ostringstream s;
-    s << "HOST staging (" << layout_.total_chunks() << " chunk(s), " << human_bytes(static_cast<double>(bytes_))
+    s << "HOST staging (" << map_.total_chunks() << " chunk(s), " << human_bytes(static_cast<double>(bytes_))
       << (device_ ? " pinned" : " of host memory, CPU test mode") << ")";
     return s.str();
   }
 
  private:
   std::vector<std::vector<Blob<Dtype>*>> buckets_;
-  StagingMap layout_;
+  StagingMap map_;
   std::unique_ptr<StagingCopies> copies_;
   bool device_;
   std::vector<Dtype*> host_;                // each bucket's staging buffer
@@ -301,8 +301,8 @@ void RequireOneGpuPerRank(MPI_Comm world) {
 template <typename Dtype>
 class NcclStaging : public GradientStaging<Dtype> {
  public:
-  NcclStaging(const StagingSetup<Dtype>& s, StagingMap layout)
-      : buckets_(s.buckets), layout_(std::move(layout)) {
+  NcclStaging(const StagingSetup<Dtype>& s, StagingMap map)
+      : buckets_(s.buckets), map_(std::move(map)) {
     RequireOneGpuPerRank(s.world);
     int rank = 0, size = 1;
     STRATA_MPI_CHECK(MPI_Comm_rank(s.world, &rank));
@@ -315,7 +315,7 @@ class NcclStaging : public GradientStaging<Dtype> {
       STRATA_NCCL(ncclCommInitRank, &comm_, size, id, rank);
       STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
-      for (int i = 0; i < layout_.total_chunks(); ++i) reduced_.push_back(MakeWaitEvent());
+      for (int i = 0; i < map_.total_chunks(); ++i) reduced_.push_back(MakeWaitEvent());
     } catch (...) {
       Release();
       throw;
@@ -329,8 +329,8 @@ class NcclStaging : public GradientStaging<Dtype> {
     TakeGradientPointers(buckets_[bucket], true, &grads);
     STRATA_CUDA_CHECK(cudaEventRecord(computed_, cudaStreamLegacy));
     STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream_, computed_, 0));
-    for (int c = 0; c < static_cast<int>(layout_.chunks(bucket).size()); ++c) {
-      const auto& pieces = layout_.pieces(bucket, c);
+    for (int c = 0; c < static_cast<int>(map_.chunks(bucket).size()); ++c) {
+      const auto& pieces = map_.pieces(bucket, c);
       // A packed bucket's gradients are separate buffers: one grouped launch reduces them all in place.
       if (pieces.size() > 1) STRATA_NCCL(ncclGroupStart);
       for (const auto& p : pieces) {
@@ -338,13 +338,13 @@ class NcclStaging : public GradientStaging<Dtype> {
         STRATA_NCCL(ncclAllReduce, g, g, p.count, kType, ncclSum, comm_, stream_);
       }
       if (pieces.size() > 1) STRATA_NCCL(ncclGroupEnd);
-      STRATA_CUDA_CHECK(cudaEventRecord(reduced_[layout_.chunk_id(bucket, c)], stream_));
+      STRATA_CUDA_CHECK(cudaEventRecord(reduced_[map_.chunk_id(bucket, c)], stream_));
     }
   }
 
   void Reduce(int bucket, size_t offset, size_t count, Allreduce&) override {
-    const int c = layout_.chunk_at(bucket, offset, count);
-    STRATA_CUDA_CHECK(cudaEventSynchronize(reduced_[layout_.chunk_id(bucket, c)]));
+    const int c = map_.chunk_at(bucket, offset, count);
+    STRATA_CUDA_CHECK(cudaEventSynchronize(reduced_[map_.chunk_id(bucket, c)]));
   }
 
   std::string describe() const override {
@@ -352,7 +352,7 @@ class NcclStaging : public GradientStaging<Dtype> {
     cuda::nccl_api().ncclGetVersion(&version);
     std::ostringstream s;
     s << "NCCL " << version / 10000 << "." << (version / 100) % 100 << "." << version % 100 << " in device memory ("
-      << layout_.total_chunks() << " chunk(s))";
+      << map_.total_chunks() << " chunk(s))";
     return s.str();
   }
 
@@ -376,7 +376,7 @@ class NcclStaging : public GradientStaging<Dtype> {
 
   static constexpr ncclDataType_t kType = sizeof(Dtype) == sizeof(float) ? ncclFloat : ncclDouble;
   std::vector<std::vector<Blob<Dtype>*>> buckets_;
-  StagingMap layout_;
+  StagingMap map_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t computed_ = nullptr;
@@ -394,20 +394,20 @@ std::unique_ptr<GradientStaging<Dtype>> MakeGradientStaging(const StagingSetup<D
       << "comm_param.gpu_path NCCL applies to GPU training (solver_mode: GPU or --gpu), but this run is on the CPU";
   if (!gpu) {
     if (!s.stage_in_cpu_mode) return nullptr;
-    return std::make_unique<HostStaging<Dtype>>(s, LayoutOf(s), std::make_unique<HostMemoryCopies>(), false);
+    return std::make_unique<HostStaging<Dtype>>(s, MapOf(s), std::make_unique<HostMemoryCopies>(), false);
   }
 #ifdef STRATA_USE_CUDA
   if (s.path == CommParameter::NCCL) {
 #ifdef STRATA_HAVE_NCCL
-    return std::make_unique<NcclStaging<Dtype>>(s, LayoutOf(s));
+    return std::make_unique<NcclStaging<Dtype>>(s, MapOf(s));
 #else
     STRATA_FAIL() << "comm_param.gpu_path NCCL, but this build of Strata has no NCCL (CMake found no nccl.h and "
                      "libnccl, or STRATA_USE_NCCL was OFF); use gpu_path HOST or rebuild with NCCL";
 #endif
   }
-  StagingMap layout = LayoutOf(s);
-  auto copies = std::make_unique<CudaCopies>(layout.total_chunks());
-  return std::make_unique<HostStaging<Dtype>>(s, std::move(layout), std::move(copies), true);
+  StagingMap map = MapOf(s);
+  auto copies = std::make_unique<CudaCopies>(map.total_chunks());
+  return std::make_unique<HostStaging<Dtype>>(s, std::move(map), std::move(copies), true);
 #else
   STRATA_FAIL() << "GPU training, but this build of Strata has no GPU support";
   return nullptr;

@@ -39,10 +39,10 @@ void EngineFactory<Dtype>::BuildNets(const std::function<Net<Dtype>*(const DataS
     build(setup_.comm ? DataShard{setup_.comm->rank(), setup_.comm->size()} : setup_.data_shard);
     return;
   }
-  const PipelineGrid& layout = pipeline_->layout;
+  const PipelineGrid& grid = pipeline_->grid;
   // The stage's nets read the data shard of their replica.
-  const DataShard shard{layout.replica, layout.replicas};
-  if (layout.first() && pipeline_->nets.source.layer_size() > 0) {
+  const DataShard shard{grid.replica, grid.replicas};
+  if (grid.first() && pipeline_->nets.source.layer_size() > 0) {
     // Seeded as the whole net was, so the data layers (which come first) draw the same seeds.
     if (param_.random_seed() >= 0) Strata::set_random_seed(static_cast<uint64_t>(param_.random_seed()));
     source_ = std::make_unique<Net<Dtype>>(pipeline_->nets.source, shard);

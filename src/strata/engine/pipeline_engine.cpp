@@ -33,14 +33,14 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
     : optimizer_(optimizer),
       test_nets_(test_nets),
       display_(plan.param.display()),
-      layout_(plan.layout),
+      grid_(plan.grid),
       param_(plan.param.pipeline_param()),
       cut_(plan.cut),
       tests_(plan.tests),
       source_(std::move(source)),
       timeline_(!options.timeline_file.empty()),
       timeline_file_(options.timeline_file) {
-  const int s = layout_.stage;
+  const int s = grid_.stage;
   k_ = plan.param.iter_size();
   const StageNets& nets = plan.nets;
   reversible_ = param_.reversible() && cut_.reversible(s);
@@ -49,11 +49,11 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
   recompute_ = !reversible_ && param_.activations() == PipelineParameter::RECOMPUTE;
   inputs_ = cut_.inputs(s);
   send_names_ = nets.send_blobs;
-  STRATA_REQUIRE(!layout_.first() || inputs_.empty() || source_)
+  STRATA_REQUIRE(!grid_.first() || inputs_.empty() || source_)
       << "pipeline stage 0 receives " << inputs_.size() << " blob(s) but has no data layers to read them";
 
   // Micro-batches in flight between forward and backward: S - s in the steady state (fewer when k is smaller).
-  const int in_flight = layout_.stages - s;
+  const int in_flight = grid_.stages - s;
   const int copies = reversible_ || recompute_ ? 1
                      : param_.schedule() == PipelineParameter::SYNC ? std::min(in_flight, k_) : in_flight;
   nets_.push_back(net);
@@ -108,11 +108,11 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
   }
 
   link_ = std::make_unique<StageLink<Dtype>>(comm.world(), s, &stats_, &timeline_);
-  STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), s, layout_.replica, &stage_comm_));
+  STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), s, grid_.replica, &stage_comm_));
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
   world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
-  if (layout_.replicas > 1) {
+  if (grid_.replicas > 1) {
     // Without MPI_THREAD_MULTIPLE this thread, which sends and receives too, sums everything after the last backward.
     const bool threads = comm.thread_level() >= MPI_THREAD_MULTIPLE;
     ReducerSetup<Dtype> r;
@@ -206,7 +206,7 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   const size_t c = CopyFor(mb);
   Net<Dtype>& net = *nets_[c];
   const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
-  if (layout_.first()) {
+  if (grid_.first()) {
     if (source_) {
       const double t0 = now_ms();
       source_->Forward();
@@ -217,7 +217,7 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
       stats_.compute_ms += now_ms() - t0;
     }
   } else {
-    const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
+    const int from = grid_.RankOf(grid_.stage - 1, grid_.replica);
     for (Blob<Dtype>* b : in) link_->Receive(b, false, from, kForwardTag);
   }
   // Kept: what a replay starts from, and what a Reversible stage before this one gets back with the gradient.
@@ -240,8 +240,8 @@ void PipelineEngine<Dtype>::Forward(long mb, Dtype* loss) {
   last_forward_mb_ = mb;
   stats_.compute_ms += now_ms() - t0;
   timeline_.Record("F" + std::to_string(mb), "forward", 0, ts);
-  if (!layout_.last()) {
-    const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
+  if (!grid_.last()) {
+    const int to = grid_.RankOf(grid_.stage + 1, grid_.replica);
     for (Blob<Dtype>* b : send_blobs_[c]) link_->Send(b, false, to, kForwardTag);
   }
   for (Blob<Dtype>* b : dropped_inputs_) b->release_memory();
@@ -274,8 +274,8 @@ void PipelineEngine<Dtype>::Backward(long mb) {
     stats_.compute_ms += now_ms() - t0;
     timeline_.Record("R" + std::to_string(mb), "replay", 0, ts);
   }
-  if (!layout_.last()) {
-    const int from = layout_.RankOf(layout_.stage + 1, layout_.replica);
+  if (!grid_.last()) {
+    const int from = grid_.RankOf(grid_.stage + 1, grid_.replica);
     for (Blob<Dtype>* b : send_blobs_[c]) link_->Receive(b, true, from, kBackwardTag);
     if (reversible_) {
       for (Blob<Dtype>* b : send_blobs_[c]) link_->Receive(b, false, from, kBackwardDataTag);
@@ -290,8 +290,8 @@ void PipelineEngine<Dtype>::Backward(long mb) {
   stats_.compute_ms += now_ms() - t0;
   timeline_.Record("B" + std::to_string(mb), "backward", 0, ts);
   const std::vector<Blob<Dtype>*>& in = in_blobs_[c];
-  if (!layout_.first()) {
-    const int to = layout_.RankOf(layout_.stage - 1, layout_.replica);
+  if (!grid_.first()) {
+    const int to = grid_.RankOf(grid_.stage - 1, grid_.replica);
     for (Blob<Dtype>* b : in) link_->Send(b, true, to, kBackwardTag);
     if (prev_reversible_) {
       if (rebuilds_input_) {
@@ -323,8 +323,8 @@ void PipelineEngine<Dtype>::MeasureReconstruction() {
 template <typename Dtype>
 Dtype PipelineEngine<Dtype>::RunSync() {
   Dtype loss = 0;
-  Dtype* l = layout_.last() ? &loss : nullptr;
-  const int fill = std::min(layout_.stages - layout_.stage - 1, k_);
+  Dtype* l = grid_.last() ? &loss : nullptr;
+  const int fill = std::min(grid_.stages - grid_.stage - 1, k_);
   int f = 0, b = 0;
   while (f < fill) Forward(f++, l);
   while (f < k_) {
@@ -343,9 +343,9 @@ Dtype PipelineEngine<Dtype>::RunSync() {
 template <typename Dtype>
 Dtype PipelineEngine<Dtype>::RunAsync() {
   Dtype loss = 0;
-  Dtype* l = layout_.last() ? &loss : nullptr;
+  Dtype* l = grid_.last() ? &loss : nullptr;
   if (!primed_) {
-    for (int i = 0; i < layout_.stages - layout_.stage - 1; ++i) Forward(forwards_++, nullptr);
+    for (int i = 0; i < grid_.stages - grid_.stage - 1; ++i) Forward(forwards_++, nullptr);
     primed_ = true;
   }
   const long target = backwards_ + k_;
@@ -382,7 +382,7 @@ Dtype PipelineEngine<Dtype>::Iterate(Dtype rate, int iter) {
   const bool sync = param_.schedule() == PipelineParameter::SYNC;
   if (sync && !optimizer_->gradients_zeroed()) net.ClearParamDiffs();
   const Dtype loss = (sync ? RunSync() : RunAsync()) / static_cast<Dtype>(k_);
-  if (layout_.last()) RequireFiniteLoss(loss, iter);
+  if (grid_.last()) RequireFiniteLoss(loss, iter);
   FinishReduction();
   optimizer_->Apply(rate, iter);
   if (reducer_) reducer_->MarkUpdated();
@@ -399,7 +399,7 @@ void PipelineEngine<Dtype>::Drain() {
     // Stage 0 is S - 1 forwards ahead of the backwards every stage has done, stage s S - s - 1. Each catches up
     // with stage 0 in the steady state's order (s times a forward and a backward, then the backwards left), so that
     // no stage holds more micro-batches in flight than it has room for.
-    const long target = backwards_ + layout_.stages - 1;
+    const long target = backwards_ + grid_.stages - 1;
     while (forwards_ < target) {
       Forward(forwards_++, nullptr);
       Backward(backwards_++);
@@ -408,14 +408,14 @@ void PipelineEngine<Dtype>::Drain() {
     primed_ = false;
   }
   link_->WaitSends();
-  if (layout_.replicas > 1) {
+  if (grid_.replicas > 1) {
     // The statistics each replica moved on its own data: their mean.
     Net<Dtype>& net = *nets_[0];
     const auto& params = net.learnable_params();
     for (size_t p = 0; p < params.size(); ++p) {
       if (!net.learnable_param_is_statistic(static_cast<int>(p))) continue;
       stage_allreduce_->run(params[p]->mutable_cpu_data(), static_cast<size_t>(params[p]->count()));
-      params[p]->scale_data(Dtype(1) / static_cast<Dtype>(layout_.replicas));
+      params[p]->scale_data(Dtype(1) / static_cast<Dtype>(grid_.replicas));
     }
   }
 }
@@ -431,9 +431,9 @@ SignalAction PipelineEngine<Dtype>::AgreeOnAction(SignalAction local, int iter) 
 template <typename Dtype>
 void PipelineEngine<Dtype>::ReduceScores(std::vector<Dtype>* scores) {
   // Only the last stage computes scores; its replicas saw different data.
-  if (layout_.replicas == 1 || scores->empty()) return;
+  if (grid_.replicas == 1 || scores->empty()) return;
   stage_allreduce_->run(scores->data(), scores->size());
-  for (Dtype& s : *scores) s /= static_cast<Dtype>(layout_.replicas);
+  for (Dtype& s : *scores) s /= static_cast<Dtype>(grid_.replicas);
 }
 
 template <typename Dtype>
@@ -441,7 +441,7 @@ void PipelineEngine<Dtype>::TrainForward(Net<Dtype>& net, Dtype* loss) {
   (void)net;
   Drain();
   if (loss) *loss = 0;
-  Forward(0, layout_.last() ? loss : nullptr);
+  Forward(0, grid_.last() ? loss : nullptr);
   link_->WaitSends();
   last_forward_mb_ = -1;  // its activations belong to no micro-batch of an iteration
 }
@@ -452,15 +452,15 @@ const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& 
   while (t < test_nets_.size() && test_nets_[t] != &net) ++t;
   CHECK_LT(t, tests_.size()) << "TestForward: not one of the stage's test nets";
   const TestStage& test = tests_[t];
-  if (!layout_.first()) {
-    const int from = layout_.RankOf(layout_.stage - 1, layout_.replica);
-    for (const std::string& b : test.cut.inputs(layout_.stage)) {
+  if (!grid_.first()) {
+    const int from = grid_.RankOf(grid_.stage - 1, grid_.replica);
+    for (const std::string& b : test.cut.inputs(grid_.stage)) {
       link_->Receive(net.blob_by_name(b).get(), false, from, kTestTag);
     }
   }
   const auto& outputs = net.Forward(loss);
-  if (layout_.last()) return outputs;
-  const int to = layout_.RankOf(layout_.stage + 1, layout_.replica);
+  if (grid_.last()) return outputs;
+  const int to = grid_.RankOf(grid_.stage + 1, grid_.replica);
   for (const std::string& b : test.send_blobs) link_->Send(net.blob_by_name(b).get(), false, to, kTestTag);
   link_->WaitSends();
   if (loss) *loss = 0;
@@ -470,7 +470,7 @@ const std::vector<Blob<Dtype>*>& PipelineEngine<Dtype>::TestForward(Net<Dtype>& 
 template <typename Dtype>
 bool PipelineEngine<Dtype>::GatherWeights(NetParameter* weights, bool write_diff) {
   std::string mine;
-  if (layout_.replica == 0) {
+  if (grid_.replica == 0) {
     NetParameter stage;
     nets_[0]->ToProto(&stage, write_diff);
     stage.SerializeToString(&mine);
@@ -495,9 +495,9 @@ bool PipelineEngine<Dtype>::GatherWeights(NetParameter* weights, bool write_diff
 
 template <typename Dtype>
 std::vector<int> PipelineEngine<Dtype>::stage_of_ranks() const {
-  std::vector<int> stage_of(static_cast<size_t>(layout_.stages * layout_.replicas));
-  for (int s = 0; s < layout_.stages; ++s) {
-    for (int r = 0; r < layout_.replicas; ++r) stage_of[static_cast<size_t>(layout_.RankOf(s, r))] = s;
+  std::vector<int> stage_of(static_cast<size_t>(grid_.stages * grid_.replicas));
+  for (int s = 0; s < grid_.stages; ++s) {
+    for (int r = 0; r < grid_.replicas; ++r) stage_of[static_cast<size_t>(grid_.RankOf(s, r))] = s;
   }
   return stage_of;
 }
@@ -520,7 +520,7 @@ void PipelineEngine<Dtype>::ResetStats() {
 
 template <typename Dtype>
 std::vector<PipelineStats> PipelineEngine<Dtype>::GatherStats() const {
-  return GatherPipelineStats(stats_, layout_, *world_collectives_);
+  return GatherPipelineStats(stats_, grid_, *world_collectives_);
 }
 
 template <typename Dtype>

@@ -82,7 +82,7 @@ NetParameter InlineSources(const StageNets& nets) {
 template <typename Dtype>
 PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communicator& comm) {
   const PipelineParameter& pp = param.pipeline_param();
-  const PipelineGrid layout = PipelineGrid::Of(pp, comm.rank(), comm.size());
+  const PipelineGrid grid = PipelineGrid::Of(pp, comm.rank(), comm.size());
 
   // The whole train net, as one rank would build it: its shapes, its initial weights, its layer times.
   NetParameter train = TrainNetParam(param);
@@ -97,11 +97,11 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
     Net<Dtype> whole(train);
     shapes = BlobShapes(whole);
     whole.ToProto(&initial, false);
-    if (cuts.empty() && layout.stages > 1) {
+    if (cuts.empty() && grid.stages > 1) {
       const std::vector<double> cost =
           MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
       const std::vector<double> bytes = LayerBytes(whole, filtered);
-      cuts = PlanCuts(filtered, cost, bytes, layout.stages);
+      cuts = PlanCuts(filtered, cost, bytes, grid.stages);
       if (comm.rank() == 0) {
         std::ostringstream s;
         for (int i = 0; i < filtered.layer_size(); ++i) {
@@ -114,7 +114,7 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
     }
   }
   const StageCut cut = CutNet(filtered, cuts);
-  const StageNets nets = MakeStageNets(filtered, cut, layout.stage, shapes);
+  const StageNets nets = MakeStageNets(filtered, cut, grid.stage, shapes);
   if (comm.rank() == 0) {
     std::ostringstream s;
     for (int st = 0; st < cut.stages(); ++st) {
@@ -130,7 +130,7 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
         for (const auto& b : cut.cross[static_cast<size_t>(st)]) s << " " << b;
       }
     }
-    LOG(INFO) << "Pipeline: " << layout.stages << " stage(s) x " << layout.replicas << " replica(s), "
+    LOG(INFO) << "Pipeline: " << grid.stages << " stage(s) x " << grid.replicas << " replica(s), "
               << (pp.cut_size() ? "cuts as given" : "cuts planned from measured layer times") << s.str();
   }
 
@@ -156,14 +156,14 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
       Net<Dtype> whole(test);
       test_shapes = BlobShapes(whole);
     }
-    const StageNets test_nets = MakeStageNets(test_filtered, t.cut, layout.stage, test_shapes);
+    const StageNets test_nets = MakeStageNets(test_filtered, t.cut, grid.stage, test_shapes);
     t.send_blobs = test_nets.send_blobs;
-    *stage_param.add_test_net_param() = layout.first() ? InlineSources(test_nets) : test_nets.compute;
+    *stage_param.add_test_net_param() = grid.first() ? InlineSources(test_nets) : test_nets.compute;
     tests.push_back(std::move(t));
   }
   PipelineStagePlan plan;
   plan.param = std::move(stage_param);
-  plan.layout = layout;
+  plan.grid = grid;
   plan.cut = cut;
   plan.nets = nets;
   plan.tests = std::move(tests);

@@ -8,18 +8,18 @@
 
 namespace strata {
 
-std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineGrid& layout,
+std::vector<PipelineStats> GatherPipelineStats(const PipelineStats& mine, const PipelineGrid& grid,
                                                Collectives& world) {
   std::ostringstream s;
   s.precision(17);
   s << mine.iteration_ms << " " << mine.compute_ms << " " << mine.wait_ms << " " << mine.reduce_ms << " "
     << mine.bytes_sent << " "
     << mine.iterations << " " << mine.max_reconstruction_error << " "
-    << MemoryTracker::peak(MemoryCategory::kActivation) / 1048576.0 << " " << layout.stage << " " << layout.replica;
+    << MemoryTracker::peak(MemoryCategory::kActivation) / 1048576.0 << " " << grid.stage << " " << grid.replica;
   const std::vector<std::string> all = world.GatherToRoot(s.str());
   std::vector<PipelineStats> out;
   if (world.rank() != 0) return out;
-  out.resize(static_cast<size_t>(layout.stages));
+  out.resize(static_cast<size_t>(grid.stages));
   for (const std::string& line : all) {
     std::istringstream in(line);
     PipelineStats st;

@@ -97,9 +97,9 @@ std::string model_choice(const MachineSpec& machine, int ranks, double bytes, co
 
 }  // namespace
 
-std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& layout,
+std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec& machine, const ClusterShape& cluster,
                                  double bytes) {
-  const int ranks = layout.ranks();
+  const int ranks = cluster.ranks();
   std::string a = options.allreduce;
   if (a == "seed") return model_choice(machine, ranks, bytes, {"brd", "vhd"});
   if (a == "model") return model_choice(machine, ranks, bytes, {"brd", "vhd", "ring", "brb"});
@@ -107,7 +107,7 @@ std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec&
     static const CrossoverTable builtin = CrossoverTable::builtin();
     const CrossoverTable& table = options.table ? *options.table : builtin;
     std::vector<int> node_of(ranks);
-    for (int r = 0; r < ranks; ++r) node_of[r] = r / layout.ranks_per_node;
+    for (int r = 0; r < ranks; ++r) node_of[r] = r / cluster.ranks_per_node;
     const auto rows = table.rows_for(Topology::from_nodes(0, node_of));
     a = rows.back().algorithm;
     for (const auto& row : rows) {
@@ -117,8 +117,8 @@ std::string ScaleAlgorithmChoice(const ScaleOptions& options, const MachineSpec&
       }
     }
   }
-  if (a == "shm" && layout.nodes > 1) return "hier";  // as ShmAllreduce hands a job on several machines on
-  if (a == "hier" && layout.nodes == 1) return "shm";
+  if (a == "shm" && cluster.nodes > 1) return "hier";  // as ShmAllreduce hands a job on several machines on
+  if (a == "hier" && cluster.nodes == 1) return "shm";
   const auto& shaped = shaped_allreduce_algorithms();
   STRATA_REQUIRE(is_local_or_hier(a) || std::find(shaped.begin(), shaped.end(), a) != shaped.end())
       << "the scaling model has no shape for allreduce algorithm '" << a
@@ -156,18 +156,18 @@ struct Chunk {
 
 class Simulation {
  public:
-  Simulation(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout, const ScaleOptions& options,
+  Simulation(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& cluster, const ScaleOptions& options,
              Timeline* timeline)
-      : net_(net), machine_(machine), layout_(layout), options_(options), timeline_(timeline) {
-    STRATA_REQUIRE(layout.nodes >= 1 && layout.ranks_per_node >= 1)
-        << "a layout needs at least one node of at least one rank";
+      : net_(net), machine_(machine), cluster_(cluster), options_(options), timeline_(timeline) {
+    STRATA_REQUIRE(cluster.nodes >= 1 && cluster.ranks_per_node >= 1)
+        << "a cluster needs at least one node of at least one rank";
     STRATA_REQUIRE(options.threads >= 1) << "the scaling model needs at least one communication thread";
     STRATA_REQUIRE(options.compute_threads >= 1) << "the computation needs at least one thread";
     STRATA_REQUIRE(options.iterations >= 3) << "the scaling model needs at least 3 iterations to measure one";
     STRATA_REQUIRE(net.forward_s.size() == net.layers.size() && net.backward_s.size() == net.layers.size() &&
                    net.reads.size() == net.layers.size())
         << "the net's times do not cover its layers";
-    cores_ = std::max(1.0, double(machine.cores) / layout.ranks_per_node);
+    cores_ = std::max(1.0, double(machine.cores) / cluster.ranks_per_node);
     const int n = static_cast<int>(net.layers.size());
     unit_buckets_.assign(n, 0);
     for (const auto& b : net.buckets)
@@ -191,7 +191,7 @@ class Simulation {
     for (size_t b = 0; b < net.buckets.size(); ++b) {
       for (double bytes : net.buckets[b].chunk_bytes) {
         auto it = choice.find(bytes);
-        if (it == choice.end()) it = choice.emplace(bytes, ScaleAlgorithmChoice(options, machine, layout, bytes)).first;
+        if (it == choice.end()) it = choice.emplace(bytes, ScaleAlgorithmChoice(options, machine, cluster, bytes)).first;
         if (algorithm_[b].empty()) algorithm_[b] = Label(it->second, bytes);
         chunk_work_[b].push_back(ReduceWork(it->second, bytes));
       }
@@ -243,14 +243,14 @@ class Simulation {
 
   int Layers() const { return static_cast<int>(net_.layers.size()); }
   int TotalComputeSteps() const { return options_.iterations * 2 * Layers() + (Single() ? options_.iterations : 0); }
-  bool Single() const { return layout_.ranks() == 1; }
+  bool Single() const { return cluster_.ranks() == 1; }
 
   // How reports name algorithm a on `bytes`: hier with one rank per node is its network algorithm alone.
   std::string Label(const std::string& a, double bytes) const {
     if (a != "hier" || Single()) return a;
-    const int L = layout_.ranks_per_node;
+    const int L = cluster_.ranks_per_node;
     const bool single_block = bytes <= double(HierarchicalAllreduce::kSingleBlockBytes);
-    const std::string network = hier_network_choice(layout_.nodes, single_block ? bytes : bytes / L);
+    const std::string network = hier_network_choice(cluster_.nodes, single_block ? bytes : bytes / L);
     return L == 1 ? network : "hier+" + network;
   }
 
@@ -274,7 +274,7 @@ class Simulation {
         add(Resource::kCpu, p.sum_bytes * machine_.gamma, alg + " sum", "allreduce");
       }
     };
-    const int L = layout_.ranks_per_node, H = layout_.nodes;
+    const int L = cluster_.ranks_per_node, H = cluster_.nodes;
     if (is_local_or_hier(a)) {
       // Copy the blocks others own in, flag, sum the own block over L ranks, (network), flag, copy the rest out.
       const bool single_block = a == "hier" && bytes <= double(HierarchicalAllreduce::kSingleBlockBytes);
@@ -294,7 +294,7 @@ class Simulation {
       return w;
     }
     // A flat algorithm over every rank: the L ranks of a node share its link.
-    network(a, layout_.ranks(), bytes, L);
+    network(a, cluster_.ranks(), bytes, L);
     return w;
   }
 
@@ -559,7 +559,7 @@ class Simulation {
 
   const ScaleNet& net_;
   const MachineSpec& machine_;
-  const ClusterShape layout_;
+  const ClusterShape cluster_;
   const ScaleOptions& options_;
   Timeline* timeline_;
   double cores_ = 1;
@@ -585,9 +585,9 @@ class Simulation {
 
 }  // namespace
 
-ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& layout,
+ScaleResult SimulateIteration(const ScaleNet& net, const MachineSpec& machine, const ClusterShape& cluster,
                               const ScaleOptions& options, Timeline* timeline) {
-  Simulation sim(net, machine, layout, options, timeline);
+  Simulation sim(net, machine, cluster, options, timeline);
   return sim.Run();
 }
 
