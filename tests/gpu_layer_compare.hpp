@@ -30,14 +30,20 @@
 namespace strata {
 namespace gpu_compare {
 
+// Why a GPU test cannot run here ("" where it can, with a device selected).
+inline std::string WhyNoGpu() {
+  if (!gpu_build()) return "this build has no GPU support (no CUDA toolkit at build time)";
+  if (gpu_device_count() == 0) {
+    return "no GPU: cudaGetDeviceCount reports none on this machine; these tests run on a GPU machine";
+  }
+  if (selected_gpu_device() < 0) select_gpu_device(-1);
+  return "";
+}
+
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gpu_build()) GTEST_SKIP() << "this build has no GPU support (no CUDA toolkit at build time)";
-    if (gpu_device_count() == 0) {
-      GTEST_SKIP() << "no GPU: cudaGetDeviceCount reports none on this machine; these tests run on a GPU machine";
-    }
-    if (selected_gpu_device() < 0) select_gpu_device(-1);
+    if (const std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
   }
   void TearDown() override { Strata::set_mode(Strata::CPU); }
 };

@@ -1,6 +1,6 @@
 // Each layer's tests over the backends that run it: a layer's test file declares typed tests over the backends
-// below, so one file holds everything about one layer (docs/architecture.md, "Tests"). A backend is an engine
-// (CAFFE, ONEDNN, CUDNN) on a device; the GPU backend skips without a GPU, and runs on a GPU machine.
+// below, so one file holds everything about one layer (docs/architecture.md, Layout, tests/). A backend is an
+// engine (CAFFE, ONEDNN, CUDNN) on a device; the GPU backend skips without a GPU, and runs on a GPU machine.
 //
 // Three checks per layer and backend:
 // - ExpectMatchesCaffeOnCpu: forward, bottom and parameter gradients against the CAFFE engine on the CPU, the
@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "gpu_layer_compare.hpp"
-#include "strata/device.hpp"
 #include "strata/net.hpp"
 #include "strata/util/io.hpp"
 
@@ -121,9 +120,7 @@ class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if constexpr (B::gpu) {
-      if (!gpu_build()) GTEST_SKIP() << "this build has no GPU support (no CUDA toolkit at build time)";
-      if (gpu_device_count() == 0) GTEST_SKIP() << "no GPU on this machine; these run on a GPU machine";
-      if (selected_gpu_device() < 0) select_gpu_device(-1);
+      if (const std::string why = gpu_compare::WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
     }
   }
   void TearDown() override { Strata::set_mode(Strata::CPU); }
@@ -151,8 +148,8 @@ struct NetPass {
   std::vector<std::string> absorbed;
 };
 
-// `net_text` on backend B with layer fusion `fuse`, in the TRAIN phase: an input blob "x" of random values, the weights its fillers
-// draw from one seed, one forward and one backward.
+// `net_text` on backend B with layer fusion `fuse`, in the TRAIN phase: an input blob "x" of random values, the
+// weights its fillers draw from one seed, one forward and one backward.
 template <typename B>
 NetPass RunNet(const std::string& net_text, bool fuse) {
   NetParameter param;

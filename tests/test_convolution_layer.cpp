@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "conv_cases.hpp"
 #include "gradient_checker.hpp"
 #include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
@@ -359,6 +360,19 @@ TYPED_TEST(ConvolutionBesideCaffe, MatchesCaffeOnCpu) {
           bias_term: false weight_filler { type: "gaussian" std: 0.3 } })", {{2, 32, 7, 7}}},
   };
   for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+// Random windows and the models' own shapes (conv_cases.hpp), at 1 and 2 compute threads.
+TYPED_TEST(ConvolutionBesideCaffe, MatchesCaffeOnCpuOnRandomShapes) {
+  const int saved = compute_threads();
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const conv_cases::ConvCase& c : conv_cases::RandomConvCases(24, 20 + threads)) {
+      SCOPED_TRACE(c);
+      layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(conv_cases::AsLayerCase(c));
+    }
+  }
+  set_compute_threads(saved);
 }
 
 TYPED_TEST(ConvolutionOn, GradientCheck) {

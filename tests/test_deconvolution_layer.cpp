@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "blob_values.hpp"
+#include "conv_cases.hpp"
 #include "gradient_checker.hpp"
 #include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/layers/deconvolution_layer.hpp"
+#include "strata/parallel.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -286,6 +288,20 @@ TYPED_TEST(DeconvolutionBesideCaffe, MatchesCaffeOnCpu) {
           pad: 1 )" + layer_engines::kFillers + R"( })", {{2, 32, 6, 5}}},
   };
   for (const auto& c : cases) layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(c);
+}
+
+// The random windows that leave an output, and FCN's up-sampling shapes (conv_cases.hpp), at 1 and 2 compute
+// threads.
+TYPED_TEST(DeconvolutionBesideCaffe, MatchesCaffeOnCpuOnRandomShapes) {
+  const int saved = compute_threads();
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const conv_cases::ConvCase& c : conv_cases::RandomDeconvCases(24, 80 + threads)) {
+      SCOPED_TRACE(c);
+      layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(conv_cases::AsLayerCase(c));
+    }
+  }
+  set_compute_threads(saved);
 }
 
 TYPED_TEST(DeconvolutionOn, GradientCheck) {

@@ -1,7 +1,8 @@
-// What only the oneDNN engines have (docs/onednn.md): sweeps over random shapes against the CAFFE engine, the
-// bfloat16 rounding rules, same bits run to run, absorbing a ReLU, and the engine choice and its errors. What every
-// backend of a layer owes (its gradient check, matching CAFFE on the CPU on fixed cases, fusion on and off) is in
-// the layer's own test file (layer_engines.hpp).
+// What only the oneDNN engines have (docs/onednn.md): sweeps over random pooling windows (which oneDNN may refuse),
+// inner products, LRN, ReLU and Softmax against the CAFFE engine, the bfloat16 rounding rules, same bits run to
+// run, absorbing a ReLU, and the engine choice and its errors. What every backend of a layer owes (its gradient
+// check, matching CAFFE on the CPU, the convolutions' random windows, fusion on and off) is in the layer's own
+// test file (layer_engines.hpp).
 //
 // Tolerance: an output matches when |onednn - caffe| <= 1e-5 * max|caffe| over the blob, i.e. 1e-5 relative to
 // the blob's largest magnitude. Element-wise relative error is no measure for sums whose terms cancel (an output
@@ -20,6 +21,7 @@
 #include <sstream>
 #include <vector>
 
+#include "conv_cases.hpp"
 #include "gradient_checker.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
@@ -37,6 +39,12 @@
 
 namespace strata {
 namespace {
+
+using conv_cases::ConvCase;
+using conv_cases::ConvParam;
+using conv_cases::Picker;
+using conv_cases::RandomConvCases;
+using conv_cases::RandomDeconvCases;
 
 constexpr double kRelTol = 1e-5;
 
@@ -61,107 +69,6 @@ LayerParameter FromText(const std::string& text) {
   LayerParameter p;
   ReadProtoFromTextString(text, &p);
   return p;
-}
-
-// Uniform integers in [lo, hi] from a seeded stream (the random shapes).
-struct Picker {
-  std::mt19937 rng;
-  int operator()(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
-};
-
-struct ConvCase {
-  int num, channels, height, width, num_output, group, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
-      dilation_h, dilation_w;
-  bool bias;
-  // A Deconvolution with this convolution_param instead: channels, height and width are its input's.
-  bool deconv = false;
-};
-
-std::ostream& operator<<(std::ostream& os, const ConvCase& c) {
-  return os << "N" << c.num << " C" << c.channels << " " << c.height << "x" << c.width << " O" << c.num_output
-            << " G" << c.group << " k" << c.kernel_h << "x" << c.kernel_w << " s" << c.stride_h << "x"
-            << c.stride_w << " p" << c.pad_h << "x" << c.pad_w << " d" << c.dilation_h << "x" << c.dilation_w
-            << (c.bias ? " bias" : " no bias") << (c.deconv ? " deconvolution" : "");
-}
-
-LayerParameter ConvParam(const ConvCase& c, ConvolutionParameter::Engine engine) {
-  LayerParameter p;
-  p.set_name("conv");
-  p.set_type(c.deconv ? "Deconvolution" : "Convolution");
-  ConvolutionParameter* cp = p.mutable_convolution_param();
-  cp->set_num_output(c.num_output);
-  cp->set_group(c.group);
-  cp->set_kernel_h(c.kernel_h);
-  cp->set_kernel_w(c.kernel_w);
-  cp->set_stride_h(c.stride_h);
-  cp->set_stride_w(c.stride_w);
-  cp->set_pad_h(c.pad_h);
-  cp->set_pad_w(c.pad_w);
-  if (c.dilation_h != 1 || c.dilation_w != 1) {
-    cp->add_dilation(c.dilation_h);
-    cp->add_dilation(c.dilation_w);
-  }
-  cp->set_bias_term(c.bias);
-  cp->mutable_weight_filler()->set_type("gaussian");
-  cp->mutable_bias_filler()->set_type("uniform");
-  cp->set_engine(engine);
-  return p;
-}
-
-// Random shapes that still fit the window: groups, strides, padding, dilation, rectangular windows, 1x1.
-std::vector<ConvCase> RandomConvCases(int count, unsigned seed) {
-  Picker pick{std::mt19937(seed)};
-  std::vector<ConvCase> cases;
-  while (static_cast<int>(cases.size()) < count) {
-    ConvCase c{};
-    c.group = pick(1, 3);
-    c.channels = c.group * pick(1, 6);
-    c.num_output = c.group * pick(1, 6);
-    c.num = pick(1, 5);
-    c.kernel_h = pick(1, 5);
-    c.kernel_w = pick(1, 5);
-    c.stride_h = pick(1, 3);
-    c.stride_w = pick(1, 3);
-    c.dilation_h = pick(1, 2);
-    c.dilation_w = pick(1, 2);
-    c.pad_h = pick(0, c.kernel_h / 2 + 1);
-    c.pad_w = pick(0, c.kernel_w / 2 + 1);
-    c.height = pick(1, 17);
-    c.width = pick(1, 17);
-    c.bias = pick(0, 3) != 0;
-    if (c.height + 2 * c.pad_h < c.dilation_h * (c.kernel_h - 1) + 1) continue;
-    if (c.width + 2 * c.pad_w < c.dilation_w * (c.kernel_w - 1) + 1) continue;
-    cases.push_back(c);
-  }
-  // Shapes of the models' own layers, where the kernels oneDNN picks differ from the small ones above.
-  cases.push_back({2, 3, 32, 32, 32, 1, 5, 5, 1, 1, 2, 2, 1, 1, true});     // cifar10_quick conv1
-  cases.push_back({2, 48, 13, 13, 128, 2, 3, 3, 1, 1, 1, 1, 1, 1, true});   // AlexNet conv4-like, 2 groups
-  cases.push_back({2, 64, 14, 14, 256, 1, 1, 1, 1, 1, 0, 0, 1, 1, false});  // ResNet 1x1
-  cases.push_back({1, 3, 35, 35, 16, 1, 7, 7, 2, 2, 3, 3, 1, 1, true});     // ResNet conv1-like, stride 2
-  // Channel counts not in blocks of 16, which run on NHWC activations (onednn_convolution.cpp): LeNet's conv2,
-  // an output of 20 after an input of 32, and groups of 24 -> 20 with stride and dilation (where oneDNN may have
-  // no optimised NHWC kernel, and the layer goes back to the blocked layouts).
-  cases.push_back({2, 20, 12, 12, 50, 1, 5, 5, 1, 1, 0, 0, 1, 1, true});
-  cases.push_back({1, 32, 9, 9, 20, 1, 3, 3, 1, 1, 1, 1, 1, 1, true});
-  cases.push_back({2, 48, 11, 11, 40, 2, 3, 3, 2, 2, 1, 1, 2, 2, false});
-  return cases;
-}
-
-// The same random windows as deconvolutions, those that leave an output (its size is
-// stride * (in - 1) + dilation * (kernel - 1) + 1 - 2 * pad); the channel counts of 16 and more are FCN's
-// up-sampling ones (group = channels, and a 2x one of 32 -> 16).
-std::vector<ConvCase> RandomDeconvCases(int count, unsigned seed) {
-  std::vector<ConvCase> cases;
-  for (ConvCase c : RandomConvCases(count, seed)) {
-    c.deconv = true;
-    const bool has_output =
-        c.stride_h * (c.height - 1) + c.dilation_h * (c.kernel_h - 1) + 1 - 2 * c.pad_h > 0 &&
-        c.stride_w * (c.width - 1) + c.dilation_w * (c.kernel_w - 1) + 1 - 2 * c.pad_w > 0;
-    if (has_output) cases.push_back(c);
-  }
-  cases.push_back({2, 16, 7, 7, 16, 16, 4, 4, 2, 2, 1, 1, 1, 1, false, true});
-  cases.push_back({2, 32, 6, 5, 16, 1, 2, 2, 2, 2, 0, 0, 1, 1, true, true});
-  return cases;
 }
 
 // `v` rounded to the nearest bfloat16 (ties to even), as oneDNN's conversions round.
@@ -251,33 +158,6 @@ class OneDnnTest : public ::testing::Test {
   void TearDown() override { set_compute_threads(saved_); }
   int saved_ = compute_threads();
 };
-
-// The ONEDNN engine against CAFFE on every case: top, bottom gradient, weight and bias gradients.
-void ExpectEnginesAgree(const std::vector<ConvCase>& cases) {
-  for (const ConvCase& c : cases) {
-    const ConvRun ref = RunConv(c, ConvolutionParameter::CAFFE, 5);
-    const ConvRun got = RunConv(c, ConvolutionParameter::ONEDNN, 5);
-    ExpectClose(got.top, ref.top, "top", c);
-    ExpectClose(got.bottom_diff, ref.bottom_diff, "bottom diff", c);
-    ExpectClose(got.weight_diff, ref.weight_diff, "weight diff", c);
-    ExpectClose(got.bias_diff, ref.bias_diff, "bias diff", c);
-  }
-}
-
-TEST_F(OneDnnTest, ConvolutionMatchesCaffeEngineOnRandomShapes) {
-  for (int threads : {1, 2}) {
-    set_compute_threads(threads);
-    ExpectEnginesAgree(RandomConvCases(24, 20 + threads));
-  }
-}
-
-// Deconvolution runs oneDNN's deconvolution primitives over the same weights (Caffe's C_in x C_out/G x KH x KW).
-TEST_F(OneDnnTest, DeconvolutionMatchesCaffeEngineOnRandomShapes) {
-  for (int threads : {1, 2}) {
-    set_compute_threads(threads);
-    ExpectEnginesAgree(RandomDeconvCases(24, 80 + threads));
-  }
-}
 
 // Which ReLUs a convolution absorbs (Layer::Absorb): one without slope, on the oneDNN engine only (the CAFFE
 // engine's passes and a double net's have no post-op), and one only; its forward only (the ReLU keeps its

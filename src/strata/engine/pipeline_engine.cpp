@@ -82,7 +82,7 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
     // output (a Reversible layer rebuilds a bottom the Net dropped, and reads one it kept).
     const Net<Dtype>& net = *nets_[0];
     for (int l = 0; l < net.num_layers(); ++l) {
-      if (std::string(net.layers()[static_cast<size_t>(l)]->type()) != "Reversible") continue;
+      if (!net.layers()[static_cast<size_t>(l)]->RebuildsBottomsInBackward()) continue;
       for (Blob<Dtype>* b : net.bottom_vecs()[static_cast<size_t>(l)]) {
         if (std::find(in_blobs_[0].begin(), in_blobs_[0].end(), b) != in_blobs_[0].end()) dropped_inputs_.push_back(b);
       }
@@ -92,7 +92,7 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
     // The stem: the layers before the first block, which run again from the kept input before backward.
     const auto& layers = nets_[0]->layers();
     stem_end_ = 0;
-    auto is_block = [&](int l) { return std::string(layers[static_cast<size_t>(l)]->type()) == "Reversible"; };
+    auto is_block = [&](int l) { return layers[static_cast<size_t>(l)]->RebuildsBottomsInBackward(); };
     while (stem_end_ + 1 < static_cast<int>(layers.size()) && !is_block(stem_end_ + 1)) ++stem_end_;
     blocks_input_ = nets_[0]->bottom_vecs()[static_cast<size_t>(stem_end_) + 1][0];
     if (param_.schedule() == PipelineParameter::ASYNC) {
