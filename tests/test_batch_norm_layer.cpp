@@ -320,7 +320,6 @@ TEST(BatchNormLayer, InPlaceWithScaleInANet) {
   }
 }
 
-
 // ---- On each backend: the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(BatchNorm, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);

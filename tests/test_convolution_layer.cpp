@@ -339,7 +339,6 @@ TEST(ConvolutionLayer, BadParametersAreErrors) {
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(Convolution, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

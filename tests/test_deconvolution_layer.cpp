@@ -268,7 +268,6 @@ TEST(DeconvolutionLayer, BadConfigurationsAreRefused) {
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(Deconvolution, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

@@ -180,7 +180,6 @@ TEST(EltwiseLayer, BadInputIsAnError) {
   EXPECT_THROW(EltwiseLayer<float>(EltwiseParam(EltwiseParameter::PROD)).SetUp({&a, &b}, {&a}), Error);
 }
 
-
 // ---- On each backend: the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(Eltwise, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);

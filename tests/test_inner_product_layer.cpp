@@ -90,7 +90,6 @@ TEST(InnerProductLayer, ShapeMismatchIsAnError) {
   EXPECT_THROW(layer.Reshape({&x}, {&y}), Error);
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(InnerProduct, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

@@ -139,7 +139,6 @@ TEST(LRNLayer, BadParametersAreErrors) {
   EXPECT_THROW(setup(LrnParam(3, 1, 0.75, 1), {3, 2, 2}), Error);  // not 4-D
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(LRN, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

@@ -342,7 +342,6 @@ TEST(PoolingLayer, BadParametersAreErrors) {
   EXPECT_THROW(setup(PoolParam(P::AVE, 3, 1, 0), {1, 1, 5, 5}, 2), Error);  // only MAX has a mask top
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 // Windows oneDNN takes (an AVE window past the padding it refuses: test_onednn_layers.cpp); the argmax top and
 // STOCHASTIC run on the CAFFE engine only, and are compared on the GPU in test_gpu_layers.cpp.

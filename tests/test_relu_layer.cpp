@@ -108,7 +108,6 @@ TEST(ReLULayer, RecomputeHints) {
   EXPECT_FALSE(negative.BackwardNeedsTopData());
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(ReLU, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

@@ -79,7 +79,6 @@ TEST(SigmoidLayer, RecomputeHints) {
   EXPECT_TRUE(layer.BackwardNeedsTopData());
 }
 
-
 // ---- On each backend: CAFFE on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(Sigmoid, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);

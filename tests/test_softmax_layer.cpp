@@ -118,7 +118,6 @@ TEST(SoftmaxLayer, BadAxisIsAnError) {
   EXPECT_THROW(layer.SetUp({&x}, {&y}), Error);
 }
 
-
 // ---- On each backend: CAFFE and ONEDNN on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(Softmax, layer_engines::WithOneDnn, layer_engines::WithOneDnnBesideCaffe);

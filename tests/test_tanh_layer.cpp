@@ -81,7 +81,6 @@ TEST(TanHLayer, RecomputeHints) {
   EXPECT_TRUE(layer.BackwardNeedsTopData());
 }
 
-
 // ---- On each backend: CAFFE on the CPU, the GPU (layer_engines.hpp) ----
 
 STRATA_BACKEND_SUITES(TanH, layer_engines::CpuAndGpu, layer_engines::GpuBesideCaffe);
