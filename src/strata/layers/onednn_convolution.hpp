@@ -2,11 +2,12 @@
 // docs/onednn.md), and its transpose, the engine of DeconvolutionLayer. Private to src/strata/layers.
 //
 // The weights are plain O x C/G x KH x KW, or in a training net kept in the layout oneDNN computes their gradient
-// in (WeightedEngine::weights_layout, a CustomFormat of the blob); the activations are plain N x C x H x W or, where
-// the net allows, in the channel-blocked layout (memory_format.hpp). oneDNN picks the layouts its kernels compute in
-// (nChw16c where the channels come in blocks of 16), except that channel counts which do not run on NHWC
-// (onednn_convolution.cpp, Nhwc); what differs from the blob's layout is reordered within each call. The primitives are made once per shape
-// and kept until the shape changes; the reordered data lives in the thread's call buffer (onednn::CallBuffer).
+// in (WeightedEngine::weights_layout, a CustomFormat of the blob); the activations are plain N x C x H x W or,
+// where the net allows, in the channel-blocked layout (memory_format.hpp). oneDNN picks the layouts its kernels
+// compute in: nChw16c where the channels come in blocks of 16, NHWC for 16 or more input channels that do not
+// (onednn_convolution.cpp, Nhwc); what differs from the blob's layout is reordered within each call. The
+// primitives are made once per shape and kept until the shape changes; the reordered data lives in the thread's
+// call buffer (onednn::CallBuffer).
 #pragma once
 
 #include <vector>
