@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "gpu_layer_compare.hpp"
+#include "layer_engines.hpp"
+#include "strata/parallel.hpp"
 #include "strata/proto/strata.pb.h"
 
 namespace strata {
@@ -121,6 +123,21 @@ inline gpu_compare::LayerCase AsLayerCase(const ConvCase& c) {
   std::string text;
   google::protobuf::TextFormat::PrintToString(ConvParam(c, ConvolutionParameter::DEFAULT), &text);
   return {text, {{c.num, c.channels, c.height, c.width}}};
+}
+
+// Backend B against CAFFE on the CPU on `count` windows of `cases` (RandomConvCases or RandomDeconvCases), at 1
+// and 2 compute threads (drawn from seed + threads).
+template <typename B>
+void ExpectWindowsMatchCaffeOnCpu(std::vector<ConvCase> (*cases)(int, unsigned), int count, unsigned seed) {
+  const int saved = compute_threads();
+  for (int threads : {1, 2}) {
+    set_compute_threads(threads);
+    for (const ConvCase& c : cases(count, seed + threads)) {
+      SCOPED_TRACE(c);
+      layer_engines::ExpectMatchesCaffeOnCpu<B>(AsLayerCase(c));
+    }
+  }
+  set_compute_threads(saved);
 }
 
 }  // namespace conv_cases

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpu_skip.hpp"
 #include "gradient_checker.hpp"
 #include "strata/device.hpp"
 #include "strata/layer_factory.hpp"
@@ -29,16 +30,6 @@
 
 namespace strata {
 namespace gpu_compare {
-
-// Why a GPU test cannot run here ("" where it can, with a device selected).
-inline std::string WhyNoGpu() {
-  if (!gpu_build()) return "this build has no GPU support (no CUDA toolkit at build time)";
-  if (gpu_device_count() == 0) {
-    return "no GPU: cudaGetDeviceCount reports none on this machine; these tests run on a GPU machine";
-  }
-  if (selected_gpu_device() < 0) select_gpu_device(-1);
-  return "";
-}
 
 class GpuTest : public ::testing::Test {
  protected:

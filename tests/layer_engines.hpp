@@ -120,7 +120,7 @@ class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if constexpr (B::gpu) {
-      if (const std::string why = gpu_compare::WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
+      if (const std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
     }
   }
   void TearDown() override { Strata::set_mode(Strata::CPU); }

@@ -363,15 +363,7 @@ TYPED_TEST(ConvolutionBesideCaffe, MatchesCaffeOnCpu) {
 
 // Random windows and the models' own shapes (conv_cases.hpp), at 1 and 2 compute threads.
 TYPED_TEST(ConvolutionBesideCaffe, MatchesCaffeOnCpuOnRandomShapes) {
-  const int saved = compute_threads();
-  for (int threads : {1, 2}) {
-    set_compute_threads(threads);
-    for (const conv_cases::ConvCase& c : conv_cases::RandomConvCases(24, 20 + threads)) {
-      SCOPED_TRACE(c);
-      layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(conv_cases::AsLayerCase(c));
-    }
-  }
-  set_compute_threads(saved);
+  conv_cases::ExpectWindowsMatchCaffeOnCpu<TypeParam>(conv_cases::RandomConvCases, 24, 20);
 }
 
 TYPED_TEST(ConvolutionOn, GradientCheck) {

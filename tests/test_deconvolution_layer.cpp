@@ -13,7 +13,6 @@
 #include "strata/layer_factory.hpp"
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/layers/deconvolution_layer.hpp"
-#include "strata/parallel.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -292,15 +291,7 @@ TYPED_TEST(DeconvolutionBesideCaffe, MatchesCaffeOnCpu) {
 // The random windows that leave an output, and FCN's up-sampling shapes (conv_cases.hpp), at 1 and 2 compute
 // threads.
 TYPED_TEST(DeconvolutionBesideCaffe, MatchesCaffeOnCpuOnRandomShapes) {
-  const int saved = compute_threads();
-  for (int threads : {1, 2}) {
-    set_compute_threads(threads);
-    for (const conv_cases::ConvCase& c : conv_cases::RandomDeconvCases(24, 80 + threads)) {
-      SCOPED_TRACE(c);
-      layer_engines::ExpectMatchesCaffeOnCpu<TypeParam>(conv_cases::AsLayerCase(c));
-    }
-  }
-  set_compute_threads(saved);
+  conv_cases::ExpectWindowsMatchCaffeOnCpu<TypeParam>(conv_cases::RandomDeconvCases, 24, 80);
 }
 
 TYPED_TEST(DeconvolutionOn, GradientCheck) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "data_test_util.hpp"
-#include "strata/device.hpp"
+#include "gpu_skip.hpp"
 
 namespace strata {
 namespace mpi_test {
@@ -68,18 +68,6 @@ inline std::string SharedRecordDb(std::unique_ptr<testing_data::TempDir>* dir, i
   }
   MPI_Bcast(&path[0], 256, MPI_CHAR, 0, MPI_COMM_WORLD);
   return path.c_str();
-}
-
-// Why the GPU tests cannot run here, for their skip message; "" when they can, after binding this rank to its GPU
-// (the local rank's, as `strata train` does). Every rank of a job on one machine sees the same, so they all skip
-// or all run.
-inline std::string gpu_missing() {
-  if (!gpu_build()) return "this build has no GPU support (no CUDA toolkit at build time)";
-  if (gpu_device_count() == 0) {
-    return "no GPU: cudaGetDeviceCount reports none on this machine; these tests run on a GPU machine";
-  }
-  if (selected_gpu_device() < 0) select_gpu_device(-1);
-  return "";
 }
 
 }  // namespace mpi_test

@@ -492,7 +492,7 @@ TEST_F(DataParallelEngineTest, NcclInCpuTrainingIsOneClearError) {
 // the HOST staging (copy streams, events, pinned buffers, updates on the GPU) with overlap on and off, fused
 // buckets, several threads, and clipping (the whole reduced gradient, updated on the main thread).
 TEST_F(DataParallelEngineTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
-  const std::string missing = mpi_test::gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
   Config c;
   c.solver.gpu = true;
@@ -514,7 +514,7 @@ TEST_F(DataParallelEngineTest, GpuHostStagingEqualsOneRankWithTheWholeBatch) {
 
 // The NCCL path needs a GPU per rank (tests/mpi/test_gradient_staging.cpp checks the error when ranks share one).
 TEST_F(DataParallelEngineTest, GpuNcclEqualsOneRankWithTheWholeBatch) {
-  const std::string missing = mpi_test::gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifndef STRATA_HAVE_NCCL
   GTEST_SKIP() << "this build has no NCCL (CMake found no nccl.h and libnccl)";

@@ -31,7 +31,6 @@ namespace strata {
 namespace {
 
 using mpi_test::all_ranks;
-using mpi_test::gpu_missing;
 using mpi_test::same_on_all_ranks;
 using mpi_test::world_rank;
 using mpi_test::world_size;
@@ -160,7 +159,7 @@ void DoubleOnTheDeviceBehindSlowWork(Gradients& g) {
 #endif
 
 TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndSumsEveryChunk) {
-  const std::string missing = gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifdef STRATA_USE_CUDA
   Strata::set_mode(Strata::GPU);
@@ -175,7 +174,7 @@ TEST(GradientStagingTest, HostStagingOnTheGpuWaitsForTheComputeAndSumsEveryChunk
 // clear error (and none wait in a collective); with a GPU per rank (or one rank) the chunks are averaged on the
 // device.
 TEST(GradientStagingTest, NcclSumsEveryChunkOrRefusesRanksSharingAGpu) {
-  const std::string missing = gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
 #ifndef STRATA_HAVE_NCCL
   GTEST_SKIP() << "this build has no NCCL (CMake found no nccl.h and libnccl)";

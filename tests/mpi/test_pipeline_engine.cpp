@@ -410,7 +410,7 @@ TEST_F(PipelineEngineTest, StagesCarryAnLstmStateAsOneRank) {
 // The same on the GPU, both ranks sharing the machine's GPU: the stages' boundary blobs travel through host
 // memory, and the LSTM's state blobs pass from copy to copy on the device.
 TEST_F(PipelineEngineTest, GpuStagesCarryAnLstmStateAsOneRank) {
-  const std::string missing = mpi_test::gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
   if (world_size() != 2) GTEST_SKIP() << "2 stages, one replica";
   CheckLstmStages(true);
@@ -418,7 +418,7 @@ TEST_F(PipelineEngineTest, GpuStagesCarryAnLstmStateAsOneRank) {
 
 // Reversible stages on the GPU (their coupling's kernels): the pipeline equals one rank on the GPU.
 TEST_F(PipelineEngineTest, GpuReversibleStagesEqualOneRank) {
-  const std::string missing = mpi_test::gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
   if (world_size() < 2 || world_size() > 4) GTEST_SKIP() << "2 to 4 stages";
   Config c;
@@ -454,7 +454,7 @@ TEST_F(PipelineEngineTest, StagesTimesReplicasEqualOneRank) {
 
 // The replicas' gradients on the GPU reach the reducer through the host staging, as the data-parallel engine's do.
 TEST_F(PipelineEngineTest, GpuStagesTimesReplicasEqualOneRank) {
-  const std::string missing = mpi_test::gpu_missing();
+  const std::string missing = WhyNoGpu();
   if (!missing.empty()) GTEST_SKIP() << missing;
   if (world_size() != 4) GTEST_SKIP() << "2 stages x 2 replicas";
   Config c;
