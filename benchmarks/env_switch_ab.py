@@ -46,6 +46,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--strata", default=STRATA)
     args = ap.parse_args()
+    for binary in (args.strata, args.base) if args.base else (args.strata,):
+        if not os.access(binary, os.X_OK):
+            ap.error(f"{binary}: no such executable (build it first, or pass its path)")
     if args.switch:
         runs = {"on": (args.strata, {args.switch: "1"}), "off": (args.strata, {args.switch: "0"})}
         print(f"{args.switch}: 1 (on) against 0 (off), {args.rounds} rounds alternating, {args.threads} threads; ms")
