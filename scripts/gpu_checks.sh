@@ -2,12 +2,12 @@
 # The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
-#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [overlap] [units] [revnet]
+#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [kfac] [overlap] [units] [revnet]
 #   (default: all)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
-steps=${*:-tests mpigpu time pytorch train mpi2 overlap units revnet}
+steps=${*:-tests mpigpu time pytorch train mpi2 kfac overlap units revnet}
 source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
 # The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
 # build folder, which gpu_bundle.sh recorded): point those at this checkout and the unpacked bundle.
@@ -113,7 +113,7 @@ for step in $steps; do
         tee -a "$summary" <"$out/revnet_gpu_$batch.txt"
       done
       ;;
-    train | mpi2)
+    train | mpi2 | kfac)
       if [ ! -d .gpudata ]; then
         say "no .gpudata (Fashion-MNIST): $step skipped"
         continue
@@ -126,7 +126,20 @@ for step in $steps; do
       done
       sed 's/solver_mode: CPU/solver_mode: GPU/' models/lenet_fashion/lenet_solver.prototxt >/tmp/nets/lenet_gpu_solver.prototxt
       SECONDS=0
-      if [ "$step" = train ]; then
+      if [ "$step" = kfac ]; then
+        # LeNet's K-FAC solver against SGD on the same net, both on the GPU, 1000 iterations (issue 36: K-FAC at most
+        # 1.5x SGD's time); K-FAC's own parts from its "K-FAC per iteration" lines.
+        sed 's/solver_mode: CPU/solver_mode: GPU/' models/lenet_fashion/lenet_kfac_solver.prototxt \
+          >/tmp/nets/lenet_kfac_gpu_solver.prototxt
+        for solver in lenet_gpu lenet_kfac_gpu; do
+          start=$(date +%s.%N)
+          timeout 200 strata train --solver=/tmp/nets/${solver}_solver.prototxt --iterations=1000 >"$out/train_$solver.txt" 2>&1
+          rc=$?
+          say "$solver, 1000 iterations: exit $rc, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s wall"
+          grep -E "Test net output #0" "$out/train_$solver.txt" | tail -1 | tee -a "$summary"
+        done
+        grep "K-FAC per iteration" "$out/train_lenet_kfac_gpu.txt" | tail -2 | tee -a "$summary"
+      elif [ "$step" = train ]; then
         timeout 240 strata train --solver=/tmp/nets/lenet_gpu_solver.prototxt >"$out/train_lenet_gpu.txt" 2>&1
         say "LeNet GPU training: exit $?, ${SECONDS} s wall"
         grep -E "Test net output #0|Iteration 10000" "$out/train_lenet_gpu.txt" | tail -3 | tee -a "$summary"

@@ -52,6 +52,12 @@ void im2col_batch_cpu(const Dtype* data_im, const ConvGeometry& g, int num, Dtyp
 template <typename Dtype>
 void col2im_batch_cpu(const Dtype* data_col, const ConvGeometry& g, int num, Dtype* data_im);
 
+#ifdef STRATA_USE_CUDA
+// im2col_batch_cpu on the device (im2col.cu): one thread per column entry, on the compute stream.
+template <typename Dtype>
+void im2col_batch_gpu(const Dtype* data_im, const ConvGeometry& g, int num, Dtype* data_col);
+#endif
+
 // Scratch memory for column matrices, shared by every layer that runs on the calling thread. Layers on one
 // thread run one at a time and keep nothing in it between calls, so one buffer (as large as the largest
 // request, never shrinking, counted as MemoryCategory::kWorkspace) serves all the convolutions of a net instead

@@ -10,7 +10,9 @@
 //
 // The block computes this batch's factors from the layer's blobs (Collect*), keeps their running averages in
 // double, inverts them (eigendecomposition or Cholesky, in double) and preconditions a gradient matrix with
-// GEMMs in Dtype. Damping:
+// GEMMs in Dtype. Collecting, packing and preconditioning run on the solver's device (Strata::mode(): their
+// pointers are host memory on the CPU, device memory on the GPU, through kfac_math.hpp); the running factors and
+// the inversions stay on the host in double, so the GPU's inverses are the CPU's. Damping:
 //   unsplit: (G (x) A + lambda I)^-1, exact through both eigenbases: divide by dG_i dA_j + lambda
 //   split:   (G + lambda_G I)^-1 D (A + lambda_A I)^-1 with lambda_A = pi sqrt(lambda), lambda_G = sqrt(lambda)
 //            / pi and pi = sqrt((tr A / dim A) / (tr G / dim G)) (Martens and Grosse's pi correction)
@@ -70,9 +72,9 @@ class KfacBlock {
   void ResetFresh();
   bool has_fresh() const { return fresh_samples_a_ > 0 && fresh_samples_g_ > 0; }
 
-  // Packs this batch's averaged factors (upper triangles, A then G) into `out` (packed_factor_size() values),
-  // and folds packed factors (summed over `ranks` ranks) into the running averages: the first ones are taken
-  // as they are, later ones as decay * old + (1 - decay) * new.
+  // Packs this batch's averaged factors (upper triangles, A then G) into `out` (packed_factor_size() values, on
+  // the solver's device), and folds packed factors (host memory, summed over `ranks` ranks) into the running
+  // averages: the first ones are taken as they are, later ones as decay * old + (1 - decay) * new.
   void PackFresh(Dtype* out) const;
   void FoldFactors(const Dtype* packed, int ranks, double decay);
   bool has_factors() const { return has_factors_; }
@@ -109,27 +111,40 @@ class KfacBlock {
   double damping() const { return damping_; }
 
  private:
-  // One side's inverse: explicit (split) or an eigenbasis (unsplit).
+  // One side's inverse as the solver's device reads it: the matrix (split: (F + lambda I)^-1; unsplit: F's
+  // eigenvectors as columns; none for an identity side) and, unsplit, the eigenvalues (ones for an identity side).
   struct Side {
-    std::vector<Dtype> matrix;     // split: (F + lambda I)^-1; unsplit: eigenvectors as columns
-    std::vector<double> values;    // unsplit: eigenvalues
+    Blob<Dtype> matrix;
+    Blob<Dtype> divisors;
+    std::vector<double> values;    // unsplit: the eigenvalues in double, for the solverstate
     double identity_scale = 1;     // an identity side: multiply by this
   };
-  bool InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen, Side* side) const;
+  // An inverse as InvertSide computes it (host, double), before both sides succeeded.
+  struct Inverse {
+    std::vector<double> matrix;
+    std::vector<double> values;
+    double identity_scale = 1;
+  };
+  bool InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen, Inverse* side) const;
+  static void Commit(const Inverse& inverse, int n, bool identity, Side* side);
+  // n ones on the solver's device (M: kfac_math.hpp), for row sums as GEMVs.
+  template <typename M>
+  const Dtype* Ones(M m, int n);
 
   Shape shape_;
   bool a_identity_ = false, g_identity_ = false;
   // This batch: sums of a a^T (K x K) and of a (K), of g g^T; divided out by the sample counts when packed.
-  std::vector<Dtype> fresh_a_, fresh_a_sum_, fresh_g_;
+  Blob<Dtype> fresh_a_, fresh_a_sum_, fresh_g_;
   double fresh_samples_a_ = 0, fresh_samples_g_ = 0;
-  std::vector<Dtype> columns_;  // im2col workspace
+  Blob<Dtype> columns_;  // im2col (or gathered output gradients) of a few images
+  Blob<Dtype> ones_;     // a vector of ones: row sums as GEMVs
   std::vector<double> A_, G_;   // running averages
   bool has_factors_ = false;
   Side a_inv_, g_inv_;
   bool split_ = true;
   bool has_inverses_ = false;
   double damping_ = 0, lambda_a_ = 0, lambda_g_ = 0;
-  std::vector<Dtype> scratch_;
+  Blob<Dtype> scratch_;
 };
 
 }  // namespace strata

@@ -64,19 +64,22 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   void FindBlocks();
   bool Collecting() const;
   void CollectFactors(int layer_id);
+  // The steps on the solver's device: M is kfac_math.hpp's CpuKfacMath or GpuKfacMath.
+  template <typename M>
+  void CollectFactorsOn(M m, int layer_id);
   void AssignOwners();
   void ReduceFactors();
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
   void LogTimes(int iter);
   // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
-  // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy gathered.
+  // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy (on the solver's device).
   struct Factored {
     int rows = 0;  // over all ranks; 0: precondition D itself
     const Dtype* x = nullptr;
     const Dtype* dy = nullptr;
-    std::vector<Dtype> x_all, dy_all;  // the gathered rows, on several ranks
   };
-  void GatherFactoredInputs(Dtype gradient_scale);
+  template <typename M>
+  void GatherFactoredInputs(M m, Dtype gradient_scale);
   // Preconditions block b's gradient through its factors if GatherFactoredInputs chose it; false if not.
   bool FactoredPrecondition(int b, Dtype* v);
   bool Owns(int b) const;
@@ -96,7 +99,10 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   std::vector<int> softmax_losses_;   // SoftmaxWithLoss layers, for TRUE_FISHER
   std::mt19937 fisher_rng_;
   bool fisher_rng_seeded_ = false;
-  std::vector<Dtype> factor_buffer_, update_buffer_, gradient_buffer_, factored_buffer_;
+  // On the solver's device: packed factors, preconditioned and plain gradients (as block matrices), and the
+  // gathered rows of x and dy of the factored blocks.
+  Blob<Dtype> factor_buffer_, update_buffer_, gradient_buffer_, factored_inputs_;
+  std::vector<Dtype> factored_buffer_;  // on the host, for the allgather
   std::vector<Factored> factored_;
   Times times_;
   Times reported_;  // times_ as the last progress line found them

@@ -1,6 +1,7 @@
 // Im2col on the GPU, all images in one launch: one thread per column entry unfolds, one thread per input pixel
 // folds back (summing the entries read from it, so no atomics and a fixed summation order).
 #include "strata/cuda.hpp"
+#include "strata/im2col.cuh"
 #include "strata/layers/im2col_layer.hpp"
 
 namespace strata {
@@ -19,13 +20,8 @@ __global__ void im2col_kernel(long long n, const Dtype* x, ConvGeometry g, int o
     const int ow = static_cast<int>(idx % out_w);
     const int oh = static_cast<int>((idx / out_w) % out_h);
     const long long row = idx / (static_cast<long long>(out_w) * out_h);  // (c*kh + i)*kw + j
-    const int j = static_cast<int>(row % g.kernel_w);
-    const int i = static_cast<int>((row / g.kernel_w) % g.kernel_h);
-    const int c = static_cast<int>(row / (g.kernel_w * g.kernel_h));
-    const int ih = oh * g.stride_h - g.pad_h + i * g.dilation_h;
-    const int iw = ow * g.stride_w - g.pad_w + j * g.dilation_w;
-    const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
-    col[index] = inside ? xn[(static_cast<long long>(c) * g.height + ih) * g.width + iw] : Dtype(0);
+    const long long at = im2col_source(g, row, oh, ow);
+    col[index] = at >= 0 ? xn[at] : Dtype(0);
   }
 }
 

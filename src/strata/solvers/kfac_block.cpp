@@ -4,8 +4,10 @@
 #include <lapacke.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
+#include "kfac_math.hpp"
 #include "strata/math_functions.hpp"
 
 namespace strata {
@@ -46,6 +48,17 @@ bool symmetric_eigen(std::vector<double>* m, int n, std::vector<double>* values)
   return all_finite(*m) && all_finite(*values);
 }
 
+// Images per GEMM when a convolution's factor reads several side by side: a few thousand columns at least.
+int images_per_chunk(int images, int positions) { return std::max(1, std::min(images, 4096 / std::max(1, positions))); }
+
+// `b` with room for n values (it grows, never shrinks), on the solver's device.
+template <typename Dtype, typename M>
+Dtype* room(M m, Blob<Dtype>* b, long n) {
+  CHECK_LE(n, static_cast<long>(INT_MAX)) << "K-FAC: a buffer of " << n << " values";
+  if (b->count() < n) b->Reshape({static_cast<int>(n)});
+  return m.mutable_data(*b);
+}
+
 }  // namespace
 
 template <typename Dtype>
@@ -73,12 +86,30 @@ double KfacBlock<Dtype>::inverse_cost() const {
 template <typename Dtype>
 void KfacBlock<Dtype>::ResetFresh() {
   const int k = shape_.inputs, n = g_dim();
-  if (!a_identity_) {
-    fresh_a_.assign(static_cast<size_t>(k) * k, Dtype(0));
-    fresh_a_sum_.assign(k, Dtype(0));
-  }
-  if (!g_identity_) fresh_g_.assign(static_cast<size_t>(n) * n, Dtype(0));
+  OnSolverDevice<Dtype>([&](auto m) {
+    if (!a_identity_) {
+      fresh_a_.Reshape({k * k});
+      fresh_a_sum_.Reshape({k});
+      m.set(k * k, Dtype(0), m.mutable_data(fresh_a_));
+      m.set(k, Dtype(0), m.mutable_data(fresh_a_sum_));
+    }
+    if (!g_identity_) {
+      fresh_g_.Reshape({n * n});
+      m.set(n * n, Dtype(0), m.mutable_data(fresh_g_));
+    }
+  });
   fresh_samples_a_ = fresh_samples_g_ = 0;
+}
+
+// The sum of a's rows (or columns) as a product with ones: one GEMV on either device.
+template <typename Dtype>
+template <typename M>
+const Dtype* KfacBlock<Dtype>::Ones(M m, int n) {
+  if (ones_.count() < n) {
+    ones_.Reshape({n});
+    m.set(n, Dtype(1), m.mutable_data(ones_));
+  }
+  return m.data(ones_);
 }
 
 template <typename Dtype>
@@ -86,9 +117,12 @@ void KfacBlock<Dtype>::CollectInnerProductA(const Dtype* x, int rows) {
   fresh_samples_a_ += rows;
   if (a_identity_) return;
   const int k = shape_.inputs;
-  cpu_gemm(CblasTrans, CblasNoTrans, k, k, rows, Dtype(1), x, x, Dtype(1), fresh_a_.data());
-  if (!shape_.bias) return;
-  for (int r = 0; r < rows; ++r) cpu_axpy(k, Dtype(1), x + static_cast<size_t>(r) * k, fresh_a_sum_.data());
+  OnSolverDevice<Dtype>([&](auto m) {
+    m.gemm(CblasTrans, CblasNoTrans, k, k, rows, Dtype(1), x, x, Dtype(1), m.mutable_data(fresh_a_));
+    if (shape_.bias) {
+      m.gemv(CblasTrans, rows, k, Dtype(1), x, Ones(m, rows), Dtype(1), m.mutable_data(fresh_a_sum_));
+    }
+  });
 }
 
 template <typename Dtype>
@@ -97,7 +131,10 @@ void KfacBlock<Dtype>::CollectInnerProductG(const Dtype* dy, int rows, Dtype los
   if (g_identity_) return;
   const int n = g_dim();
   // Per-sample gradients are loss_scale * dy: their outer products carry loss_scale^2.
-  cpu_gemm(CblasTrans, CblasNoTrans, n, n, rows, loss_scale * loss_scale, dy, dy, Dtype(1), fresh_g_.data());
+  OnSolverDevice<Dtype>([&](auto m) {
+    m.gemm(CblasTrans, CblasNoTrans, n, n, rows, loss_scale * loss_scale, dy, dy, Dtype(1),
+           m.mutable_data(fresh_g_));
+  });
 }
 
 template <typename Dtype>
@@ -106,66 +143,57 @@ void KfacBlock<Dtype>::CollectConvolutionA(const Dtype* x, int images, const Con
   fresh_samples_a_ += static_cast<double>(images) * positions;
   if (a_identity_) return;
   const int k = shape_.inputs;  // this group's rows of the column matrix
-  const int rows = conv.col_rows();
-  const size_t image_size = static_cast<size_t>(conv.channels) * conv.height * conv.width;
-  // Several images side by side in one column matrix, so each GEMM has a few thousand columns at least.
-  const int chunk = std::max(1, std::min(images, 4096 / std::max(1, positions)));
-  columns_.resize(static_cast<size_t>(rows) * chunk * positions);
-  for (int n0 = 0; n0 < images; n0 += chunk) {
-    const int count = std::min(chunk, images - n0);
-    const int width = count * positions;
-    for (int i = 0; i < count; ++i) {
-      im2col_cpu(x + (n0 + i) * image_size, conv, columns_.data() + static_cast<size_t>(i) * positions, width);
-    }
-    // Rows are `width` apart (the column stride above), so this group's rows are one k x width matrix.
-    const Dtype* cols = columns_.data() + static_cast<size_t>(shape_.group) * k * width;
-    cpu_gemm(CblasNoTrans, CblasTrans, k, k, width, Dtype(1), cols, cols, Dtype(1), fresh_a_.data());
-    if (shape_.bias) {
-      for (int r = 0; r < k; ++r) {
-        fresh_a_sum_[r] += cpu_sum(width, cols + static_cast<size_t>(r) * width);
+  const long image_size = static_cast<long>(conv.channels) * conv.height * conv.width;
+  const int chunk = images_per_chunk(images, positions);
+  OnSolverDevice<Dtype>([&](auto m) {
+    Dtype* columns = room(m, &columns_, static_cast<long>(conv.col_rows()) * chunk * positions);
+    for (int n0 = 0; n0 < images; n0 += chunk) {
+      const int count = std::min(chunk, images - n0);
+      const int width = count * positions;
+      m.im2col(x + n0 * image_size, conv, count, columns);
+      // Rows are `width` apart, so this group's rows are one k x width matrix.
+      const Dtype* cols = columns + static_cast<long>(shape_.group) * k * width;
+      m.gemm(CblasNoTrans, CblasTrans, k, k, width, Dtype(1), cols, cols, Dtype(1), m.mutable_data(fresh_a_));
+      if (shape_.bias) {
+        m.gemv(CblasNoTrans, k, width, Dtype(1), cols, Ones(m, width), Dtype(1), m.mutable_data(fresh_a_sum_));
       }
     }
-  }
+  });
 }
 
 template <typename Dtype>
 void KfacBlock<Dtype>::CollectConvolutionG(const Dtype* dy, int images, const ConvGeometry& conv, int num_output,
                                            Dtype loss_scale) {
-  // One sample is one image: its positions' outer products add up (KFC), and the mean runs over images.
+  // One sample is one image: its positions' outer products add up (KFC), and the mean runs over images. The
+  // images' n x positions gradients side by side make one GEMM of them.
   fresh_samples_g_ += images;
   if (g_identity_) return;
   const int n = g_dim(), positions = conv.out_count();
-  for (int i = 0; i < images; ++i) {
-    const Dtype* g = dy + (static_cast<size_t>(i) * num_output + static_cast<size_t>(shape_.group) * n) * positions;
-    cpu_gemm(CblasNoTrans, CblasTrans, n, n, positions, loss_scale * loss_scale, g, g, Dtype(1), fresh_g_.data());
-  }
+  const int chunk = images_per_chunk(images, positions);
+  const long image_stride = static_cast<long>(num_output) * positions;
+  OnSolverDevice<Dtype>([&](auto m) {
+    Dtype* g = room(m, &columns_, static_cast<long>(n) * chunk * positions);
+    for (int n0 = 0; n0 < images; n0 += chunk) {
+      const int count = std::min(chunk, images - n0);
+      m.gather_images(count, n, positions, dy + n0 * image_stride + static_cast<long>(shape_.group) * n * positions,
+                      image_stride, g);
+      m.gemm(CblasNoTrans, CblasTrans, n, n, count * positions, loss_scale * loss_scale, g, g, Dtype(1),
+             m.mutable_data(fresh_g_));
+    }
+  });
 }
 
 template <typename Dtype>
 void KfacBlock<Dtype>::PackFresh(Dtype* out) const {
   CHECK(has_fresh()) << shape_.name << ": no factors collected this iteration";
-  if (!a_identity_) {
-    const int k = shape_.inputs, d = a_dim();
-    const Dtype inv = static_cast<Dtype>(1.0 / fresh_samples_a_);
-    for (int i = 0; i < d; ++i) {
-      for (int j = i; j < d; ++j) {
-        if (j < k) {
-          *out++ = fresh_a_[static_cast<size_t>(i) * k + j] * inv;
-        } else if (i < k) {
-          *out++ = fresh_a_sum_[i] * inv;
-        } else {
-          *out++ = Dtype(1);  // the homogeneous coordinate's own entry
-        }
-      }
+  OnSolverDevice<Dtype>([&](auto m) {
+    if (!a_identity_) {
+      m.pack_upper(shape_.inputs, m.data(fresh_a_), shape_.bias ? m.data(fresh_a_sum_) : nullptr,
+                   static_cast<Dtype>(1.0 / fresh_samples_a_), out);
+      out += packed(a_dim());
     }
-  }
-  if (!g_identity_) {
-    const int n = g_dim();
-    const Dtype inv = static_cast<Dtype>(1.0 / fresh_samples_g_);
-    for (int i = 0; i < n; ++i) {
-      for (int j = i; j < n; ++j) *out++ = fresh_g_[static_cast<size_t>(i) * n + j] * inv;
-    }
-  }
+    if (!g_identity_) m.pack_upper(g_dim(), m.data(fresh_g_), nullptr, static_cast<Dtype>(1.0 / fresh_samples_g_), out);
+  });
 }
 
 template <typename Dtype>
@@ -187,7 +215,7 @@ void KfacBlock<Dtype>::FoldFactors(const Dtype* in, int ranks, double decay) {
 
 template <typename Dtype>
 bool KfacBlock<Dtype>::InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen,
-                                  Side* side) const {
+                                  Inverse* side) const {
   if (identity) {
     side->identity_scale = split_ ? 1.0 / (1.0 + lambda) : 1.0;
     side->values.assign(1, 1.0);
@@ -216,8 +244,22 @@ bool KfacBlock<Dtype>::InvertSide(const std::vector<double>& f, int n, bool iden
       side->values = values;
     }
   }
-  side->matrix.assign(m.begin(), m.end());
+  side->matrix.swap(m);
   return true;
+}
+
+template <typename Dtype>
+void KfacBlock<Dtype>::Commit(const Inverse& inverse, int n, bool identity, Side* side) {
+  side->identity_scale = inverse.identity_scale;
+  side->values = inverse.values;
+  if (!identity) {
+    side->matrix.Reshape({n * n});
+    std::copy(inverse.matrix.begin(), inverse.matrix.end(), side->matrix.mutable_cpu_data());
+  }
+  // The divisors of the unsplit form: an identity side's eigenvalues are all 1.
+  side->divisors.Reshape({n});
+  Dtype* d = side->divisors.mutable_cpu_data();
+  for (int i = 0; i < n; ++i) d[i] = static_cast<Dtype>(identity || inverse.values.empty() ? 1.0 : inverse.values[i]);
 }
 
 template <typename Dtype>
@@ -241,10 +283,10 @@ void KfacBlock<Dtype>::ComputeInverses(double damping, bool split, KfacParameter
       la = pi * std::sqrt(damping);
       lg = std::sqrt(damping) / pi;
     }
-    Side a, g;
+    Inverse a, g;
     if (InvertSide(A_, a_dim(), a_identity_, la, eigen, &a) && InvertSide(G_, g_dim(), g_identity_, lg, eigen, &g)) {
-      a_inv_ = std::move(a);
-      g_inv_ = std::move(g);
+      Commit(a, a_dim(), a_identity_, &a_inv_);
+      Commit(g, g_dim(), g_identity_, &g_inv_);
       damping_ = damping;
       lambda_a_ = split ? la : 0;
       lambda_g_ = split ? lg : 0;
@@ -258,70 +300,54 @@ void KfacBlock<Dtype>::ComputeInverses(double damping, bool split, KfacParameter
 
 template <typename Dtype>
 void KfacBlock<Dtype>::GatherGradient(const std::vector<Blob<Dtype>*>& params, Dtype* matrix) const {
-  const int rows = g_dim(), cols = a_dim(), k = shape_.inputs;
-  const Dtype* w = params[shape_.weight_param]->cpu_diff();
-  const Dtype* b = shape_.bias ? params[shape_.bias_param]->cpu_diff() + shape_.group * rows : nullptr;
-  for (int i = 0; i < rows; ++i) {
-    Dtype* row = matrix + static_cast<size_t>(i) * cols;
-    if (shape_.transpose) {
-      for (int j = 0; j < k; ++j) row[j] = w[static_cast<size_t>(j) * rows + i];
-    } else {
-      cpu_copy(k, w + (static_cast<size_t>(shape_.group) * rows + i) * k, row);
-    }
-    if (b) row[k] = b[i];
-  }
+  const int rows = g_dim();
+  OnSolverDevice<Dtype>([&](auto m) {
+    const Dtype* w = m.diff(*params[shape_.weight_param]) + static_cast<long>(shape_.group) * rows * shape_.inputs;
+    const Dtype* b = shape_.bias ? m.diff(*params[shape_.bias_param]) + shape_.group * rows : nullptr;
+    m.gather_matrix(rows, shape_.inputs, shape_.transpose, w, b, matrix);
+  });
 }
 
 template <typename Dtype>
 void KfacBlock<Dtype>::ScatterGradient(const Dtype* matrix, const std::vector<Blob<Dtype>*>& params) const {
-  const int rows = g_dim(), cols = a_dim(), k = shape_.inputs;
-  Dtype* w = params[shape_.weight_param]->mutable_cpu_diff();
-  Dtype* b = shape_.bias ? params[shape_.bias_param]->mutable_cpu_diff() + shape_.group * rows : nullptr;
-  for (int i = 0; i < rows; ++i) {
-    const Dtype* row = matrix + static_cast<size_t>(i) * cols;
-    if (shape_.transpose) {
-      for (int j = 0; j < k; ++j) w[static_cast<size_t>(j) * rows + i] = row[j];
-    } else {
-      cpu_copy(k, row, w + (static_cast<size_t>(shape_.group) * rows + i) * k);
-    }
-    if (b) b[i] = row[k];
-  }
+  const int rows = g_dim();
+  OnSolverDevice<Dtype>([&](auto m) {
+    Dtype* w = m.mutable_diff(*params[shape_.weight_param]) + static_cast<long>(shape_.group) * rows * shape_.inputs;
+    Dtype* b = shape_.bias ? m.mutable_diff(*params[shape_.bias_param]) + shape_.group * rows : nullptr;
+    m.scatter_matrix(rows, shape_.inputs, shape_.transpose, matrix, w, b);
+  });
 }
 
 template <typename Dtype>
 void KfacBlock<Dtype>::Precondition(const Dtype* matrix, Dtype* out) {
   CHECK(has_inverses_) << shape_.name << ": preconditioning before any inverse";
   const int rows = g_dim(), cols = a_dim(), size = rows * cols;
-  scratch_.resize(static_cast<size_t>(size));
-  Dtype* t = scratch_.data();
-  // left(X) = G-side applied from the left, right(X) = A-side from the right; identity sides only scale.
-  const auto apply = [&](const Side& s, bool identity, bool left, CBLAS_TRANSPOSE trans, const Dtype* x, Dtype* y) {
-    if (identity) {
-      if (x != y) cpu_copy(size, x, y);
-      cpu_scal(size, static_cast<Dtype>(s.identity_scale), y);
-    } else if (left) {
-      cpu_gemm(trans, CblasNoTrans, rows, cols, rows, Dtype(1), s.matrix.data(), x, Dtype(0), y);
-    } else {
-      cpu_gemm(CblasNoTrans, trans, rows, cols, cols, Dtype(1), x, s.matrix.data(), Dtype(0), y);
+  OnSolverDevice<Dtype>([&](auto m) {
+    Dtype* t = room(m, &scratch_, size);
+    // The G side applied from the left, the A side from the right; identity sides only scale.
+    const auto apply = [&](const Side& s, bool identity, bool left, CBLAS_TRANSPOSE trans, const Dtype* x, Dtype* y) {
+      if (identity) {
+        if (x != y) m.copy(size, x, y);
+        m.scal(size, static_cast<Dtype>(s.identity_scale), y);
+      } else if (left) {
+        m.gemm(trans, CblasNoTrans, rows, cols, rows, Dtype(1), m.data(s.matrix), x, Dtype(0), y);
+      } else {
+        m.gemm(CblasNoTrans, trans, rows, cols, cols, Dtype(1), x, m.data(s.matrix), Dtype(0), y);
+      }
+    };
+    if (split_) {
+      apply(g_inv_, g_identity_, true, CblasNoTrans, matrix, t);
+      apply(a_inv_, a_identity_, false, CblasNoTrans, t, out);
+      return;
     }
-  };
-  if (split_) {
-    apply(g_inv_, g_identity_, true, CblasNoTrans, matrix, t);
+    // Unsplit: into both eigenbases, divide by dG_i dA_j + lambda, and back.
+    apply(g_inv_, g_identity_, true, CblasTrans, matrix, t);
     apply(a_inv_, a_identity_, false, CblasNoTrans, t, out);
-    return;
-  }
-  // Unsplit: into both eigenbases, divide by dG_i dA_j + lambda, and back.
-  apply(g_inv_, g_identity_, true, CblasTrans, matrix, t);
-  apply(a_inv_, a_identity_, false, CblasNoTrans, t, out);
-  for (int i = 0; i < rows; ++i) {
-    const double dg = g_identity_ ? 1.0 : g_inv_.values[i];
-    for (int j = 0; j < cols; ++j) {
-      const double da = a_identity_ ? 1.0 : a_inv_.values[j];
-      out[static_cast<size_t>(i) * cols + j] /= static_cast<Dtype>(dg * da + damping_);
-    }
-  }
-  apply(g_inv_, g_identity_, true, CblasNoTrans, out, t);
-  apply(a_inv_, a_identity_, false, CblasTrans, t, out);
+    m.divide_by_eigenvalues(rows, cols, m.data(g_inv_.divisors), m.data(a_inv_.divisors),
+                            static_cast<Dtype>(damping_), out);
+    apply(g_inv_, g_identity_, true, CblasNoTrans, out, t);
+    apply(a_inv_, a_identity_, false, CblasTrans, t, out);
+  });
 }
 
 template <typename Dtype>
@@ -334,29 +360,23 @@ template <typename Dtype>
 void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype* out) {
   CHECK(has_inverses_ && split_) << shape_.name << ": the factored form needs split-damping inverses";
   const int g = g_dim(), a = a_dim(), k = shape_.inputs;
-  scratch_.resize(static_cast<size_t>(rows) * (g + 2 * a));
-  Dtype* left = scratch_.data();                          // G^-1 dy^T: g x rows
-  Dtype* xh = left + static_cast<size_t>(g) * rows;       // [x 1]: rows x a
-  Dtype* right = xh + static_cast<size_t>(rows) * a;      // [x 1] A^-1: rows x a
-  if (g_identity_) {
-    for (int i = 0; i < g; ++i) {
-      for (int r = 0; r < rows; ++r) {
-        left[static_cast<size_t>(i) * rows + r] = static_cast<Dtype>(g_inv_.identity_scale) * dy[static_cast<size_t>(r) * g + i];
-      }
+  OnSolverDevice<Dtype>([&](auto m) {
+    Dtype* left = room(m, &scratch_, static_cast<long>(rows) * (g + 2 * a));  // G^-1 dy^T: g x rows
+    Dtype* xh = left + static_cast<long>(g) * rows;                         // [x 1]: rows x a
+    Dtype* right = xh + static_cast<long>(rows) * a;                        // [x 1] A^-1: rows x a
+    if (g_identity_) {
+      m.transpose(rows, g, static_cast<Dtype>(g_inv_.identity_scale), dy, left);
+    } else {
+      m.gemm(CblasNoTrans, CblasTrans, g, rows, g, Dtype(1), m.data(g_inv_.matrix), dy, Dtype(0), left);
     }
-  } else {
-    cpu_gemm(CblasNoTrans, CblasTrans, g, rows, g, Dtype(1), g_inv_.matrix.data(), dy, Dtype(0), left);
-  }
-  for (int r = 0; r < rows; ++r) {
-    cpu_copy(k, x + static_cast<size_t>(r) * k, xh + static_cast<size_t>(r) * a);
-    if (shape_.bias) xh[static_cast<size_t>(r) * a + k] = Dtype(1);
-  }
-  if (a_identity_) {
-    cpu_scale(rows * a, static_cast<Dtype>(a_inv_.identity_scale), xh, right);
-  } else {
-    cpu_gemm(CblasNoTrans, CblasNoTrans, rows, a, a, Dtype(1), xh, a_inv_.matrix.data(), Dtype(0), right);
-  }
-  cpu_gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
+    m.gather_matrix(rows, k, false, x, shape_.bias ? Ones(m, rows) : nullptr, xh);
+    if (a_identity_) {
+      m.scale(rows * a, static_cast<Dtype>(a_inv_.identity_scale), xh, right);
+    } else {
+      m.gemm(CblasNoTrans, CblasNoTrans, rows, a, a, Dtype(1), xh, m.data(a_inv_.matrix), Dtype(0), right);
+    }
+    m.gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
+  });
 }
 
 template <typename Dtype>
@@ -366,7 +386,10 @@ void KfacBlock<Dtype>::SaveState(KfacBlockState* state) const {
   state->mutable_g()->Add(G_.begin(), G_.end());
   if (has_inverses_) {
     const auto save = [](const Side& side, KfacInverse* out) {
-      out->mutable_matrix()->Add(side.matrix.begin(), side.matrix.end());
+      if (side.matrix.count() > 0) {  // none for an identity side
+        const Dtype* m = side.matrix.cpu_data();
+        out->mutable_matrix()->Add(m, m + side.matrix.count());
+      }
       out->mutable_values()->Add(side.values.begin(), side.values.end());
       out->set_identity_scale(side.identity_scale);
     };
@@ -396,17 +419,20 @@ void KfacBlock<Dtype>::RestoreState(const KfacBlockState& state, const std::stri
   if (!has_inverses_) return;
   // An inverse is the side's d x d matrix, with d eigenvalues in the unsplit form; an identity side keeps only its
   // scale (and the one value InvertSide gives it).
-  const auto load = [&](const KfacInverse& in, bool identity, int d, Side* side) {
+  const auto load = [&](const KfacInverse& in, bool identity, int d) {
     const int n = identity ? 0 : d * d, values = identity ? 1 : (state.split() ? 0 : d);
     STRATA_REQUIRE(in.matrix_size() == n && in.values_size() == values)
         << where() << "an inverse of " << in.matrix_size() << " values and " << in.values_size()
         << " eigenvalues; this block needs " << n << " and " << values;
-    side->matrix.assign(in.matrix().begin(), in.matrix().end());
-    side->values.assign(in.values().begin(), in.values().end());
-    side->identity_scale = in.identity_scale();
+    Inverse inverse;
+    inverse.matrix.assign(in.matrix().begin(), in.matrix().end());
+    inverse.values.assign(in.values().begin(), in.values().end());
+    inverse.identity_scale = in.identity_scale();
+    return inverse;
   };
-  load(state.a_inverse(), a_identity_, a_dim(), &a_inv_);
-  load(state.g_inverse(), g_identity_, g_dim(), &g_inv_);
+  const Inverse a = load(state.a_inverse(), a_identity_, a_dim()), g = load(state.g_inverse(), g_identity_, g_dim());
+  Commit(a, a_dim(), a_identity_, &a_inv_);
+  Commit(g, g_dim(), g_identity_, &g_inv_);
   split_ = state.split();
   damping_ = state.damping();
   lambda_a_ = state.lambda_a();

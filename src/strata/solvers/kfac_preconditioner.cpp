@@ -12,6 +12,7 @@
 
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/comm/collectives.hpp"
+#include "kfac_math.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/solvers/sgd_optimizers.hpp"
 
@@ -33,14 +34,6 @@ class Stopwatch {
   double* total_;
   double t0_;
 };
-
-template <typename Dtype>
-bool all_finite(const Dtype* x, int n) {
-  for (int i = 0; i < n; ++i) {
-    if (!std::isfinite(static_cast<double>(x[i]))) return false;
-  }
-  return true;
-}
 
 // The blocks in the rank order of their owners: how the buffers of the reduce-scatter and the allgather are laid
 // out, each rank's blocks one contiguous share.
@@ -173,6 +166,12 @@ void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
   // would), however often a recompute plan replays forward.
   if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
   Stopwatch watch(&times_.factors_ms);
+  OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, layer_id); });
+}
+
+template <typename Dtype>
+template <typename M>
+void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
   Net<Dtype>* net = net_;
   const Layer<Dtype>* layer = net->layers()[layer_id].get();
   for (int b : blocks_of_layer_[layer_id]) {
@@ -182,10 +181,10 @@ void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
     for (const Blob<Dtype>* bottom : net->bottom_vecs()[layer_id]) {
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = bottom->CanonicalAxisIndex(layer->layer_param().inner_product_param().axis());
-        block.CollectInnerProductA(bottom->cpu_data(), bottom->count(0, axis));
+        block.CollectInnerProductA(m.data(*bottom), bottom->count(0, axis));
       } else {
         const auto* conv = static_cast<const ConvolutionLayer<Dtype>*>(layer);
-        block.CollectConvolutionA(bottom->cpu_data(), bottom->count(0, conv->channel_axis()), conv->geometry());
+        block.CollectConvolutionA(m.data(*bottom), bottom->count(0, conv->channel_axis()), conv->geometry());
       }
     }
     for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
@@ -193,11 +192,11 @@ void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = top->num_axes() - 1;  // the inner product's output is rows x num_output
         const int rows = top->count(0, axis);
-        block.CollectInnerProductG(top->cpu_diff(), rows, static_cast<Dtype>(rows));
+        block.CollectInnerProductG(m.diff(*top), rows, static_cast<Dtype>(rows));
       } else {
         const auto* conv = static_cast<const ConvolutionLayer<Dtype>*>(layer);
         const int images = top->count(0, conv->channel_axis());
-        block.CollectConvolutionG(top->cpu_diff(), images, conv->geometry(), conv->num_output(),
+        block.CollectConvolutionG(m.diff(*top), images, conv->geometry(), conv->num_output(),
                                   static_cast<Dtype>(images));
       }
     }
@@ -304,27 +303,32 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0);
   for (int b : order) counts[owners_[b]] += blocks_[b]->packed_factor_size();
-  factor_buffer_.resize(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  const int total = std::accumulate(counts.begin(), counts.end(), 0);
+  factor_buffer_.Reshape({total});
   {
+    // Packed on the solver's device; the reduction and the running averages (double) are on the host, so on the
+    // GPU the buffer's one copy to the host is what leaves the device.
     Stopwatch watch(&times_.factors_ms);
-    Dtype* p = factor_buffer_.data();
-    for (int b : order) {
-      CHECK(collected_iter_[b] == iter_)
-          << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
-      blocks_[b]->PackFresh(p);
-      p += blocks_[b]->packed_factor_size();
-    }
+    OnSolverDevice<Dtype>([&](auto m) {
+      Dtype* p = total ? m.mutable_data(factor_buffer_) : nullptr;
+      for (int b : order) {
+        CHECK(collected_iter_[b] == iter_)
+            << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
+        blocks_[b]->PackFresh(p);
+        p += blocks_[b]->packed_factor_size();
+      }
+    });
   }
-  if (ranks > 1) {
+  if (ranks > 1 && total > 0) {
     Stopwatch watch(&times_.communication_ms);
     if (distributed_) {
-      collectives_->ReduceScatter(factor_buffer_.data(), counts);
+      collectives_->ReduceScatter(factor_buffer_.mutable_cpu_data(), counts);
     } else {
-      collectives_->Allreduce(factor_buffer_.data(), factor_buffer_.size());
+      collectives_->Allreduce(factor_buffer_.mutable_cpu_data(), total);
     }
   }
   Stopwatch watch(&times_.factors_ms);
-  const Dtype* p = factor_buffer_.data();
+  const Dtype* p = total ? factor_buffer_.cpu_data() : nullptr;
   for (int b : order) {
     if (Owns(b)) blocks_[b]->FoldFactors(p, ranks, kp_.factor_decay());
     p += blocks_[b]->packed_factor_size();
@@ -332,12 +336,13 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
 }
 
 template <typename Dtype>
-void KfacPreconditioner<Dtype>::GatherFactoredInputs(Dtype gradient_scale) {
+template <typename M>
+void KfacPreconditioner<Dtype>::GatherFactoredInputs(M m, Dtype gradient_scale) {
   // An inner product's gradient is dy^T [x 1] summed over the batch: over every rank's batch, averaged, once
-  // the engine has reduced it and the solver scaled it. With one pass and no clipping it is exactly that, and where the batch is
-  // narrower than the layer, preconditioning through x and dy is cheaper than through D; on several ranks the
-  // rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the gather of D itself.
-  // Every rank decides alike: same net, same shapes.
+  // the engine has reduced it and the solver scaled it. With one pass and no clipping it is exactly that, and
+  // where the batch is narrower than the layer, preconditioning through x and dy is cheaper than through D; on
+  // several ranks the rows of x and dy (a few hundred KiB for LeNet) are gathered first, still less than the
+  // gather of D itself. Every rank decides alike: same net, same shapes.
   Net<Dtype>* net = net_;
   const int ranks = collectives_ ? collectives_->size() : 1;
   factored_.assign(blocks_.size(), Factored());
@@ -353,47 +358,57 @@ void KfacPreconditioner<Dtype>::GatherFactoredInputs(Dtype gradient_scale) {
     const auto& shape = blocks_[b]->shape();
     if (shape.kind != KfacBlock<Dtype>::Kind::kInnerProduct || shape.transpose) continue;
     const Blob<Dtype>* x = net->bottom_vecs()[shape.layer_id][0];
-    const Blob<Dtype>* y = net->top_vecs()[shape.layer_id][0];
     const int axis = x->CanonicalAxisIndex(net->layers()[shape.layer_id]->layer_param().inner_product_param().axis());
     const int rows = x->count(0, axis);
     if (!blocks_[b]->FactoredIsCheaper(rows * ranks)) continue;
-    Factored& f = factored_[b];
-    f.rows = rows * ranks;
-    f.x = x->cpu_data();
-    f.dy = y->cpu_diff();
+    factored_[b].rows = rows * ranks;
     chosen.push_back(static_cast<int>(b));
     per_rank += static_cast<size_t>(rows) * (shape.inputs + shape.outputs);
   }
-  if (ranks == 1 || chosen.empty()) return;
+  const auto x_of = [&](int b) { return net->bottom_vecs()[blocks_[b]->shape().layer_id][0]; };
+  const auto dy_of = [&](int b) { return net->top_vecs()[blocks_[b]->shape().layer_id][0]; };
+  if (ranks == 1) {
+    for (int b : chosen) {
+      factored_[b].x = m.data(*x_of(b));
+      factored_[b].dy = m.diff(*dy_of(b));
+    }
+    return;
+  }
+  if (chosen.empty()) return;
+  // On the host (the gather is MPI's): [rank 0: block x rows, block dy rows, next block ...][rank 1: ...], then
+  // each block's rows of all ranks made contiguous in factored_inputs_, dy scaled as the solver scales the summed
+  // gradient (1/N here, with one pass).
   Stopwatch watch(&times_.communication_ms);
-  // [rank 0: block x rows, block dy rows, next block ...][rank 1: ...]
   const int rank = collectives_->rank();
   factored_buffer_.resize(per_rank * ranks);
   Dtype* mine = factored_buffer_.data() + per_rank * rank;
   for (int b : chosen) {
-    const Factored& f = factored_[b];
-    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
-    mine = std::copy(f.x, f.x + static_cast<size_t>(rows) * k, mine);
-    mine = std::copy(f.dy, f.dy + static_cast<size_t>(rows) * g, mine);
+    const int rows = factored_[b].rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    mine = std::copy_n(x_of(b)->cpu_data(), static_cast<size_t>(rows) * k, mine);
+    mine = std::copy_n(dy_of(b)->cpu_diff(), static_cast<size_t>(rows) * g, mine);
   }
   collectives_->Allgather(factored_buffer_.data(), std::vector<int>(ranks, static_cast<int>(per_rank)));
-  // Each block's rows of all ranks, contiguous; dy scaled as the solver scales the summed gradient (1/N here,
-  // with one pass).
-  size_t offset = 0;
+  factored_inputs_.Reshape({static_cast<int>(per_rank * ranks)});
+  Dtype* all = factored_inputs_.mutable_cpu_data();
+  std::vector<size_t> starts;
+  size_t offset = 0, start = 0;
   for (int b : chosen) {
-    Factored& f = factored_[b];
-    const int rows = f.rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
-    f.x_all.resize(static_cast<size_t>(f.rows) * k);
-    f.dy_all.resize(static_cast<size_t>(f.rows) * g);
+    const int rows = factored_[b].rows / ranks, k = blocks_[b]->shape().inputs, g = blocks_[b]->shape().outputs;
+    const size_t x_size = static_cast<size_t>(rows) * k, dy_size = static_cast<size_t>(rows) * g;
     for (int r = 0; r < ranks; ++r) {
       const Dtype* src = factored_buffer_.data() + per_rank * r + offset;
-      std::copy(src, src + static_cast<size_t>(rows) * k, f.x_all.data() + static_cast<size_t>(r) * rows * k);
-      src += static_cast<size_t>(rows) * k;
-      cpu_scale(rows * g, gradient_scale, src, f.dy_all.data() + static_cast<size_t>(r) * rows * g);
+      std::copy_n(src, x_size, all + start + r * x_size);
+      cpu_scale(rows * g, gradient_scale, src + x_size, all + start + ranks * x_size + r * dy_size);
     }
-    f.x = f.x_all.data();
-    f.dy = f.dy_all.data();
-    offset += static_cast<size_t>(rows) * (k + g);
+    starts.push_back(start);
+    offset += x_size + dy_size;
+    start += ranks * (x_size + dy_size);
+  }
+  const Dtype* inputs = m.data(factored_inputs_);
+  for (size_t c = 0; c < chosen.size(); ++c) {
+    Factored& f = factored_[chosen[c]];
+    f.x = inputs + starts[c];
+    f.dy = f.x + static_cast<size_t>(f.rows) * blocks_[chosen[c]]->shape().inputs;
   }
 }
 
@@ -411,61 +426,70 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
   const int ranks = collectives_ ? collectives_->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0), offset(blocks_.size(), 0);
-  size_t total = 0;
+  int total = 0;
   for (int b : order) {
-    offset[b] = static_cast<int>(total);
+    offset[b] = total;
     counts[owners_[b]] += blocks_[b]->matrix_size();
     total += blocks_[b]->matrix_size();
   }
-  update_buffer_.resize(total);
-  gradient_buffer_.resize(total);
-  GatherFactoredInputs(gradient_scale);
-  {
+  // This rank's blocks are one contiguous share of the buffers (all of them, unless distributed).
+  const int rank = distributed_ ? collectives_->rank() : 0;
+  const int mine_start = std::accumulate(counts.begin(), counts.begin() + rank, 0);
+  const int mine = distributed_ ? counts[rank] : total;
+  update_buffer_.Reshape({total});
+  gradient_buffer_.Reshape({total});
+  OnSolverDevice<Dtype>([&](auto m) {
+    GatherFactoredInputs(m, gradient_scale);
     Stopwatch watch(&times_.precondition_ms);
+    Dtype* gradients = m.mutable_data(gradient_buffer_);
+    Dtype* updates = m.mutable_data(update_buffer_);
     for (size_t b = 0; b < blocks_.size(); ++b) {
       KfacBlock<Dtype>& block = *blocks_[b];
-      Dtype* g = gradient_buffer_.data() + offset[b];
+      Dtype* g = gradients + offset[b];
       block.GatherGradient(params, g);
       if (!Owns(static_cast<int>(b))) continue;
-      Dtype* v = update_buffer_.data() + offset[b];
+      Dtype* v = updates + offset[b];
       if (!block.has_inverses()) {
-        cpu_copy(block.matrix_size(), g, v);  // no factors yet: the plain gradient
-        continue;
-      }
-      if (!FactoredPrecondition(static_cast<int>(b), v)) block.Precondition(g, v);
-      if (!all_finite(v, block.matrix_size())) {
-        LOG(WARNING) << "K-FAC: " << block.shape().name << ": the preconditioned gradient is not finite; "
-                     << "using the plain gradient this iteration";
-        cpu_copy(block.matrix_size(), g, v);
+        m.copy(block.matrix_size(), g, v);  // no factors yet: the plain gradient
+      } else if (!FactoredPrecondition(static_cast<int>(b), v)) {
+        block.Precondition(g, v);
       }
     }
-  }
+    // One check of this rank's share (on the GPU, one wait for the device), block by block only if it fails.
+    if (m.all_finite(mine, updates + mine_start)) return;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      const int n = blocks_[b]->matrix_size();
+      if (!Owns(static_cast<int>(b)) || m.all_finite(n, updates + offset[b])) continue;
+      LOG(WARNING) << "K-FAC: " << blocks_[b]->shape().name << ": the preconditioned gradient is not finite; "
+                   << "using the plain gradient this iteration";
+      m.copy(n, gradients + offset[b], updates + offset[b]);
+    }
+  });
   if (distributed_) {
     Stopwatch watch(&times_.communication_ms);
-    collectives_->Allgather(update_buffer_.data(), counts);
+    collectives_->Allgather(update_buffer_.mutable_cpu_data(), counts);
   }
   // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
   // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
   Stopwatch watch(&times_.precondition_ms);
-  double nu = 1;
-  if (kp_.kl_clip() > 0) {
-    double vg = 0;
-    for (size_t b = 0; b < blocks_.size(); ++b) {
-      const double lr = rate * net_->params_lr()[blocks_[b]->shape().weight_param];
-      const int n = blocks_[b]->matrix_size();
-      double dot = 0;
-      for (int i = 0; i < n; ++i) {
-        dot += static_cast<double>(update_buffer_[offset[b] + i]) * gradient_buffer_[offset[b] + i];
+  OnSolverDevice<Dtype>([&](auto m) {
+    double nu = 1;
+    if (kp_.kl_clip() > 0) {
+      double vg = 0;
+      for (size_t b = 0; b < blocks_.size(); ++b) {
+        const double lr = rate * net_->params_lr()[blocks_[b]->shape().weight_param];
+        vg += lr * lr *
+              m.dot(blocks_[b]->matrix_size(), m.data(update_buffer_) + offset[b], m.data(gradient_buffer_) + offset[b]);
       }
-      vg += lr * lr * dot;
+      if (vg > 0) nu = std::min(1.0, std::sqrt(kp_.kl_clip() / vg));
     }
-    if (vg > 0) nu = std::min(1.0, std::sqrt(kp_.kl_clip() / vg));
-  }
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    Dtype* v = update_buffer_.data() + offset[b];
-    if (nu != 1) cpu_scal(blocks_[b]->matrix_size(), static_cast<Dtype>(nu), v);
-    blocks_[b]->ScatterGradient(v, params);
-  }
+    Dtype* updates = m.mutable_data(update_buffer_);
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      Dtype* v = updates + offset[b];
+      if (nu != 1) m.scal(blocks_[b]->matrix_size(), static_cast<Dtype>(nu), v);
+      blocks_[b]->ScatterGradient(v, params);
+    }
+  });
 }
 
 template <typename Dtype>
