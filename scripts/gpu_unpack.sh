@@ -18,16 +18,17 @@ _strata_py_lib() {  # a folder inside a Python package (namespace packages have 
 d = os.path.dirname(m.__file__) if getattr(m, '__file__', None) else list(m.__path__)[0]; print(os.path.join(d, '$2'))" 2>/dev/null
 }
 # The wheels' layout (CUDA 13): nvidia-cudnn-cu13 in nvidia/cudnn/lib, nvidia-nccl-cu13 in nvidia/nccl/lib,
-# nvidia-cublas and nvidia-cuda-runtime (cuBLAS, cudart) in nvidia/cu13/lib.
+# nvidia-cublas and nvidia-cuda-runtime (cuBLAS, cudart) in nvidia/cu13/lib; cuSOLVER (K-FAC's inversions) needs
+# cuSPARSE and nvJitLink beside it.
 _strata_paths="$STRATA_GPU_ROOT/lib"
 for d in "$(_strata_py_lib nvidia.cudnn lib)" "$(_strata_py_lib nvidia.cu13 lib)" "$(_strata_py_lib nvidia.cublas lib)" \
-         "$(_strata_py_lib nvidia.nccl lib)" \
+         "$(_strata_py_lib nvidia.nccl lib)" "$(_strata_py_lib nvidia.cusolver lib)" "$(_strata_py_lib nvidia.cusparse lib)" \
          /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -n "$d" ] && [ -d "$d" ] && _strata_paths="$_strata_paths:$d"
 done
 # Last resort for each CUDA library libstrata links that none of those folders has: wherever it is (one search).
 _missing=()
-for _lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+for _lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcusolver.so.12 libcusparse.so.12 libnvJitLink.so.13 libcudnn.so.9 libnccl.so.2; do
   _have=
   for _d in ${_strata_paths//:/ }; do [ -e "$_d/$_lib" ] && _have=1; done
   [ -n "$_have" ] || _missing+=(-o -name "$_lib")

@@ -1,4 +1,4 @@
-// cuBLAS, cuDNN and NCCL opened on first use (src/strata/cuda_libraries.hpp): the tables fill from the libraries
+// cuBLAS, cuSOLVER, cuDNN and NCCL opened on first use (src/strata/cuda_libraries.hpp): the tables fill from the libraries
 // this build was compiled against, with no GPU needed. StrataTool.CpuRunOfAGpuBuildLoadsNoCudaLibraries checks the
 // other half: a CPU run opens none of them.
 #ifdef STRATA_USE_CUDA
@@ -36,6 +36,11 @@ TEST(CudaLibraries, OpenOnFirstUseWithTheVersionsBuiltAgainst) {
   EXPECT_EQ(&blas, &cuda::cublas_api());  // opened once
   EXPECT_NE(MappedFiles().find("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR)), std::string::npos);
   SayWhereFrom("cuBLAS", reinterpret_cast<void*>(blas.cublasSgemm_v2));
+  const cuda::CusolverApi& solver = cuda::cusolver_api();
+  int major = 0;
+  ASSERT_EQ(solver.cusolverGetProperty(MAJOR_VERSION, &major), CUSOLVER_STATUS_SUCCESS);
+  EXPECT_EQ(major, CUSOLVER_VER_MAJOR);
+  SayWhereFrom("cuSOLVER", reinterpret_cast<void*>(solver.cusolverGetProperty));
 #ifdef STRATA_USE_CUDNN
   const cuda::CudnnApi& dnn = cuda::cudnn_api();
   EXPECT_EQ(dnn.cudnnGetVersion() / 10000, static_cast<size_t>(CUDNN_MAJOR));

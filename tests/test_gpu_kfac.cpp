@@ -1,5 +1,5 @@
 // K-FAC on the GPU (docs/kfac.md, "On the GPU"): each of the block's device operations (src/strata/solvers/
-// kfac_math.hpp) against its CPU version on random data, and whole K-FAC training steps on the GPU against the
+// kfac_math.hpp), the cuSOLVER inversions among them, against its CPU version on random data, and whole K-FAC training steps on the GPU against the
 // same steps on the CPU: the running factors, the weights and the losses, over the damping forms, an identity
 // side, the factored inner-product form, TRUE_FISHER and grouped convolutions. In double the two devices differ
 // only in the order of their sums (bound 1e-9); in float (TF32 off) the bound is 1e-4, a Convolution's. The
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,12 +161,63 @@ void CheckOperations() {
   const double want = Cpu::dot(3000, x.data(), y.data());
   EXPECT_NEAR(GpuKfacMath<Dtype>::dot(3000, bx.gpu_data(), by.gpu_data()), want, 1e3 * rounding * std::fabs(want) + 1e-12);
 }
+
+// The inversions (double): a symmetric positive definite S = B B^T + I, by cuSOLVER against LAPACK.
+void CheckInversions() {
+  const int n = 37;
+  const std::vector<double> b = Random<double>(n * n, 15);
+  std::vector<double> spd(n * n, 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      for (int k = 0; k < n; ++k) spd[i * n + j] += b[i * n + k] * b[j * n + k];
+    }
+    spd[i * n + i] += 1;
+  }
+  ExpectSameOnBothDevices<double>("add_diagonal", {}, n * n, [&](auto m, auto, double* out) {
+    m.add_diagonal(n, 0.5, out);
+  }, 0);
+  ExpectSameOnBothDevices<double>("divide_columns", {Random<double>(n, 16)}, n * n, [&](auto m, auto in, double* out) {
+    m.divide_columns(n, in[0], out);
+  }, 1e-15);
+  ExpectSameOnBothDevices<double>("cholesky_inverse", {spd}, n * n, [&](auto m, auto in, double* out) {
+    m.copy(n * n, in[0], out);
+    EXPECT_TRUE(m.cholesky_inverse(n, out));
+  }, 1e-12);
+  // Eigenvectors are defined up to sign: compare the eigenvalues, and V diag(values) V^T with S.
+  Blob<double> v({n * n}), values({n});
+  std::copy(spd.begin(), spd.end(), v.mutable_cpu_data());
+  ASSERT_TRUE(GpuKfacMath<double>::symmetric_eigen(n, v.mutable_gpu_data(), values.mutable_gpu_data()));
+  std::vector<double> want_v(spd), want_values(n);
+  ASSERT_TRUE(CpuKfacMath<double>::symmetric_eigen(n, want_v.data(), want_values.data()));
+  EXPECT_LE(RelativeError(values.cpu_data(), want_values.data(), n), 1e-12) << "eigenvalues";
+  std::vector<double> rebuilt(n * n, 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      for (int k = 0; k < n; ++k) rebuilt[i * n + j] += v.cpu_data()[i * n + k] * values.cpu_data()[k] * v.cpu_data()[j * n + k];
+    }
+  }
+  EXPECT_LE(RelativeError(rebuilt.data(), spd.data(), n * n), 1e-12) << "V diag(values) V^T";
+  // Not positive definite: both refuse.
+  std::vector<double> indefinite(spd);
+  indefinite[0] = -1e3;
+  Blob<double> bad({n * n});
+  std::copy(indefinite.begin(), indefinite.end(), bad.mutable_cpu_data());
+  EXPECT_FALSE(GpuKfacMath<double>::cholesky_inverse(n, bad.mutable_gpu_data()));
+  EXPECT_FALSE(CpuKfacMath<double>::cholesky_inverse(n, indefinite.data()));
+  // Rounded to float on the device as on the host.
+  Blob<float> rounded({n * n});
+  Blob<double> exact({n * n});
+  std::copy(b.begin(), b.end(), exact.mutable_cpu_data());
+  GpuKfacMath<float>::convert(n * n, exact.gpu_data(), rounded.mutable_gpu_data());
+  for (int i = 0; i < n * n; ++i) ASSERT_EQ(rounded.cpu_data()[i], static_cast<float>(b[i])) << i;
+}
 #endif
 
 TEST_F(GpuTestKfac, DeviceOperationsMatchTheCpu) {
 #ifdef STRATA_USE_CUDA
   CheckOperations<float>();
   CheckOperations<double>();
+  CheckInversions();
 #endif
 }
 

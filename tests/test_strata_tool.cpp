@@ -89,7 +89,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "z" bottom: "y" top: "loss"
       << ReadAll(log);
   const std::string out = ReadAll(log);
   ASSERT_NE(out.find("find library=libglog"), std::string::npos) << "no loader log: " << out;
-  for (const char* library : {"libcublas", "libcudnn", "libnccl"}) {
+  for (const char* library : {"libcublas", "libcusolver", "libcudnn", "libnccl"}) {
     EXPECT_EQ(out.find(std::string("library=") + library), std::string::npos) << library << " was loaded:\n" << out;
   }
 }

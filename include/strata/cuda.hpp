@@ -11,6 +11,7 @@
 #ifdef STRATA_USE_CUDA
 
 #include <cublas_v2.h>
+#include <cusolverDn.h>
 #include <cuda_runtime.h>
 #ifdef STRATA_USE_CUDNN
 #include <cudnn.h>
@@ -31,6 +32,7 @@ namespace cuda {
 // end the tool with one clear message instead of a glog abort.
 [[noreturn]] void fail(const char* what, const char* expr, const std::string& message, const char* file, int line);
 const char* cublas_status_string(cublasStatus_t status);
+const char* cusolver_status_string(cusolverStatus_t status);
 #ifdef STRATA_USE_CUDNN
 const char* cudnn_status_string(cudnnStatus_t status);
 #endif
@@ -38,6 +40,7 @@ const char* cudnn_status_string(cudnnStatus_t status);
 // The calling thread's handles, created on first use (on the device select_gpu_device chose). cuBLAS's math
 // mode follows gpu_options().allow_tf32 at every call.
 cublasHandle_t cublas();
+cusolverDnHandle_t cusolver();
 #ifdef STRATA_USE_CUDNN
 cudnnHandle_t cudnn();
 #endif
@@ -64,20 +67,22 @@ inline int blocks(long long n) {
       ::strata::cuda::fail("CUDA", #expr, cudaGetErrorString(strata_err_), __FILE__, __LINE__); \
   } while (0)
 
-#define STRATA_CUBLAS_CHECK(expr)                                                                           \
-  do {                                                                                                      \
-    const cublasStatus_t strata_st_ = (expr);                                                               \
-    if (strata_st_ != CUBLAS_STATUS_SUCCESS)                                                                \
-      ::strata::cuda::fail("cuBLAS", #expr, ::strata::cuda::cublas_status_string(strata_st_), __FILE__, __LINE__); \
+// A library call's status against its success value; a failure names the library, the call and the status.
+#define STRATA_STATUS_CHECK(library, status_type, success, to_string, expr)                  \
+  do {                                                                                    \
+    const status_type strata_st_ = (expr);                                                \
+    if (strata_st_ != (success))                                                          \
+      ::strata::cuda::fail(library, #expr, to_string(strata_st_), __FILE__, __LINE__);     \
   } while (0)
 
+#define STRATA_CUBLAS_CHECK(expr) \
+  STRATA_STATUS_CHECK("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, ::strata::cuda::cublas_status_string, expr)
+#define STRATA_CUSOLVER_CHECK(expr)                                       \
+  STRATA_STATUS_CHECK("cuSOLVER", cusolverStatus_t, CUSOLVER_STATUS_SUCCESS, \
+                      ::strata::cuda::cusolver_status_string, expr)
 #ifdef STRATA_USE_CUDNN
-#define STRATA_CUDNN_CHECK(expr)                                                                                 \
-  do {                                                                                                           \
-    const cudnnStatus_t strata_st_ = (expr);                                                                     \
-    if (strata_st_ != CUDNN_STATUS_SUCCESS)                                                                      \
-      ::strata::cuda::fail("cuDNN", #expr, ::strata::cuda::cudnn_status_string(strata_st_), __FILE__, __LINE__); \
-  } while (0)
+#define STRATA_CUDNN_CHECK(expr) \
+  STRATA_STATUS_CHECK("cuDNN", cudnnStatus_t, CUDNN_STATUS_SUCCESS, ::strata::cuda::cudnn_status_string, expr)
 #endif
 
 // After every kernel launch: a bad launch configuration shows up here, not at some later unrelated call.

@@ -46,6 +46,13 @@ const CublasApi& cublas_api() {
   return api;
 }
 
+const CusolverApi& cusolver_api() {
+  static const CusolverApi api =
+      Load<CusolverApi>("cuSOLVER", "libcusolver.so." STRATA_STRINGIFY(CUSOLVER_VER_MAJOR),
+                        [](CusolverApi* api, auto symbol) { STRATA_CUSOLVER_FUNCTIONS(STRATA_LIBRARY_FILL) });
+  return api;
+}
+
 #ifdef STRATA_USE_CUDNN
 const CudnnApi& cudnn_api() {
   static const CudnnApi api =

@@ -1,4 +1,4 @@
-// cuBLAS, cuDNN and NCCL, opened the first time a GPU path calls them, not when libstrata loads (private to
+// cuBLAS, cuSOLVER, cuDNN and NCCL, opened the first time a GPU path calls them, not when libstrata loads (private to
 // src/strata). libstrata links only the CUDA runtime; these are dlopen'ed, because cuBLAS (with cuBLASLt) alone
 // is about 150 MB of a process's resident memory once loaded, which a CPU run of a CUDA build should not pay
 // (docs/gpu.md, "How it works"). Each library is a table of the functions Strata calls, typed by their own
@@ -8,6 +8,7 @@
 #ifdef STRATA_USE_CUDA
 
 #include <cublas_v2.h>
+#include <cusolverDn.h>
 #ifdef STRATA_USE_CUDNN
 #include <cudnn.h>
 #endif
@@ -22,6 +23,12 @@ namespace cuda {
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetMathMode) X(cublasSgemm_v2) X(cublasDgemm_v2)          \
   X(cublasSgemv_v2) X(cublasDgemv_v2) X(cublasSaxpy_v2) X(cublasDaxpy_v2) X(cublasSscal_v2) X(cublasDscal_v2) \
   X(cublasSdot_v2) X(cublasDdot_v2) X(cublasSasum_v2) X(cublasDasum_v2)
+
+// The dense eigen- and Cholesky solvers, in double: K-FAC's inversions on the device (docs/kfac.md).
+#define STRATA_CUSOLVER_FUNCTIONS(X)                                                                      \
+  X(cusolverGetProperty) X(cusolverDnCreate) X(cusolverDnDestroy) X(cusolverDnDpotrf_bufferSize)           \
+  X(cusolverDnDpotrf) X(cusolverDnDpotri_bufferSize) X(cusolverDnDpotri) X(cusolverDnDsyevd_bufferSize)    \
+  X(cusolverDnDsyevd)
 
 #define STRATA_CUDNN_FUNCTIONS(X)                                                                         \
   X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy)                                   \
@@ -46,6 +53,11 @@ struct CublasApi {
 // a function, is an Error naming it.
 const CublasApi& cublas_api();
 
+struct CusolverApi {
+  STRATA_CUSOLVER_FUNCTIONS(STRATA_LIBRARY_MEMBER)
+};
+const CusolverApi& cusolver_api();
+
 #ifdef STRATA_USE_CUDNN
 struct CudnnApi {
   STRATA_CUDNN_FUNCTIONS(STRATA_LIBRARY_MEMBER)
@@ -68,6 +80,7 @@ const NcclApi& nccl_api();
 // Calls the library's function `fn` with the arguments that follow and checks its status with strata/cuda.hpp's
 // checks, which the file using them includes (this header sits below cuda.hpp in the layering, for device.cpp).
 #define STRATA_CUBLAS(fn, ...) STRATA_CUBLAS_CHECK(::strata::cuda::cublas_api().fn(__VA_ARGS__))
+#define STRATA_CUSOLVER(fn, ...) STRATA_CUSOLVER_CHECK(::strata::cuda::cusolver_api().fn(__VA_ARGS__))
 #ifdef STRATA_USE_CUDNN
 #define STRATA_CUDNN(fn, ...) STRATA_CUDNN_CHECK(::strata::cuda::cudnn_api().fn(__VA_ARGS__))
 #endif

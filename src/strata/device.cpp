@@ -121,6 +121,19 @@ const char* cublas_status_string(cublasStatus_t status) {
   }
 }
 
+const char* cusolver_status_string(cusolverStatus_t status) {
+  switch (status) {
+    case CUSOLVER_STATUS_NOT_INITIALIZED: return "CUSOLVER_STATUS_NOT_INITIALIZED";
+    case CUSOLVER_STATUS_ALLOC_FAILED: return "CUSOLVER_STATUS_ALLOC_FAILED";
+    case CUSOLVER_STATUS_INVALID_VALUE: return "CUSOLVER_STATUS_INVALID_VALUE";
+    case CUSOLVER_STATUS_ARCH_MISMATCH: return "CUSOLVER_STATUS_ARCH_MISMATCH";
+    case CUSOLVER_STATUS_EXECUTION_FAILED: return "CUSOLVER_STATUS_EXECUTION_FAILED";
+    case CUSOLVER_STATUS_INTERNAL_ERROR: return "CUSOLVER_STATUS_INTERNAL_ERROR";
+    case CUSOLVER_STATUS_NOT_SUPPORTED: return "CUSOLVER_STATUS_NOT_SUPPORTED";
+    default: return "unknown cuSOLVER status";
+  }
+}
+
 #ifdef STRATA_USE_CUDNN
 const char* cudnn_status_string(cudnnStatus_t status) { return cudnn_api().cudnnGetErrorString(status); }
 #endif
@@ -131,6 +144,7 @@ namespace {
 // gone, so failures there are ignored.
 struct ThreadState {
   cublasHandle_t cublas = nullptr;
+  cusolverDnHandle_t cusolver = nullptr;
 #ifdef STRATA_USE_CUDNN
   cudnnHandle_t cudnn = nullptr;
 #endif
@@ -143,6 +157,7 @@ struct ThreadState {
   }
   ~ThreadState() {
     if (cublas) cublas_api().cublasDestroy(cublas);
+    if (cusolver) cusolver_api().cusolverDnDestroy(cusolver);
 #ifdef STRATA_USE_CUDNN
     if (cudnn) cudnn_api().cudnnDestroy(cudnn);
 #endif
@@ -166,6 +181,12 @@ cublasHandle_t cublas() {
   STRATA_CUBLAS(cublasSetMathMode, s.cublas,
                 gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   return s.cublas;
+}
+
+cusolverDnHandle_t cusolver() {
+  ThreadState& s = state();
+  if (s.cusolver == nullptr) STRATA_CUSOLVER(cusolverDnCreate, &s.cusolver);  // on the default stream
+  return s.cusolver;
 }
 
 #ifdef STRATA_USE_CUDNN

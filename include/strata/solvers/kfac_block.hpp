@@ -119,13 +119,17 @@ class KfacBlock {
     std::vector<double> values;    // unsplit: the eigenvalues in double, for the solverstate
     double identity_scale = 1;     // an identity side: multiply by this
   };
-  // An inverse as InvertSide computes it (host, double), before both sides succeeded.
+  // An inverse as InvertSide computes it (in double, on the solver's device), before both sides succeeded.
   struct Inverse {
-    std::vector<double> matrix;
-    std::vector<double> values;
+    Blob<double> matrix;
+    Blob<double> eigenvalues;    // unsplit and EIGEN: the solver's output
+    std::vector<double> values;  // unsplit: the eigenvalues, clamped at 0
     double identity_scale = 1;
   };
-  bool InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen, Inverse* side) const;
+  // M: kfac_math.hpp's operations of the solver's device.
+  template <typename M>
+  bool InvertSide(M m, const std::vector<double>& f, int n, bool identity, double lambda, bool eigen,
+                  Inverse* side) const;
   static void Commit(const Inverse& inverse, int n, bool identity, Side* side);
   // n ones on the solver's device (M: kfac_math.hpp), for row sums as GEMVs.
   template <typename M>

@@ -1,7 +1,6 @@
 #include "strata/solvers/kfac_block.hpp"
 
 #include <glog/logging.h>
-#include <lapacke.h>
 
 #include <algorithm>
 #include <climits>
@@ -16,36 +15,8 @@ namespace {
 
 int packed(int n) { return n * (n + 1) / 2; }
 
-bool all_finite(const std::vector<double>& v) {
-  for (double x : v) {
-    if (!std::isfinite(x)) return false;
-  }
-  return true;
-}
-
-// m (n x n, row-major) = m + lambda I, in a copy.
-std::vector<double> damped(const std::vector<double>& m, int n, double lambda) {
-  std::vector<double> d = m;
-  for (int i = 0; i < n; ++i) d[static_cast<size_t>(i) * n + i] += lambda;
-  return d;
-}
-
-// The inverse of a symmetric positive definite matrix by Cholesky (potrf, potri); false if it is not.
-bool cholesky_inverse(std::vector<double>* m, int n) {
-  if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', n, m->data(), n) != 0) return false;
-  if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', n, m->data(), n) != 0) return false;
-  for (int i = 0; i < n; ++i) {  // potri fills the upper triangle only
-    for (int j = 0; j < i; ++j) (*m)[static_cast<size_t>(i) * n + j] = (*m)[static_cast<size_t>(j) * n + i];
-  }
-  return all_finite(*m);
-}
-
-// Eigendecomposition of a symmetric matrix: on return m holds the eigenvectors as columns, `values` the
-// eigenvalues (ascending). False if LAPACK did not converge.
-bool symmetric_eigen(std::vector<double>* m, int n, std::vector<double>* values) {
-  values->assign(n, 0.0);
-  if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, m->data(), n, values->data()) != 0) return false;
-  return all_finite(*m) && all_finite(*values);
+bool all_finite(const double* v, int n) {
+  return std::all_of(v, v + n, [](double x) { return std::isfinite(x); });
 }
 
 // Images per GEMM when a convolution's factor reads several side by side: a few thousand columns at least.
@@ -214,37 +185,40 @@ void KfacBlock<Dtype>::FoldFactors(const Dtype* in, int ranks, double decay) {
 }
 
 template <typename Dtype>
-bool KfacBlock<Dtype>::InvertSide(const std::vector<double>& f, int n, bool identity, double lambda, bool eigen,
+template <typename M>
+bool KfacBlock<Dtype>::InvertSide(M, const std::vector<double>& f, int n, bool identity, double lambda, bool eigen,
                                   Inverse* side) const {
   if (identity) {
     side->identity_scale = split_ ? 1.0 / (1.0 + lambda) : 1.0;
     side->values.assign(1, 1.0);
     return true;
   }
-  std::vector<double> m = split_ ? damped(f, n, lambda) : f;
-  if (!all_finite(m)) return false;
-  if (!eigen) {
-    if (!cholesky_inverse(&m, n)) return false;
-  } else {
-    std::vector<double> values;
-    if (!symmetric_eigen(&m, n, &values)) return false;
-    if (split_) {
-      // The damped factor is positive definite in exact arithmetic; rounding can leave an eigenvalue at or
-      // below zero, which is what "cannot be inverted" means here.
-      if (values[0] <= 0) return false;
-      // Explicit inverse V diag(1/values) V^T: one GEMM per side per iteration instead of two.
-      std::vector<double> inv(static_cast<size_t>(n) * n, 0.0), scaled(m);
-      for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < n; ++j) scaled[static_cast<size_t>(i) * n + j] /= values[j];
-      }
-      cpu_gemm(CblasNoTrans, CblasTrans, n, n, n, 1.0, scaled.data(), m.data(), 0.0, inv.data());
-      m.swap(inv);
-    } else {
-      for (double& v : values) v = std::max(v, 0.0);  // a factor is positive semi-definite; rounding is not
-      side->values = values;
-    }
+  if (!all_finite(f.data(), static_cast<int>(f.size()))) return false;
+  typename M::template As<double> d;  // in double, on the same device
+  side->matrix.Reshape({n * n});
+  std::copy(f.begin(), f.end(), side->matrix.mutable_cpu_data());
+  double* m = d.mutable_data(side->matrix);
+  if (split_) d.add_diagonal(n, lambda, m);
+  if (!eigen) return d.cholesky_inverse(n, m);
+  side->eigenvalues.Reshape({n});
+  if (!d.symmetric_eigen(n, m, d.mutable_data(side->eigenvalues))) return false;
+  const double* values = side->eigenvalues.cpu_data();
+  if (!split_) {
+    // A factor is positive semi-definite; rounding is not.
+    side->values.resize(n);
+    for (int i = 0; i < n; ++i) side->values[i] = std::max(values[i], 0.0);
+    return true;
   }
-  side->matrix.swap(m);
+  // The damped factor is positive definite in exact arithmetic; rounding can leave an eigenvalue at or below zero,
+  // which is what "cannot be inverted" means here.
+  if (values[0] <= 0) return false;
+  // Explicit inverse V diag(1/values) V^T: one GEMM per side per iteration instead of two.
+  Blob<double> scaled({n * n}), inverse({n * n});
+  double* s = d.mutable_data(scaled);
+  d.copy(n * n, m, s);
+  d.divide_columns(n, d.data(side->eigenvalues), s);
+  d.gemm(CblasNoTrans, CblasTrans, n, n, n, 1.0, s, m, 0.0, d.mutable_data(inverse));
+  d.copy(n * n, d.data(inverse), m);
   return true;
 }
 
@@ -254,7 +228,10 @@ void KfacBlock<Dtype>::Commit(const Inverse& inverse, int n, bool identity, Side
   side->values = inverse.values;
   if (!identity) {
     side->matrix.Reshape({n * n});
-    std::copy(inverse.matrix.begin(), inverse.matrix.end(), side->matrix.mutable_cpu_data());
+    OnSolverDevice<Dtype>([&](auto m) {
+      typename decltype(m)::template As<double> d;
+      m.convert(n * n, d.data(inverse.matrix), m.mutable_data(side->matrix));
+    });
   }
   // The divisors of the unsplit form: an identity side's eigenvalues are all 1.
   side->divisors.Reshape({n});
@@ -284,7 +261,10 @@ void KfacBlock<Dtype>::ComputeInverses(double damping, bool split, KfacParameter
       lg = std::sqrt(damping) / pi;
     }
     Inverse a, g;
-    if (InvertSide(A_, a_dim(), a_identity_, la, eigen, &a) && InvertSide(G_, g_dim(), g_identity_, lg, eigen, &g)) {
+    const bool inverted = OnSolverDevice<Dtype>([&](auto m) {
+      return InvertSide(m, A_, a_dim(), a_identity_, la, eigen, &a) && InvertSide(m, G_, g_dim(), g_identity_, lg, eigen, &g);
+    });
+    if (inverted) {
       Commit(a, a_dim(), a_identity_, &a_inv_);
       Commit(g, g_dim(), g_identity_, &g_inv_);
       damping_ = damping;
@@ -419,18 +399,21 @@ void KfacBlock<Dtype>::RestoreState(const KfacBlockState& state, const std::stri
   if (!has_inverses_) return;
   // An inverse is the side's d x d matrix, with d eigenvalues in the unsplit form; an identity side keeps only its
   // scale (and the one value InvertSide gives it).
-  const auto load = [&](const KfacInverse& in, bool identity, int d) {
+  const auto load = [&](const KfacInverse& in, bool identity, int d, Inverse* inverse) {
     const int n = identity ? 0 : d * d, values = identity ? 1 : (state.split() ? 0 : d);
     STRATA_REQUIRE(in.matrix_size() == n && in.values_size() == values)
         << where() << "an inverse of " << in.matrix_size() << " values and " << in.values_size()
         << " eigenvalues; this block needs " << n << " and " << values;
-    Inverse inverse;
-    inverse.matrix.assign(in.matrix().begin(), in.matrix().end());
-    inverse.values.assign(in.values().begin(), in.values().end());
-    inverse.identity_scale = in.identity_scale();
-    return inverse;
+    if (n > 0) {
+      inverse->matrix.Reshape({n});
+      std::copy(in.matrix().begin(), in.matrix().end(), inverse->matrix.mutable_cpu_data());
+    }
+    inverse->values.assign(in.values().begin(), in.values().end());
+    inverse->identity_scale = in.identity_scale();
   };
-  const Inverse a = load(state.a_inverse(), a_identity_, a_dim()), g = load(state.g_inverse(), g_identity_, g_dim());
+  Inverse a, g;
+  load(state.a_inverse(), a_identity_, a_dim(), &a);
+  load(state.g_inverse(), g_identity_, g_dim(), &g);
   Commit(a, a_dim(), a_identity_, &a_inv_);
   Commit(g, g_dim(), g_identity_, &g_inv_);
   split_ = state.split();

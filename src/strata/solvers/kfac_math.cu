@@ -1,6 +1,7 @@
 // GpuKfacMath's kernels (kfac_math.hpp): one launch each, one thread per output element, on the compute stream.
 #include "kfac_math.hpp"
 #include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
 #include "strata/device_memory.hpp"
 
 namespace strata {
@@ -84,20 +85,123 @@ __global__ void finite_kernel(long long n, const Dtype* x, int* bad) {
   }
 }
 
+template <typename Dtype>
+__global__ void convert_kernel(long long n, const double* x, Dtype* y) {
+  STRATA_KERNEL_LOOP(index, n) { y[index] = static_cast<Dtype>(x[index]); }
+}
+
+__global__ void add_diagonal_kernel(int n, double lambda, double* m) {
+  STRATA_KERNEL_LOOP(i, n) { m[i * n + i] += lambda; }
+}
+
+__global__ void divide_columns_kernel(int n, const double* v, double* m) {
+  STRATA_KERNEL_LOOP(index, static_cast<long long>(n) * n) { m[index] /= v[index % n]; }
+}
+
+// The row-major lower triangle from the upper one (cuSOLVER's column-major lower).
+__global__ void symmetrize_kernel(int n, double* m) {
+  STRATA_KERNEL_LOOP(index, static_cast<long long>(n) * n) {
+    const long long i = index / n, j = index % n;
+    if (i > j) m[index] = m[j * n + i];
+  }
+}
+
+__global__ void transpose_square_kernel(int n, const double* x, double* y) {
+  STRATA_KERNEL_LOOP(index, static_cast<long long>(n) * n) { y[index] = x[(index % n) * n + index / n]; }
+}
+
+// Device scratch from the pool for one solver call (cudaFree would wait for the whole device).
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes) : p_(cuda::device_alloc(bytes)) {}
+  ~Scratch() { cuda::device_free(p_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  void* p_;
+};
+
+// cuSOLVER's info: 0 on success (it waits for the device).
+bool succeeded(const int* info) {
+  int host = -1;
+  STRATA_CUDA_CHECK(cudaMemcpy(&host, info, sizeof(int), cudaMemcpyDeviceToHost));
+  return host == 0;
+}
+
 }  // namespace
+
+// A symmetric row-major matrix is its own column-major transpose, so cuSOLVER's column-major lower triangle is the
+// row-major upper one that LAPACK's row-major 'U' names on the host.
+bool cusolver_cholesky_inverse(int n, double* m) {
+  cusolverDnHandle_t handle = cuda::cusolver();
+  int potrf = 0, potri = 0;
+  STRATA_CUSOLVER(cusolverDnDpotrf_bufferSize, handle, CUBLAS_FILL_MODE_LOWER, n, m, n, &potrf);
+  STRATA_CUSOLVER(cusolverDnDpotri_bufferSize, handle, CUBLAS_FILL_MODE_LOWER, n, m, n, &potri);
+  const int work = std::max(potrf, potri);
+  Scratch scratch(sizeof(double) * std::max(work, 1) + sizeof(int));
+  double* buffer = scratch.as<double>();
+  int* info = reinterpret_cast<int*>(buffer + std::max(work, 1));
+  STRATA_CUSOLVER(cusolverDnDpotrf, handle, CUBLAS_FILL_MODE_LOWER, n, m, n, buffer, work, info);
+  if (!succeeded(info)) return false;
+  STRATA_CUSOLVER(cusolverDnDpotri, handle, CUBLAS_FILL_MODE_LOWER, n, m, n, buffer, work, info);
+  if (!succeeded(info)) return false;
+  symmetrize_kernel<<<cuda::blocks(static_cast<long long>(n) * n), cuda::kThreads>>>(n, m);
+  STRATA_CUDA_KERNEL_CHECK();
+  return GpuKfacMath<double>::all_finite(n * n, m);
+}
+
+// cuSOLVER leaves the eigenvectors as column-major columns, which are row-major rows: transposed into columns,
+// as LAPACK's row-major call leaves them.
+bool cusolver_symmetric_eigen(int n, double* m, double* values) {
+  cusolverDnHandle_t handle = cuda::cusolver();
+  int work = 0;
+  STRATA_CUSOLVER(cusolverDnDsyevd_bufferSize, handle, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, m, n,
+                  values, &work);
+  const long long size = static_cast<long long>(n) * n;
+  Scratch scratch(sizeof(double) * (std::max(work, 1) + size) + sizeof(int));
+  double* buffer = scratch.as<double>();
+  double* rows = buffer + std::max(work, 1);
+  int* info = reinterpret_cast<int*>(rows + size);
+  STRATA_CUSOLVER(cusolverDnDsyevd, handle, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, m, n, values, buffer,
+                  work, info);
+  if (!succeeded(info)) return false;
+  STRATA_CUDA_CHECK(cudaMemcpy(rows, m, sizeof(double) * size, cudaMemcpyDeviceToDevice));
+  transpose_square_kernel<<<cuda::blocks(size), cuda::kThreads>>>(n, rows, m);
+  STRATA_CUDA_KERNEL_CHECK();
+  return GpuKfacMath<double>::all_finite(n * n, m) && GpuKfacMath<double>::all_finite(n, values);
+}
+
+void gpu_add_diagonal(int n, double lambda, double* m) {
+  if (n == 0) return;
+  add_diagonal_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, lambda, m);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+void gpu_divide_columns(int n, const double* v, double* m) {
+  if (n == 0) return;
+  divide_columns_kernel<<<cuda::blocks(static_cast<long long>(n) * n), cuda::kThreads>>>(n, v, m);
+  STRATA_CUDA_KERNEL_CHECK();
+}
+
+template <typename Dtype>
+void GpuKfacMath<Dtype>::convert(int n, const double* x, Dtype* y) {
+  if (n <= 0) return;
+  convert_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, y);
+  STRATA_CUDA_KERNEL_CHECK();
+}
 
 template <typename Dtype>
 bool GpuKfacMath<Dtype>::all_finite(int n, const Dtype* x) {
   if (n <= 0) return true;
-  int* bad = static_cast<int*>(cuda::device_alloc(sizeof(int)));  // from the pool: cudaFree would wait for the device
-  STRATA_CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
-  finite_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, bad);
+  Scratch bad(sizeof(int));
+  STRATA_CUDA_CHECK(cudaMemset(bad.as<int>(), 0, sizeof(int)));
+  finite_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, bad.as<int>());
+  STRATA_CUDA_KERNEL_CHECK();
   int host = 0;
-  const cudaError_t launched = cudaPeekAtLastError();
-  const cudaError_t copied = cudaMemcpy(&host, bad, sizeof(int), cudaMemcpyDeviceToHost);
-  cuda::device_free(bad);
-  STRATA_CUDA_CHECK(launched);
-  STRATA_CUDA_CHECK(copied);
+  STRATA_CUDA_CHECK(cudaMemcpy(&host, bad.as<int>(), sizeof(int), cudaMemcpyDeviceToHost));
   return host == 0;
 }
 

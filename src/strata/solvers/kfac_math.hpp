@@ -1,6 +1,8 @@
 // The operations of a K-FAC block (kfac_block.cpp) on one device: the block's steps are written once, as templates
-// over one of these (as the Reversible layer's are over coupling_math.hpp). CpuKfacMath is defined here;
-// GpuKfacMath's kernels are in kfac_math.cu, its BLAS is cuBLAS. Matrices are row-major.
+// over one of these (as the Reversible layer's are over coupling_math.hpp). CpuKfacMath is defined here and in
+// kfac_math.cpp (LAPACK); GpuKfacMath's kernels are in kfac_math.cu, its BLAS is cuBLAS and its LAPACK cuSOLVER.
+// Matrices are row-major. The inversions work in double whatever Dtype is (As<double>: the same device's
+// operations on doubles).
 #pragma once
 
 #include <algorithm>
@@ -12,8 +14,14 @@
 
 namespace strata {
 
+// The inversions on the host (LAPACK, kfac_math.cpp); see CpuKfacMath's members of the same names.
+bool lapack_cholesky_inverse(int n, double* m);
+bool lapack_symmetric_eigen(int n, double* m, double* values);
+
 template <typename Dtype>
 struct CpuKfacMath {
+  template <typename T>
+  using As = CpuKfacMath<T>;
   static const Dtype* data(const Blob<Dtype>& b) { return b.cpu_data(); }
   static const Dtype* diff(const Blob<Dtype>& b) { return b.cpu_diff(); }
   static Dtype* mutable_data(Blob<Dtype>& b) { return b.mutable_cpu_data(); }
@@ -98,13 +106,41 @@ struct CpuKfacMath {
       for (int j = 0; j < cols; ++j) m[static_cast<long>(i) * cols + j] /= dg[i] * da[j] + damping;
     }
   }
+  // y = x, rounded to Dtype.
+  static void convert(int n, const double* x, Dtype* y) {
+    for (int i = 0; i < n; ++i) y[i] = static_cast<Dtype>(x[i]);
+  }
+
+  // The inversions, in double. m (n x n) += lambda I.
+  static void add_diagonal(int n, double lambda, double* m) {
+    for (int i = 0; i < n; ++i) m[static_cast<long>(i) * n + i] += lambda;
+  }
+  // m (symmetric positive definite) = its inverse, by Cholesky; false if it is not, or the inverse is not finite.
+  static bool cholesky_inverse(int n, double* m) { return lapack_cholesky_inverse(n, m); }
+  // m (symmetric) = its eigenvectors as columns, `values` its n eigenvalues, ascending; false if the solver did
+  // not converge or the vectors are not finite.
+  static bool symmetric_eigen(int n, double* m, double* values) { return lapack_symmetric_eigen(n, m, values); }
+  // m (n x n): column j /= v[j].
+  static void divide_columns(int n, const double* v, double* m) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) m[static_cast<long>(i) * n + j] /= v[j];
+    }
+  }
 };
 
 #ifdef STRATA_USE_CUDA
 // The same on the device (kfac_math.cu), on the compute stream. dot and all_finite return to the host and so wait
 // for the device; dot sums in Dtype (cuBLAS).
+// The inversions on the device (cuSOLVER, kfac_math.cu).
+bool cusolver_cholesky_inverse(int n, double* m);
+bool cusolver_symmetric_eigen(int n, double* m, double* values);
+void gpu_add_diagonal(int n, double lambda, double* m);
+void gpu_divide_columns(int n, const double* v, double* m);
+
 template <typename Dtype>
 struct GpuKfacMath {
+  template <typename T>
+  using As = GpuKfacMath<T>;
   static const Dtype* data(const Blob<Dtype>& b) { return b.gpu_data(); }
   static const Dtype* diff(const Blob<Dtype>& b) { return b.gpu_diff(); }
   static Dtype* mutable_data(Blob<Dtype>& b) { return b.mutable_gpu_data(); }
@@ -133,6 +169,12 @@ struct GpuKfacMath {
   static void scatter_matrix(int rows, int k, bool transposed, const Dtype* m, Dtype* w, Dtype* b);
   static void transpose(int rows, int cols, Dtype alpha, const Dtype* x, Dtype* y);
   static void divide_by_eigenvalues(int rows, int cols, const Dtype* dg, const Dtype* da, Dtype damping, Dtype* m);
+  static void convert(int n, const double* x, Dtype* y);
+
+  static void add_diagonal(int n, double lambda, double* m) { gpu_add_diagonal(n, lambda, m); }
+  static bool cholesky_inverse(int n, double* m) { return cusolver_cholesky_inverse(n, m); }
+  static bool symmetric_eigen(int n, double* m, double* values) { return cusolver_symmetric_eigen(n, m, values); }
+  static void divide_columns(int n, const double* v, double* m) { gpu_divide_columns(n, v, m); }
 };
 #endif
 
