@@ -15,10 +15,6 @@ namespace {
 
 int packed(int n) { return n * (n + 1) / 2; }
 
-bool all_finite(const double* v, int n) {
-  return std::all_of(v, v + n, [](double x) { return std::isfinite(x); });
-}
-
 // Images per GEMM when a convolution's factor reads several side by side: a few thousand columns at least.
 int images_per_chunk(int images, int positions) { return std::max(1, std::min(images, 4096 / std::max(1, positions))); }
 
@@ -193,7 +189,7 @@ bool KfacBlock<Dtype>::InvertSide(M, const std::vector<double>& f, int n, bool i
     side->values.assign(1, 1.0);
     return true;
   }
-  if (!all_finite(f.data(), static_cast<int>(f.size()))) return false;
+  if (!CpuKfacMath<double>::all_finite(static_cast<int>(f.size()), f.data())) return false;  // on the host
   typename M::template As<double> d;  // in double, on the same device
   side->matrix.Reshape({n * n});
   std::copy(f.begin(), f.end(), side->matrix.mutable_cpu_data());

@@ -5,26 +5,18 @@
 
 namespace strata {
 
-namespace {
-
-bool all_finite(const double* x, long n) {
-  return std::all_of(x, x + n, [](double v) { return std::isfinite(v); });
-}
-
-}  // namespace
-
 bool lapack_cholesky_inverse(int n, double* m) {
   if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', n, m, n) != 0) return false;
   if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', n, m, n) != 0) return false;
   for (int i = 0; i < n; ++i) {  // potri fills the upper triangle only
     for (int j = 0; j < i; ++j) m[static_cast<long>(i) * n + j] = m[static_cast<long>(j) * n + i];
   }
-  return all_finite(m, static_cast<long>(n) * n);
+  return CpuKfacMath<double>::all_finite(n * n, m);
 }
 
 bool lapack_symmetric_eigen(int n, double* m, double* values) {
   if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, m, n, values) != 0) return false;
-  return all_finite(m, static_cast<long>(n) * n) && all_finite(values, n);
+  return CpuKfacMath<double>::all_finite(n * n, m) && CpuKfacMath<double>::all_finite(n, values);
 }
 
 }  // namespace strata

@@ -61,7 +61,8 @@ struct CpuKfacMath {
                     images * positions);
     }
   }
-  // out = the upper triangle, row by row, of inv * [F s; s^T 1] (F: k x k; `sum` s: k, or none: inv * F).
+  // out = the upper triangle, row by row, of [inv F, inv s; inv s^T, 1] (F: k x k; `sum` s: k), or of inv F
+  // without a sum.
   static void pack_upper(int k, const Dtype* f, const Dtype* sum, Dtype inv, Dtype* out) {
     const int d = sum ? k + 1 : k;
     for (int i = 0; i < d; ++i) {
