@@ -1,9 +1,10 @@
 // K-FAC on the GPU (docs/kfac.md, "On the GPU"): each of the block's device operations (src/strata/solvers/
-// kfac_math.hpp), the cuSOLVER inversions among them, against its CPU version on random data, and whole K-FAC training steps on the GPU against the
-// same steps on the CPU: the running factors, the weights and the losses, over the damping forms, an identity
-// side, the factored inner-product form, TRUE_FISHER and grouped convolutions. In double the two devices differ
-// only in the order of their sums (bound 1e-9); in float (TF32 off) the bound is 1e-4, a Convolution's. The
-// weights and their gradients must never have been copied to the host. Without a GPU each test skips.
+// kfac_math.hpp), the cuSOLVER inversions among them, against its CPU version on random data, and whole K-FAC
+// training steps on the GPU against the same steps on the CPU: the running factors, the weights and the losses,
+// over the damping forms, an identity side, the factored inner-product form, TRUE_FISHER and grouped convolutions.
+// In double the two devices differ only in the order of their sums (bound 1e-9); in float (TF32 off) the bound is
+// 1e-4, a Convolution's. The weights and their gradients must never have been copied to the host. Without a GPU
+// each test skips.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,13 +124,15 @@ void CheckOperations() {
       // Scatter into an output laid out as [W b]: the weights, then the bias.
       ExpectSameOnBothDevices<Dtype>("scatter_matrix " + form, {Random<Dtype>(rows * cols, 7)}, rows * k + rows,
                                      [&](auto m, auto in, Dtype* out) {
-                                       m.scatter_matrix(rows, k, transposed, in[0], out, bias ? out + rows * k : nullptr);
+                                       Dtype* b = bias ? out + rows * k : nullptr;
+                                       m.scatter_matrix(rows, k, transposed, in[0], out, b);
                                      },
                                      exact);
     }
   }
   ExpectSameOnBothDevices<Dtype>("transpose", {Random<Dtype>(5 * 8, 8)}, 5 * 8,
-                                 [&](auto m, auto in, Dtype* out) { m.transpose(5, 8, Dtype(0.5), in[0], out); }, exact);
+                                 [&](auto m, auto in, Dtype* out) { m.transpose(5, 8, Dtype(0.5), in[0], out); },
+                                 exact);
   std::vector<Dtype> dg = Random<Dtype>(6, 9), da = Random<Dtype>(4, 10);
   for (Dtype& v : dg) v = std::fabs(v);
   for (Dtype& v : da) v = std::fabs(v);
@@ -143,7 +146,7 @@ void CheckOperations() {
                                    m.gemv(CblasNoTrans, 9, 13, Dtype(1), in[0], in[1], Dtype(1), out);
                                  },
                                  rounding);
-  // all_finite and dot return to the host.
+  // all_finite and block_dots return to the host.
   for (const Dtype bad : {std::numeric_limits<Dtype>::quiet_NaN(), std::numeric_limits<Dtype>::infinity()}) {
     for (int at : {-1, 0, 4999}) {
       std::vector<Dtype> v = Random<Dtype>(5000, 12);
@@ -154,12 +157,17 @@ void CheckOperations() {
       EXPECT_EQ(Cpu::all_finite(5000, v.data()), at < 0);
     }
   }
-  std::vector<Dtype> x = Random<Dtype>(3000, 13), y = Random<Dtype>(3000, 14);
-  Blob<Dtype> bx({3000}), by({3000});
+  // Ranges of 1 to 3000 elements (one shorter than a thread block, one of none) summed in double on both.
+  std::vector<Dtype> x = Random<Dtype>(5000, 13), y = Random<Dtype>(5000, 14);
+  Blob<Dtype> bx({5000}), by({5000});
   std::copy(x.begin(), x.end(), bx.mutable_cpu_data());
   std::copy(y.begin(), y.end(), by.mutable_cpu_data());
-  const double want = Cpu::dot(3000, x.data(), y.data());
-  EXPECT_NEAR(GpuKfacMath<Dtype>::dot(3000, bx.gpu_data(), by.gpu_data()), want, 1e3 * rounding * std::fabs(want) + 1e-12);
+  const std::vector<int> starts = {0, 3000, 3001, 3001, 3200}, sizes = {3000, 1, 0, 199, 1800};
+  std::vector<double> want(5), got(5);
+  Cpu::block_dots(5, starts.data(), sizes.data(), x.data(), y.data(), want.data());
+  GpuKfacMath<Dtype>::block_dots(5, starts.data(), sizes.data(), bx.gpu_data(), by.gpu_data(), got.data());
+  for (int b = 0; b < 5; ++b) EXPECT_NEAR(got[b], want[b], 1e-12 * (1 + std::fabs(want[b]))) << "range " << b;
+  EXPECT_EQ(want[2], 0.0);
 }
 
 // The inversions (double): a symmetric positive definite S = B B^T + I, by cuSOLVER against LAPACK.
@@ -193,7 +201,8 @@ void CheckInversions() {
   std::vector<double> rebuilt(n * n, 0.0);
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
-      for (int k = 0; k < n; ++k) rebuilt[i * n + j] += v.cpu_data()[i * n + k] * values.cpu_data()[k] * v.cpu_data()[j * n + k];
+      const double* e = v.cpu_data();
+      for (int k = 0; k < n; ++k) rebuilt[i * n + j] += e[i * n + k] * values.cpu_data()[k] * e[j * n + k];
     }
   }
   EXPECT_LE(RelativeError(rebuilt.data(), spd.data(), n * n), 1e-12) << "V diag(values) V^T";

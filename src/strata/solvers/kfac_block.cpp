@@ -258,7 +258,8 @@ void KfacBlock<Dtype>::ComputeInverses(double damping, bool split, KfacParameter
     }
     Inverse a, g;
     const bool inverted = OnSolverDevice<Dtype>([&](auto m) {
-      return InvertSide(m, A_, a_dim(), a_identity_, la, eigen, &a) && InvertSide(m, G_, g_dim(), g_identity_, lg, eigen, &g);
+      return InvertSide(m, A_, a_dim(), a_identity_, la, eigen, &a) &&
+             InvertSide(m, G_, g_dim(), g_identity_, lg, eigen, &g);
     });
     if (inverted) {
       Commit(a, a_dim(), a_identity_, &a_inv_);

@@ -1,5 +1,9 @@
-// GpuKfacMath's kernels (kfac_math.hpp): one launch each, one thread per output element, on the compute stream.
+// GpuKfacMath's kernels (kfac_math.hpp): one launch each on the compute stream, one thread per output element
+// (block_dots: one thread block per range).
 #include "kfac_math.hpp"
+
+#include <vector>
+
 #include "strata/cuda.hpp"
 #include "strata/cuda_libraries.hpp"
 #include "strata/device_memory.hpp"
@@ -76,6 +80,22 @@ __global__ void divide_kernel(int rows, int cols, const Dtype* dg, const Dtype* 
   STRATA_KERNEL_LOOP(index, static_cast<long long>(rows) * cols) {
     m[index] /= dg[index / cols] * da[index % cols] + damping;
   }
+}
+
+// One thread block per range: its threads' partial sums (double), then a tree in shared memory.
+template <typename Dtype>
+__global__ void block_dots_kernel(const long long* ranges, const Dtype* x, const Dtype* y, double* out) {
+  __shared__ double partial[cuda::kThreads];
+  const long long start = ranges[2 * blockIdx.x], size = ranges[2 * blockIdx.x + 1];
+  double s = 0;
+  for (long long i = threadIdx.x; i < size; i += blockDim.x) s += static_cast<double>(x[start + i]) * y[start + i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
 }
 
 template <typename Dtype>
@@ -203,6 +223,25 @@ bool GpuKfacMath<Dtype>::all_finite(int n, const Dtype* x) {
   int host = 0;
   STRATA_CUDA_CHECK(cudaMemcpy(&host, bad.as<int>(), sizeof(int), cudaMemcpyDeviceToHost));
   return host == 0;
+}
+
+template <typename Dtype>
+void GpuKfacMath<Dtype>::block_dots(int blocks, const int* starts, const int* sizes, const Dtype* x, const Dtype* y,
+                                    double* out) {
+  if (blocks <= 0) return;
+  std::vector<long long> ranges(2 * static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) {
+    ranges[2 * b] = starts[b];
+    ranges[2 * b + 1] = sizes[b];
+  }
+  Scratch scratch(sizeof(long long) * ranges.size() + sizeof(double) * blocks);
+  long long* device_ranges = scratch.as<long long>();
+  double* dots = reinterpret_cast<double*>(device_ranges + ranges.size());
+  STRATA_CUDA_CHECK(cudaMemcpy(device_ranges, ranges.data(), sizeof(long long) * ranges.size(),
+                               cudaMemcpyHostToDevice));
+  block_dots_kernel<<<blocks, cuda::kThreads>>>(device_ranges, x, y, dots);
+  STRATA_CUDA_KERNEL_CHECK();
+  STRATA_CUDA_CHECK(cudaMemcpy(out, dots, sizeof(double) * blocks, cudaMemcpyDeviceToHost));
 }
 
 template <typename Dtype>

@@ -39,11 +39,15 @@ struct CpuKfacMath {
   static void copy(int n, const Dtype* x, Dtype* y) { cpu_copy(n, x, y); }
   static void scal(int n, Dtype alpha, Dtype* x) { cpu_scal(n, alpha, x); }
   static void scale(int n, Dtype alpha, const Dtype* x, Dtype* y) { cpu_scale(n, alpha, x, y); }
-  // <x, y>, summed in double.
-  static double dot(int n, const Dtype* x, const Dtype* y) {
-    double s = 0;
-    for (int i = 0; i < n; ++i) s += static_cast<double>(x[i]) * y[i];
-    return s;
+  // out[b] (host) = <x, y> over range b of `blocks` ranges [starts[b], starts[b] + sizes[b]) (host arrays), summed
+  // in double: one pass for every block's dot product.
+  static void block_dots(int blocks, const int* starts, const int* sizes, const Dtype* x, const Dtype* y,
+                         double* out) {
+    for (int b = 0; b < blocks; ++b) {
+      double s = 0;
+      for (int i = starts[b]; i < starts[b] + sizes[b]; ++i) s += static_cast<double>(x[i]) * y[i];
+      out[b] = s;
+    }
   }
   static bool all_finite(int n, const Dtype* x) {
     return std::all_of(x, x + n, [](Dtype v) { return std::isfinite(static_cast<double>(v)); });
@@ -83,7 +87,7 @@ struct CpuKfacMath {
     const int cols = b ? k + 1 : k;
     for (int i = 0; i < rows; ++i) {
       Dtype* row = m + static_cast<long>(i) * cols;
-      for (int j = 0; j < k; ++j) row[j] = transposed ? w[static_cast<long>(j) * rows + i] : w[static_cast<long>(i) * k + j];
+      for (int j = 0; j < k; ++j) row[j] = w[weight_index(rows, k, transposed, i, j)];
       if (b) row[k] = b[i];
     }
   }
@@ -91,9 +95,13 @@ struct CpuKfacMath {
     const int cols = b ? k + 1 : k;
     for (int i = 0; i < rows; ++i) {
       const Dtype* row = m + static_cast<long>(i) * cols;
-      for (int j = 0; j < k; ++j) (transposed ? w[static_cast<long>(j) * rows + i] : w[static_cast<long>(i) * k + j]) = row[j];
+      for (int j = 0; j < k; ++j) w[weight_index(rows, k, transposed, i, j)] = row[j];
       if (b) b[i] = row[k];
     }
+  }
+  // Where weight (i, j) of a rows x k matrix lies, stored as it is or transposed.
+  static long weight_index(int rows, int k, bool transposed, int i, int j) {
+    return transposed ? static_cast<long>(j) * rows + i : static_cast<long>(i) * k + j;
   }
   // y (cols x rows) = alpha x^T for x rows x cols.
   static void transpose(int rows, int cols, Dtype alpha, const Dtype* x, Dtype* y) {
@@ -130,8 +138,8 @@ struct CpuKfacMath {
 };
 
 #ifdef STRATA_USE_CUDA
-// The same on the device (kfac_math.cu), on the compute stream. dot and all_finite return to the host and so wait
-// for the device; dot sums in Dtype (cuBLAS).
+// The same on the device (kfac_math.cu), on the compute stream. block_dots and all_finite return to the host and
+// so wait for the device (once a call).
 // The inversions on the device (cuSOLVER, kfac_math.cu).
 bool cusolver_cholesky_inverse(int n, double* m);
 bool cusolver_symmetric_eigen(int n, double* m, double* values);
@@ -159,7 +167,8 @@ struct GpuKfacMath {
   static void copy(int n, const Dtype* x, Dtype* y) { gpu_copy(n, x, y); }
   static void scal(int n, Dtype alpha, Dtype* x) { gpu_scal(n, alpha, x); }
   static void scale(int n, Dtype alpha, const Dtype* x, Dtype* y) { gpu_scale(n, alpha, x, y); }
-  static double dot(int n, const Dtype* x, const Dtype* y) { return n > 0 ? gpu_dot(n, x, y) : 0.0; }
+  static void block_dots(int blocks, const int* starts, const int* sizes, const Dtype* x, const Dtype* y,
+                         double* out);
   static bool all_finite(int n, const Dtype* x);
   static void im2col(const Dtype* x, const ConvGeometry& g, int images, Dtype* cols) {
     im2col_batch_gpu(x, g, images, cols);

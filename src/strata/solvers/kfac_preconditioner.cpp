@@ -475,11 +475,15 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
   OnSolverDevice<Dtype>([&](auto m) {
     double nu = 1;
     if (kp_.kl_clip() > 0) {
+      const int n = static_cast<int>(blocks_.size());
+      std::vector<int> sizes(n);
+      std::vector<double> dots(n);
+      for (int b = 0; b < n; ++b) sizes[b] = blocks_[b]->matrix_size();
+      m.block_dots(n, offset.data(), sizes.data(), m.data(update_buffer_), m.data(gradient_buffer_), dots.data());
       double vg = 0;
-      for (size_t b = 0; b < blocks_.size(); ++b) {
+      for (int b = 0; b < n; ++b) {
         const double lr = rate * net_->params_lr()[blocks_[b]->shape().weight_param];
-        vg += lr * lr *
-              m.dot(blocks_[b]->matrix_size(), m.data(update_buffer_) + offset[b], m.data(gradient_buffer_) + offset[b]);
+        vg += lr * lr * dots[b];
       }
       if (vg > 0) nu = std::min(1.0, std::sqrt(kp_.kl_clip() / vg));
     }
