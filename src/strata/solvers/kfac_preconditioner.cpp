@@ -459,7 +459,8 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
     if (m.all_finite(mine, updates + mine_start)) return;
     for (size_t b = 0; b < blocks_.size(); ++b) {
       const int n = blocks_[b]->matrix_size();
-      if (!Owns(static_cast<int>(b)) || m.all_finite(n, updates + offset[b])) continue;
+      // A block without inverses passed its gradient through: nothing of K-FAC's to fall back from.
+      if (!Owns(static_cast<int>(b)) || !blocks_[b]->has_inverses() || m.all_finite(n, updates + offset[b])) continue;
       LOG(WARNING) << "K-FAC: " << blocks_[b]->shape().name << ": the preconditioned gradient is not finite; "
                    << "using the plain gradient this iteration";
       m.copy(n, gradients + offset[b], updates + offset[b]);
