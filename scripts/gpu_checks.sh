@@ -2,12 +2,12 @@
 # The GPU checks of issue 6, run on a GPU machine from the repository root after scripts/gpu_bundle.sh made
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
-#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [kfac] [overlap] [units] [revnet]
-#   (default: all)
+#   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [kfac] [bf16] [overlap] [units]
+#   [revnet]   (default: all)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
-steps=${*:-tests mpigpu time pytorch train mpi2 kfac overlap units revnet}
+steps=${*:-tests mpigpu time pytorch train mpi2 kfac bf16 overlap units revnet}
 source scripts/gpu_unpack.sh .gpu/strata-gpu.tar.xz  # an explicit argument: a bare `source` would pass ours
 # The unit tests find the sources and the built tools at the paths of the build machine (/work/main and its
 # build folder, which gpu_bundle.sh recorded): point those at this checkout and the unpacked bundle.
@@ -34,6 +34,25 @@ ldd /tmp/strata/lib/libstrata.so | grep -E "libcudart" | tee -a "$summary"
 strata_tests --gtest_filter='CudaLibraries.*' 2>&1 | grep -E "opened from|FAILED" | tee -a "$summary"
 strata device_query 2>&1 | tee "$out/device_query.txt"
 
+# AlexNet at batch 256 and ResNet-50 at 64, from the models' deploy files.
+timed_nets() {
+  sed '0,/dim: 32 dim: 3/s//dim: 256 dim: 3/; 0,/shape { dim: 32 }/s//shape { dim: 256 }/' \
+    models/alexnet/deploy.prototxt >/tmp/nets/alexnet256.prototxt
+  sed '0,/dim: 8 dim: 3/s//dim: 64 dim: 3/; 0,/shape { dim: 8 }/s//shape { dim: 64 }/' \
+    models/resnet50/deploy.prototxt >/tmp/nets/resnet50_64.prototxt
+}
+# Fashion-MNIST's databases from .gpudata, and LeNet's solver in GPU mode.
+fashion_data() {
+  mkdir -p data
+  for s in train t10k; do
+    [ -d "data/fashion_mnist_${s/t10k/test}_lmdb" ] ||
+      convert_mnist_data .gpudata/$s-images-idx3-ubyte.gz .gpudata/$s-labels-idx1-ubyte.gz \
+        "data/fashion_mnist_${s/t10k/test}_lmdb" >/dev/null 2>&1
+  done
+  sed 's/solver_mode: CPU/solver_mode: GPU/' models/lenet_fashion/lenet_solver.prototxt \
+    >/tmp/nets/lenet_gpu_solver.prototxt
+}
+
 for step in $steps; do
   case $step in
     tests)
@@ -52,10 +71,7 @@ for step in $steps; do
       grep -E "^\[  FAILED" "$out/unit_tests.txt" | awk 'NR <= 20' | tee -a "$summary"
       ;;
     time)
-      sed '0,/dim: 32 dim: 3/s//dim: 256 dim: 3/; 0,/shape { dim: 32 }/s//shape { dim: 256 }/' \
-        models/alexnet/deploy.prototxt >/tmp/nets/alexnet256.prototxt
-      sed '0,/dim: 8 dim: 3/s//dim: 64 dim: 3/; 0,/shape { dim: 8 }/s//shape { dim: 64 }/' \
-        models/resnet50/deploy.prototxt >/tmp/nets/resnet50_64.prototxt
+      timed_nets
       for net in models/lenet/deploy.prototxt /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
         for tf in false true; do
           log=$out/time_$(basename "$net" .prototxt)_tf32_$tf.txt
@@ -113,18 +129,39 @@ for step in $steps; do
         tee -a "$summary" <"$out/revnet_gpu_$batch.txt"
       done
       ;;
+    bf16)
+      # precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): the SGD step of AlexNet (256) and ResNet-50 (64) in
+      # bfloat16 beside TF32, then LeNet trained in both (issue 36: bfloat16 within 0.5 points of float).
+      timed_nets
+      for net in /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
+        for precision in FP32 BF16; do
+          log=$out/time_$(basename "$net" .prototxt)_$precision.txt
+          timeout "${TIME_TIMEOUT:-120}" strata time --model="$net" --gpu=0 --tf32=true --precision=$precision \
+            --iterations=20 --warmup=3 >"$log" 2>&1
+          say "strata time $(basename "$net") tf32=true precision=$precision: exit $? $(grep -E \
+            'Average (Forward-Backward|SGD step)|compute in bfloat16|convert them' "$log" | cut -c1-200 | tr '\n' ' ')"
+          pack
+        done
+      done
+      if [ ! -d .gpudata ]; then
+        say "no .gpudata (Fashion-MNIST): LeNet in bfloat16 skipped"
+        continue
+      fi
+      fashion_data
+      { cat /tmp/nets/lenet_gpu_solver.prototxt; echo "precision: BF16"; } >/tmp/nets/lenet_gpu_bf16_solver.prototxt
+      for solver in lenet_gpu lenet_gpu_bf16; do
+        SECONDS=0
+        timeout 240 strata train --solver=/tmp/nets/${solver}_solver.prototxt >"$out/train_$solver.txt" 2>&1
+        say "$solver training: exit $?, ${SECONDS} s wall"
+        grep -E "Test net output #0" "$out/train_$solver.txt" | tail -1 | tee -a "$summary"
+      done
+      ;;
     train | mpi2 | kfac)
       if [ ! -d .gpudata ]; then
         say "no .gpudata (Fashion-MNIST): $step skipped"
         continue
       fi
-      mkdir -p data
-      for s in train t10k; do
-        [ -d "data/fashion_mnist_${s/t10k/test}_lmdb" ] ||
-          convert_mnist_data .gpudata/$s-images-idx3-ubyte.gz .gpudata/$s-labels-idx1-ubyte.gz \
-            "data/fashion_mnist_${s/t10k/test}_lmdb" >/dev/null 2>&1
-      done
-      sed 's/solver_mode: CPU/solver_mode: GPU/' models/lenet_fashion/lenet_solver.prototxt >/tmp/nets/lenet_gpu_solver.prototxt
+      fashion_data
       SECONDS=0
       if [ "$step" = kfac ]; then
         # LeNet's K-FAC solver against SGD on the same net, both on the GPU, 1000 iterations (issue 36: K-FAC at most

@@ -26,6 +26,7 @@
 #include "gradient_checker.hpp"
 #include "strata/device.hpp"
 #include "strata/layer_factory.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -48,7 +49,14 @@ struct LayerCase {
   bool in_place = false;  // top 0 is bottom 0
   double bound = 1e-5;
   double lo = -1, hi = 1;  // the other bottoms are uniform in [lo, hi]
+  // Inputs, parameters and top gradients rounded to bfloat16 first: the float reference of a layer that computes
+  // in bfloat16 (precision: BF16 on the GPU), which then differs from it by the rounding of what it stores.
+  bool round_to_bf16 = false;
 };
+
+inline void RoundToBf16(std::vector<float>* v) {
+  for (float& x : *v) x = from_bf16(to_bf16(x));
+}
 
 inline double NormalisedError(const float* got, const float* want, int n) {
   double diff = 0, ref = 0;
@@ -104,6 +112,10 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   std::vector<std::vector<float>> x0, p0;
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
   for (auto& p : want_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
+  if (c.round_to_bf16) {
+    for (auto& v : x0) RoundToBf16(&v);
+    for (auto& v : p0) RoundToBf16(&v);
+  }
   std::vector<bool> down(bottom.size(), true);
   if (c.label_bottom >= 0) down[c.label_bottom] = false;
 
@@ -125,6 +137,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
       for (auto* t : top) {
         dy.emplace_back(t->count());
         rng_uniform<float>(t->count(), -1.f, 1.f, dy.back().data());
+        if (c.round_to_bf16) RoundToBf16(&dy.back());
       }
     }
     for (size_t t = 0; t < top.size(); ++t) std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());

@@ -4,7 +4,10 @@
 // (skipped without a GPU).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "strata/device.hpp"
@@ -15,6 +18,73 @@ namespace strata {
 namespace {
 
 size_t Current(MemoryCategory c) { return MemoryTracker::current(c); }
+
+uint32_t Bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+
+// The bfloat16 nearest to finite `v` by another route than to_bf16's: its two bfloat16 neighbours by truncation,
+// measured in double (the one past the largest finite value standing for infinity at 2^128), ties to the even.
+uint16_t NearestBf16(float v) {
+  const uint32_t toward_zero = Bits(v) & 0xFFFF0000u;
+  const uint32_t away = toward_zero + 0x10000u;  // the next magnitude up, same sign
+  auto value = [](uint32_t bits) {
+    if ((bits & 0x7FFFFFFFu) == 0x7F800000u) return std::copysign(std::ldexp(1.0, 128), bits >> 31 ? -1.0 : 1.0);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return static_cast<double>(f);
+  };
+  const double d0 = std::fabs(v - value(toward_zero)), d1 = std::fabs(value(away) - v);
+  const uint32_t pick = d0 < d1 ? toward_zero : d1 < d0 ? away : ((toward_zero >> 16) & 1u) ? away : toward_zero;
+  return static_cast<uint16_t>(pick >> 16);
+}
+
+TEST(Bfloat16, RoundsToTheNearestWithTiesToEven) {
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = any(gen);
+    if (i % 4 == 0) u = (u & 0xFFFF0000u) | 0x8000u;  // exact ties
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    if (!std::isfinite(v)) continue;
+    ASSERT_EQ(to_bf16(v).bits, NearestBf16(v)) << std::hex << u;
+    // Widening is exact, and rounding a bfloat16 value gives it back.
+    ASSERT_EQ(to_bf16(from_bf16(to_bf16(v))).bits, to_bf16(v).bits) << std::hex << u;
+  }
+  EXPECT_EQ(to_bf16(1.00390625f).bits, 0x3F80u);   // 1 + 2^-8: a tie, to the even 1
+  EXPECT_EQ(to_bf16(1.01171875f).bits, 0x3F82u);   // 1 + 3 * 2^-8: a tie, to the even 1 + 2^-6
+  EXPECT_EQ(to_bf16(-0.0f).bits, 0x8000u);
+  EXPECT_EQ(to_bf16(std::numeric_limits<float>::max()).bits, 0x7F80u);  // past the largest bfloat16: infinity
+  EXPECT_EQ(to_bf16(-std::numeric_limits<float>::infinity()).bits, 0xFF80u);
+  EXPECT_EQ(from_bf16(to_bf16(std::numeric_limits<float>::denorm_min())), 0.0f);
+  // A NaN stays a NaN, whatever its payload (adding the rounding increment would carry some into infinity).
+  for (uint32_t nan : {0x7FC00000u, 0x7F800001u, 0x7FFFFFFFu, 0xFF80FFFFu}) {
+    float v;
+    std::memcpy(&v, &nan, sizeof v);
+    EXPECT_TRUE(std::isnan(from_bf16(to_bf16(v)))) << std::hex << nan;
+    EXPECT_EQ(to_bf16(v).bits >> 15, nan >> 31) << "the sign stays";
+  }
+}
+
+TEST(SyncedMemory, VersionCountsTheAccessesThatMayWrite) {
+  SyncedMemory m(64);
+  const uint64_t v0 = m.version();
+  m.cpu_data();
+  EXPECT_EQ(m.version(), v0);
+  m.mutable_cpu_data();
+  const uint64_t v1 = m.version();
+  EXPECT_GT(v1, v0);
+  m.cpu_data();
+  EXPECT_EQ(m.version(), v1);
+  m.mutable_cpu_data_as_is();
+  EXPECT_GT(m.version(), v1);
+  const uint64_t v2 = m.version();
+  m.release();
+  EXPECT_GT(m.version(), v2);
+}
 
 TEST(SyncedMemory, AllocatesLazilyAndZeroed) {
   const size_t before = Current(MemoryCategory::kWorkspace);

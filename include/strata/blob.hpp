@@ -82,6 +82,12 @@ class Blob {
   const Dtype* cpu_diff_as_is() const;
   Dtype* mutable_cpu_data_as_is();
   Dtype* mutable_cpu_diff_as_is();
+  // bfloat16 on the device (DeviceFormat::kBf16), for layers that compute in it on the GPU; float blobs only. The
+  // memory is converted in place when it is in float (rounding), and every accessor above converts it back.
+  const bfloat16* gpu_data_bf16() const;
+  const bfloat16* gpu_diff_bf16() const;
+  bfloat16* mutable_gpu_data_bf16(bool keep_values = true);
+  bfloat16* mutable_gpu_diff_bf16(bool keep_values = true);
   // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.
   void set_cpu_data(Dtype* data);
 

@@ -32,6 +32,10 @@ void bind_gpu_thread();
 // `strata device_query` and the logs.
 std::string gpu_device_report(int device);
 
+// Whether the current device computes in bfloat16 on tensor cores (compute capability 8.0, Ampere, or later):
+// where it does not, layers asked for precision: BF16 on the GPU compute in float. False without a device.
+bool gpu_has_bf16();
+
 // Waits for all work queued on the current device; a no-op in a CPU-only build. For timing.
 void gpu_synchronize();
 

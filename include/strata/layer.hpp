@@ -73,8 +73,9 @@ class Layer {
 
   // What a layer is to the code around it, so that Net, the recompute planner, solvers and tools ask the layer
   // rather than compare type() strings.
-  // True when the layer multiplies in bfloat16: its precision is BF16 and it and the CPU have the kernels
-  // (docs/onednn.md); a layer asked for BF16 without them computes in float.
+  // True when the layer computes in bfloat16: its precision is BF16 and it and the device have the kernels (on the
+  // CPU, oneDNN's multiplications: docs/onednn.md; on the GPU, bfloat16 activations: docs/gpu.md); a layer asked
+  // for BF16 without them computes in float.
   virtual bool ComputesInBf16() const { return false; }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
@@ -189,6 +190,10 @@ class Layer {
                             const BlobVec& bottom) {
     Backward_cpu(top, propagate_down, bottom);
   }
+
+  // The rule of every layer with bfloat16 GPU code: a float layer asked for precision: BF16, run in GPU mode on a
+  // device with bfloat16 tensor cores, reads and writes its activations in bfloat16 (docs/gpu.md, "bfloat16").
+  bool Bf16OnGpu() const;
 
   // For layers that map each value on its own (ReLU, BatchNorm, Scale, Eltwise's sum): the layout forward runs in.
   // Blocked when a bottom is (the others are then converted) and top 0 may be, or is bottom 0 itself; otherwise

@@ -2,12 +2,17 @@
 // Layers that compute with oneDNN's blocked kernels may leave an activation (or its gradient) in oneDNN's
 // channel-blocked order instead, so that the next such layer reads it without a reorder; the memory remembers its
 // layout, and any plain read (cpu_data(), the device, a snapshot) converts it back in place first
-// (docs/onednn.md, "Layouts kept between layers").
+// (docs/onednn.md, "Layouts kept between layers"). On the device the same idea covers the element type: a float
+// blob's device memory may hold its values in bfloat16 between layers that compute in it (DeviceFormat).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
+
+#include "strata/common.hpp"
 
 namespace strata {
 
@@ -68,5 +73,46 @@ void set_blocked_layouts_enabled(bool enabled);
 // engine turns it off when its ranks' layouts differ (CPUs of different kinds).
 bool param_layouts_enabled();
 void set_param_layouts_enabled(bool enabled);
+
+// A bfloat16 value: the upper 16 bits of a float (same exponent, 8 bits of significand).
+struct bfloat16 {
+  uint16_t bits;
+};
+
+// `v` rounded to the nearest bfloat16, ties to even, as oneDNN's and CUDA's conversions round; a NaN stays a
+// (quiet) NaN rather than rounding into infinity. The CPU's reference and the GPU's kernels both call it.
+STRATA_HOST_DEVICE inline bfloat16 to_bf16(float v) {
+#ifdef __CUDA_ARCH__
+  uint32_t u = __float_as_uint(v);
+#else
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+#endif
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bfloat16{static_cast<uint16_t>((u >> 16) | 0x40u)};
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return bfloat16{static_cast<uint16_t>(u >> 16)};
+}
+
+STRATA_HOST_DEVICE inline float from_bf16(bfloat16 b) {
+  const uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+#endif
+}
+
+// How a blob's device memory holds its values: in the blob's own type, or (a float blob only) each rounded to
+// bfloat16 in half the bytes, for the activations and gradients that pass between layers computing in bfloat16 on
+// the GPU (precision: BF16; docs/gpu.md, "bfloat16"). A plain read converts back to float.
+enum class DeviceFormat { kPlain, kBf16 };
+
+#ifdef STRATA_USE_CUDA
+// n values converted on the device, on the compute stream (memory_format.cu).
+void gpu_to_bf16(size_t n, const float* x, bfloat16* y);
+void gpu_from_bf16(size_t n, const bfloat16* x, float* y);
+#endif
 
 }  // namespace strata

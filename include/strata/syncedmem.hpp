@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "strata/common.hpp"
 #include "strata/memory_format.hpp"
@@ -40,9 +41,21 @@ class SyncedMemory {
   const BlockedShape& blocked_shape() const { return blocked_shape_; }
   // Points the host side at memory owned by someone else (not freed, not counted).
   void set_cpu_data(void* data);
+  // The device bytes in the plain layout and the blob's own element type (converted back first if a layer left
+  // them in bfloat16).
   const void* gpu_data();
   void* mutable_gpu_data();
   void set_gpu_data(void* data);
+  // The device bytes in `format`, converted in place when they are in the other (memory_format.hpp). Converting
+  // to kBf16 rounds, so even a read leaves only the rounded values (the host copy becomes stale). Only a float
+  // block of activations, gradients or scratch, in device memory of its own, may be held in kBf16: never a
+  // parameter, which the solver updates in float.
+  const void* gpu_data_in(DeviceFormat format);
+  void* mutable_gpu_data_in(DeviceFormat format, bool keep_values = true);
+  DeviceFormat device_format() const { return device_format_; }
+  // Counts the accesses that may change the contents (the mutable accessors, set_*_data, release): a copy made
+  // from the contents (a layer's bfloat16 weights) is current while it is unchanged.
+  uint64_t version() const { return version_; }
 
   // Frees both copies; the next access allocates zeroed memory again. Used by the recompute executor to drop
   // activations it will rebuild.
@@ -55,8 +68,8 @@ class SyncedMemory {
   void set_category(MemoryCategory c);
   // Bytes this block currently holds on the host (0 when released or not yet touched).
   size_t resident_bytes() const { return (cpu_ptr_ && own_cpu_data_) ? size_ : 0; }
-  // The device bytes this block owns.
-  size_t device_bytes() const { return (gpu_ptr_ && own_gpu_data_) ? size_ : 0; }
+  // The device bytes this block owns (half of size() while they are in bfloat16).
+  size_t device_bytes() const { return (gpu_ptr_ && own_gpu_data_) ? gpu_bytes_ : 0; }
 
 #ifdef STRATA_USE_CUDA
   // Starts a host-to-device copy on `stream` (the caller synchronises).
@@ -70,7 +83,9 @@ class SyncedMemory {
   void relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom = nullptr);
   void free_cpu();
   void free_gpu();
-  void alloc_gpu();  // device memory of our own, on the current device (GPU builds)
+  void alloc_gpu(DeviceFormat format = DeviceFormat::kPlain);  // device memory of our own, on the current device
+  // Converts the device bytes into `format` in a new allocation (GPU builds).
+  void reformat_gpu(DeviceFormat format);
 
   void* cpu_ptr_ = nullptr;
   void* gpu_ptr_ = nullptr;
@@ -81,6 +96,9 @@ class SyncedMemory {
   bool cpu_pinned_ = false;  // cpu_ptr_ came from cudaMallocHost
   bool own_gpu_data_ = false;
   int device_ = -1;
+  size_t gpu_bytes_ = 0;
+  DeviceFormat device_format_ = DeviceFormat::kPlain;
+  uint64_t version_ = 0;
   MemoryFormat layout_ = MemoryFormat::kPlain;
   BlockedShape blocked_shape_;
   CustomFormatPtr custom_;

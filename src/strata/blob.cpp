@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "strata/math_functions.hpp"
 
@@ -242,6 +243,32 @@ template <typename Dtype>
 Dtype* Blob<Dtype>::mutable_gpu_diff() {
   CHECK(diff_);
   return static_cast<Dtype*>(diff_->mutable_gpu_data());
+}
+
+namespace {
+template <typename Dtype>
+SyncedMemory& bf16_memory(const std::shared_ptr<SyncedMemory>& m) {
+  CHECK(m);
+  CHECK((std::is_same<Dtype, float>::value)) << "only a float blob is held in bfloat16";
+  return *m;
+}
+}  // namespace
+
+template <typename Dtype>
+const bfloat16* Blob<Dtype>::gpu_data_bf16() const {
+  return static_cast<const bfloat16*>(bf16_memory<Dtype>(data_).gpu_data_in(DeviceFormat::kBf16));
+}
+template <typename Dtype>
+const bfloat16* Blob<Dtype>::gpu_diff_bf16() const {
+  return static_cast<const bfloat16*>(bf16_memory<Dtype>(diff_).gpu_data_in(DeviceFormat::kBf16));
+}
+template <typename Dtype>
+bfloat16* Blob<Dtype>::mutable_gpu_data_bf16(bool keep_values) {
+  return static_cast<bfloat16*>(bf16_memory<Dtype>(data_).mutable_gpu_data_in(DeviceFormat::kBf16, keep_values));
+}
+template <typename Dtype>
+bfloat16* Blob<Dtype>::mutable_gpu_diff_bf16(bool keep_values) {
+  return static_cast<bfloat16*>(bf16_memory<Dtype>(diff_).mutable_gpu_data_in(DeviceFormat::kBf16, keep_values));
 }
 
 template <typename Dtype>

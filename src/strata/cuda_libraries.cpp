@@ -42,7 +42,10 @@ Api Load(const char* what, const char* soname, Fill fill) {
 const CublasApi& cublas_api() {
   static const CublasApi api =
       Load<CublasApi>("cuBLAS", "libcublas.so." STRATA_STRINGIFY(CUBLAS_VER_MAJOR),
-                      [](CublasApi* api, auto symbol) { STRATA_CUBLAS_FUNCTIONS(STRATA_LIBRARY_FILL) });
+                      [](CublasApi* api, auto symbol) {
+                        STRATA_CUBLAS_FUNCTIONS(STRATA_LIBRARY_FILL)
+                        STRATA_LIBRARY_FILL(cublasGemmEx)
+                      });
   return api;
 }
 

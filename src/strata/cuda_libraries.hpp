@@ -46,8 +46,16 @@ namespace cuda {
 
 #define STRATA_LIBRARY_MEMBER(name) decltype(&::name) name = nullptr;
 
+// cublasGemmEx is overloaded in C++ (cuBLAS's header adds an inline form taking the old cudaDataType compute
+// type), so its type is spelled out: the library's own function.
+using CublasGemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                          const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                          const void*, void*, cudaDataType, int, cublasComputeType_t,
+                                          cublasGemmAlgo_t);
+
 struct CublasApi {
   STRATA_CUBLAS_FUNCTIONS(STRATA_LIBRARY_MEMBER)
+  CublasGemmExFn cublasGemmEx = nullptr;
 };
 // cuBLAS's table, the library opened on the first call (thread-safe); a library that cannot be opened, or lacks
 // a function, is an Error naming it.

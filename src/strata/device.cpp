@@ -61,6 +61,16 @@ int select_gpu_device(int requested) {
   return device;
 }
 
+bool gpu_has_bf16() {
+  int device = 0, major = 0;
+  if (gpu_device_count() == 0 || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 8;
+}
+
 std::string gpu_device_report(int device) {
   cudaDeviceProp p;
   STRATA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
@@ -285,6 +295,8 @@ int select_gpu_device(int) {
                    "found when it was built); rebuild with CUDA or run on the CPU";
   return -1;
 }
+
+bool gpu_has_bf16() { return false; }
 
 std::string gpu_device_report(int) {
   STRATA_FAIL() << "this build of Strata has no GPU support";

@@ -1,5 +1,9 @@
 #include "strata/layer.hpp"
 
+#include <type_traits>
+
+#include "strata/device.hpp"
+
 namespace strata {
 
 template <typename Dtype>
@@ -131,6 +135,12 @@ void Layer<Dtype>::SetLossWeights(const BlobVec& top) {
     set_loss(t, w);
     cpu_set(top[t]->count(), w, top[t]->mutable_cpu_diff());
   }
+}
+
+template <typename Dtype>
+bool Layer<Dtype>::Bf16OnGpu() const {
+  return std::is_same<Dtype, float>::value && layer_param_.precision() == BF16 && Strata::mode() == Strata::GPU &&
+         gpu_has_bf16();
 }
 
 STRATA_INSTANTIATE_CLASS(Layer);

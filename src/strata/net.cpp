@@ -368,22 +368,46 @@ void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
   }
   for (size_t l = 0; l < lowest_user.size(); ++l) final_after_[lowest_user[l]].push_back(static_cast<int>(l));
 
-  // precision: BF16 is a request that a layer without bfloat16 kernels (or a CPU without them) meets in float:
-  // say which layers multiply in bfloat16.
-  std::vector<std::string> asked, bf16;
-  for (const auto& layer : layers_) {
-    if (layer->layer_param().precision() != BF16) continue;
-    asked.push_back(layer->layer_param().name());
-    if (layer->ComputesInBf16()) bf16.push_back(layer->layer_param().name());
-  }
-  if (!asked.empty()) {
-    std::string names;
-    for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
-    LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
-              << " layers with precision BF16 multiply in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
-              << "; the others compute in float";
-  }
+  LogBf16Layers();
   CheckBuiltNet(*this);
+}
+
+// precision: BF16 is a request that a layer without bfloat16 kernels (or a device without them) meets in float:
+// say which layers compute in bfloat16. On the GPU those keep their tops in bfloat16, and a float layer reading one
+// converts it (and its gradient) each pass: name those boundaries once, here (docs/gpu.md, "bfloat16").
+template <typename Dtype>
+void Net<Dtype>::LogBf16Layers() const {
+  std::vector<std::string> asked, bf16;
+  std::vector<bool> held_in_bf16(blobs_.size(), false);
+  std::string boundaries;
+  int converting = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer<Dtype>& layer = *layers_[l];
+    const bool in_bf16 = layer.ComputesInBf16();
+    if (layer.layer_param().precision() == BF16) asked.push_back(layer.layer_param().name());
+    if (in_bf16) bf16.push_back(layer.layer_param().name());
+    // A layer computed inside another (Layer::Absorb) reads nothing itself.
+    if (Strata::mode() != Strata::GPU || (layer.absorbed() && layer.backward_absorbed())) continue;
+    bool reads_bf16 = false;
+    for (int b : bottom_id_vecs_[l]) reads_bf16 = reads_bf16 || held_in_bf16[b];
+    // A Split sums its tops' gradients in bfloat16 when they all are (split_layer.cu): it converts nothing.
+    if (reads_bf16 && !in_bf16 && !layer.IsSplit() && converting++ < 8) {
+      boundaries += (boundaries.empty() ? "" : ", ") + layer.layer_param().name() + " (" + layer.type() + ")";
+    }
+    // A Split's tops share its bottom's memory, in whatever element type.
+    for (int t : top_id_vecs_[l]) held_in_bf16[t] = in_bf16 || (layer.IsSplit() && reads_bf16);
+  }
+  if (asked.empty()) return;
+  std::string names;
+  for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
+  LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
+            << " layers with precision BF16 compute in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
+            << "; the others compute in float";
+  if (converting > 0) {
+    LOG(INFO) << "net '" << name_ << "': " << converting << " float layer" << (converting == 1 ? "" : "s")
+              << " read blobs kept in bfloat16 on the GPU and convert them each pass: " << boundaries
+              << (converting > 8 ? ", ..." : "");
+  }
 }
 
 template <typename Dtype>

@@ -55,6 +55,24 @@ void* host_alloc(size_t size, bool* pinned) {
   return ptr;
 }
 
+#ifdef STRATA_USE_CUDA
+// Widens the n bfloat16 values at the start of `memory` into n floats over the same bytes: chunk by chunk from the
+// end, so that no value is overwritten before it is read.
+void widen_bf16_in_place(void* memory, size_t n) {
+  constexpr size_t kChunk = 1024;
+  bfloat16 chunk[kChunk];
+  char* bytes = static_cast<char*>(memory);
+  for (size_t end = n; end > 0;) {
+    const size_t begin = end > kChunk ? end - kChunk : 0;
+    std::memcpy(chunk, bytes + begin * sizeof(bfloat16), (end - begin) * sizeof(bfloat16));
+    float values[kChunk];
+    for (size_t i = 0; i < end - begin; ++i) values[i] = from_bf16(chunk[i]);
+    std::memcpy(bytes + begin * sizeof(float), values, (end - begin) * sizeof(float));
+    end = begin;
+  }
+}
+#endif
+
 void host_free(void* ptr, bool pinned) {
 #ifdef STRATA_USE_CUDA
   if (pinned) {
@@ -86,19 +104,50 @@ void SyncedMemory::free_gpu() {
 #ifdef STRATA_USE_CUDA
   if (gpu_ptr_ && own_gpu_data_) {
     cuda::device_free(gpu_ptr_);
-    MemoryTracker::released(category_, size_, MemorySpace::kDevice);
+    MemoryTracker::released(category_, gpu_bytes_, MemorySpace::kDevice);
   }
 #endif
   gpu_ptr_ = nullptr;
+  gpu_bytes_ = 0;
   own_gpu_data_ = false;
+  device_format_ = DeviceFormat::kPlain;
 }
 
-void SyncedMemory::alloc_gpu() {
+void SyncedMemory::alloc_gpu(DeviceFormat format) {
 #ifdef STRATA_USE_CUDA
+  if (format == DeviceFormat::kBf16) {
+    CHECK(category_ != MemoryCategory::kParameter) << "a parameter's device memory is never held in bfloat16";
+    CHECK_EQ(size_ % sizeof(float), 0u) << "only float memory is held in bfloat16";
+  }
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-  gpu_ptr_ = cuda::device_alloc(size_);
+  gpu_bytes_ = format == DeviceFormat::kBf16 ? size_ / 2 : size_;
+  gpu_ptr_ = cuda::device_alloc(gpu_bytes_);
   own_gpu_data_ = true;
-  MemoryTracker::allocated(category_, size_, MemorySpace::kDevice);
+  device_format_ = format;
+  MemoryTracker::allocated(category_, gpu_bytes_, MemorySpace::kDevice);
+#else
+  (void)format;
+#endif
+}
+
+void SyncedMemory::reformat_gpu(DeviceFormat format) {
+  if (format == device_format_) return;
+#ifdef STRATA_USE_CUDA
+  CHECK(own_gpu_data_) << "cannot convert device memory owned elsewhere to another element type";
+  // Stream-ordered: the old block returns to the pool once the conversion that reads it has run.
+  void* from = gpu_ptr_;
+  const size_t from_bytes = gpu_bytes_;
+  const size_t n = size_ / sizeof(float);
+  alloc_gpu(format);
+  if (format == DeviceFormat::kBf16) {
+    gpu_to_bf16(n, static_cast<const float*>(from), static_cast<bfloat16*>(gpu_ptr_));
+  } else {
+    gpu_from_bf16(n, static_cast<const bfloat16*>(from), static_cast<float*>(gpu_ptr_));
+  }
+  cuda::device_free(from);
+  MemoryTracker::released(category_, from_bytes, MemorySpace::kDevice);
+#else
+  LOG(FATAL) << "GPU memory in a CPU-only build";
 #endif
 }
 
@@ -119,6 +168,7 @@ void SyncedMemory::set_category(MemoryCategory c) {
 void SyncedMemory::release() {
   free_cpu();
   free_gpu();
+  ++version_;
   head_ = UNINITIALIZED;
   layout_ = MemoryFormat::kPlain;
   custom_ = nullptr;
@@ -178,7 +228,8 @@ void SyncedMemory::to_cpu() {
         own_cpu_data_ = true;
         MemoryTracker::allocated(category_, size_);
       }
-      STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
+      STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, gpu_bytes_, cudaMemcpyDeviceToHost));
+      if (device_format_ == DeviceFormat::kBf16) widen_bf16_in_place(cpu_ptr_, size_ / sizeof(float));
       head_ = SYNCED;
       layout_ = MemoryFormat::kPlain;
       custom_ = nullptr;
@@ -201,6 +252,7 @@ void SyncedMemory::to_gpu() {
       head_ = HEAD_AT_GPU;
       break;
     case HEAD_AT_CPU:
+      if (device_format_ != DeviceFormat::kPlain) free_gpu();  // the host's floats replace the bfloat16 copy
       if (gpu_ptr_ == nullptr) alloc_gpu();
       STRATA_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
       head_ = SYNCED;
@@ -237,6 +289,7 @@ const void* SyncedMemory::cpu_data_as(const CustomFormatPtr& layout) {
 }
 
 void* SyncedMemory::mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep_values) {
+  ++version_;
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_as(layout);
   } else {
@@ -255,12 +308,14 @@ const void* SyncedMemory::cpu_data_as_is() {
 }
 
 void* SyncedMemory::mutable_cpu_data_as_is() {
+  ++version_;
   to_cpu();
   head_ = HEAD_AT_CPU;
   return cpu_ptr_;
 }
 
 void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values) {
+  ++version_;
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_in(layout, shape);
   } else {
@@ -277,6 +332,7 @@ void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const BlockedShape&
 void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data);
   free_cpu();
+  ++version_;
   layout_ = MemoryFormat::kPlain;
   custom_ = nullptr;
   cpu_ptr_ = data;
@@ -284,15 +340,28 @@ void SyncedMemory::set_cpu_data(void* data) {
   head_ = HEAD_AT_CPU;
 }
 
-const void* SyncedMemory::gpu_data() {
-  if (layout_ != MemoryFormat::kPlain) cpu_data();  // the device copy is always plain
+const void* SyncedMemory::gpu_data() { return gpu_data_in(DeviceFormat::kPlain); }
+
+void* SyncedMemory::mutable_gpu_data() { return mutable_gpu_data_in(DeviceFormat::kPlain); }
+
+const void* SyncedMemory::gpu_data_in(DeviceFormat format) {
+  if (layout_ != MemoryFormat::kPlain) cpu_data();  // the host's blocked layouts never reach the device
   to_gpu();
+  if (format != device_format_) {
+    reformat_gpu(format);
+    if (format == DeviceFormat::kBf16) head_ = HEAD_AT_GPU;  // the host's copy has values the device rounded
+  }
   return gpu_ptr_;
 }
 
-void* SyncedMemory::mutable_gpu_data() {
-  if (layout_ != MemoryFormat::kPlain) cpu_data();
-  to_gpu();
+void* SyncedMemory::mutable_gpu_data_in(DeviceFormat format, bool keep_values) {
+  ++version_;
+  if (keep_values || head_ == UNINITIALIZED || (gpu_ptr_ && !own_gpu_data_)) {
+    gpu_data_in(format);
+  } else if (gpu_ptr_ == nullptr || format != device_format_) {
+    free_gpu();  // the caller overwrites every value: nothing to convert
+    alloc_gpu(format);
+  }
   head_ = HEAD_AT_GPU;
   return gpu_ptr_;
 }
@@ -300,7 +369,9 @@ void* SyncedMemory::mutable_gpu_data() {
 void SyncedMemory::set_gpu_data(void* data) {
   CHECK(data);
   free_gpu();
+  ++version_;
   gpu_ptr_ = data;
+  gpu_bytes_ = size_;
   own_gpu_data_ = false;
   head_ = HEAD_AT_GPU;
 }
@@ -309,6 +380,7 @@ void SyncedMemory::set_gpu_data(void* data) {
 void SyncedMemory::async_gpu_push(void* stream) {
   CHECK_EQ(head_, HEAD_AT_CPU);
   if (layout_ != MemoryFormat::kPlain) cpu_data();
+  if (device_format_ != DeviceFormat::kPlain) free_gpu();
   if (gpu_ptr_ == nullptr) alloc_gpu();
   STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream)));

@@ -34,6 +34,8 @@ class BatchNormLayer : public Layer<Dtype> {
   // Per channel, in the channel-blocked layout too.
   bool AcceptsBlockedBottoms() const override { return true; }
   bool Absorb(Layer<Dtype>& next) override;
+  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu), with its absorbed Scale and ReLU.
+  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   bool IsStochastic() const override { return !use_global_stats_; }
   bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
 
@@ -43,6 +45,12 @@ class BatchNormLayer : public Layer<Dtype> {
 #ifdef STRATA_USE_CUDA
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+  // The GPU passes with the activations, their gradients and x_hat stored as T: Dtype, or bfloat16 with
+  // Layer::Bf16OnGpu (the statistics, the running averages and the absorbed Scale's parameters stay Dtype).
+  template <typename T>
+  void ForwardGpuAs(const BlobVec& bottom, const BlobVec& top);
+  template <typename T>
+  void BackwardGpuAs(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
 #endif
 
   bool use_global_stats_ = false;

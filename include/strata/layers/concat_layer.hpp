@@ -17,6 +17,8 @@ class ConcatLayer : public Layer<Dtype> {
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  // Copies bfloat16 on the GPU (Layer::Bf16OnGpu).
+  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   // Joining 4-axis blobs along the channels, each a multiple of 16 of them, copies the same contiguous runs in the
   // channel-blocked layout as in the plain one (each bottom's n-th image is C_i x H x W values in both), so the
   // layer concatenates in either (strata/memory_format.hpp).

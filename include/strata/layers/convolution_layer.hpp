@@ -9,6 +9,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDNN
+class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors and the algorithms chosen for the current shape (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -69,9 +70,14 @@ class ConvolutionLayer : public Layer<Dtype> {
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef STRATA_USE_CUDNN
-  // On the GPU through cuDNN, with the fastest algorithm measured once per shape (see convolution_layer.cu).
+  // On the GPU through cuDNN, with the fastest algorithm measured once per shape (see convolution_layer.cu); in
+  // bfloat16 with Bf16OnGpu().
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+  // cuDNN's description of the current shape, in float or bfloat16, made on first use.
+  const cudnn_conv::Convolution& Cudnn(bool bf16);
+  void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
+  void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
 #endif
 
  private:
@@ -103,6 +109,8 @@ class ConvolutionLayer : public Layer<Dtype> {
   Blob<Dtype> partials_;         // parameter gradients of threads 1.. while they share the batch
 #ifdef STRATA_USE_CUDNN
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
+  std::shared_ptr<Bf16Copy> bf16_weights_;  // in bfloat16 on the GPU: the weights' copy
+  Blob<float> weight_diff_bf16_;             // and the weight gradient before it is added to the float one
 #endif
   // Set when the CPU passes run through oneDNN; its primitives follow the shape (configured in Reshape).
   std::shared_ptr<onednn_conv::Convolution> onednn_;

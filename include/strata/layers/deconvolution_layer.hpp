@@ -13,6 +13,7 @@ class Convolution;
 }  // namespace onednn_conv
 
 #ifdef STRATA_USE_CUDNN
+class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors of a convolution and its chosen algorithms (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -62,6 +63,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef STRATA_USE_CUDNN
+  // In bfloat16 with Layer::Bf16OnGpu, as Convolution's passes.
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
@@ -77,7 +79,11 @@ class DeconvolutionLayer : public Layer<Dtype> {
   bool bf16_ = false;  // precision: BF16 asked for (oneDNN's bfloat16 where the CPU has it)
   std::shared_ptr<onednn_conv::Convolution> onednn_;  // null: the CAFFE path
 #ifdef STRATA_USE_CUDNN
+  // cuDNN's description of the current shape, in float or bfloat16, made on first use.
+  const cudnn_conv::Convolution& Cudnn(bool bf16);
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
+  std::shared_ptr<Bf16Copy> bf16_weights_;  // in bfloat16 on the GPU: the weights' copy
+  Blob<float> weight_diff_bf16_;             // and the weight gradient before it is added to the float one
 #endif
 };
 

@@ -21,6 +21,8 @@ class DropoutLayer : public NeuronLayer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Dropout"; }
+  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
+  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&mask_}; }
   bool BackwardNeedsBottomData() const override { return false; }
   bool IsStochastic() const override { return this->phase_ == TRAIN; }

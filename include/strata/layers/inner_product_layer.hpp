@@ -6,6 +6,9 @@
 
 namespace strata {
 
+#ifdef STRATA_USE_CUDA
+class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
+#endif
 namespace onednn_ip {
 // oneDNN's primitives for the current shape (src/strata/layers/onednn_inner_product.hpp).
 class InnerProduct;
@@ -17,7 +20,9 @@ class InnerProduct;
 // On the CPU, inner_product_param.engine (Strata's field 1000) picks who computes: CAFFE the GEMMs above (the
 // reference), ONEDNN oneDNN's inner product (float only; transposed weights too), DEFAULT oneDNN in float where
 // measured faster (docs/onednn.md), the GEMMs above otherwise and in double. precision: BF16 multiplies in
-// bfloat16 with engine ONEDNN where the CPU has the kernels (DEFAULT stays on the float GEMMs: measured faster).
+// bfloat16 with engine ONEDNN where the CPU has the kernels (DEFAULT stays on the float GEMMs: measured faster). On
+// the GPU, cuBLAS; with Layer::Bf16OnGpu its input, output and their gradients are in bfloat16 and the GEMMs
+// multiply in bfloat16 and sum in float (the weight gradient accumulates in float).
 template <typename Dtype>
 class InnerProductLayer : public Layer<Dtype> {
  public:
@@ -39,6 +44,9 @@ class InnerProductLayer : public Layer<Dtype> {
 #ifdef STRATA_USE_CUDA
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
+  void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
+  void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+  std::shared_ptr<Bf16Copy> bf16_weights_;
 #endif
 
   int M_ = 0;  // rows: the product of the axes before `axis`

@@ -34,6 +34,8 @@ class LRNLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "LRN"; }
+  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); its scale stays float.
+  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&scale_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }

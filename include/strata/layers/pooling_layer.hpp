@@ -49,6 +49,8 @@ class PoolingLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return stochastic() && this->phase_ == TEST; }
   bool BackwardNeedsTopData() const override { return false; }
   bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
+  // MAX and AVE read and write bfloat16 on the GPU (Layer::Bf16OnGpu); STOCHASTIC computes in float.
+  bool ComputesInBf16() const override { return this->Bf16OnGpu() && !stochastic(); }
 
   // Whether the CPU passes for the current shape run through oneDNN (pooling_param.engine, above).
   bool uses_onednn() const { return onednn_active_; }

@@ -31,6 +31,8 @@ class ReLULayer : public NeuronLayer<Dtype> {
   // Value by value, so any layout (on either engine: oneDNN's runs over the values as one flat vector).
   bool AcceptsBlockedBottoms() const override { return true; }
   Dtype negative_slope() const { return negative_slope_; }
+  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
+  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 

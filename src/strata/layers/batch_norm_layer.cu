@@ -2,6 +2,9 @@
 #include "strata/layers/batch_norm_layer.hpp"
 #include "strata/layers/bias_layer.hpp"
 
+#include <type_traits>
+
+#include "bf16_device.cuh"
 #include "channel_reduce.cuh"
 #include "relu_device.cuh"
 
@@ -39,15 +42,28 @@ __device__ __forceinline__ int channel_of(Index k, int C, int S) {
   return static_cast<int>((k / static_cast<Index>(S)) % static_cast<Index>(C));
 }
 
-template <typename Dtype, typename Index>
-__global__ void bn_normalise(Index n, int C, int S, const Dtype* x, const Dtype* mean, const Dtype* inv_std,
-                             BnPost<Dtype> post, Dtype* x_hat, Dtype* y) {
+// T: how x, y, x_hat and the gradients are stored (Dtype, or bfloat16 with float arithmetic: ComputeType).
+template <typename T, typename Index>
+__global__ void bn_normalise(Index n, int C, int S, const T* x, const ComputeType<T>* mean,
+                             const ComputeType<T>* inv_std, BnPost<ComputeType<T>> post, T* x_hat, T* y) {
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
     const int c = channel_of(k, C, S);
-    const Dtype v = (x[k] - mean[c]) * inv_std[c];
-    x_hat[k] = v;
-    y[k] = post(v, c);
+    const ComputeType<T> v = (value_of(x[k]) - mean[c]) * inv_std[c];
+    put(&x_hat[k], v);
+    put(&y[k], post(v, c));
+  }
+}
+
+// y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in bfloat16 (float
+// blobs use gpu_broadcast_affine).
+template <typename Index>
+__global__ void bn_affine_bf16(Index n, int C, int S, const bfloat16* x, const float* scale, const float* shift,
+                               bfloat16* y) {
+  for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += static_cast<Index>(blockDim.x) * gridDim.x) {
+    const int c = channel_of(k, C, S);
+    y[k] = to_bf16(from_bf16(x[k]) * scale[c] + (shift ? shift[c] : 0.f));
   }
 }
 
@@ -66,15 +82,17 @@ __global__ void bn_global(int C, const Dtype* run_mean, const Dtype* run_var, co
 // dx = (g' - mean(g') - x_hat * mean(g' * x_hat)) / std, g' = gamma * g and g the gradient of the Scale's output
 // (dy through the ReLU), or g' = dy alone; the two means come in mean_g and mean_g_xhat. In place dx is dy, read
 // and written per element.
-template <typename Dtype, typename Index>
-__global__ void bn_backward(Index n, int C, int S, const Dtype* dy, const Dtype* x_hat, const Dtype* inv_std,
-                            BnPost<Dtype> post, const Dtype* mean_g, const Dtype* mean_g_xhat, Dtype* dx) {
+template <typename T, typename Index>
+__global__ void bn_backward(Index n, int C, int S, const T* dy, const T* x_hat, const ComputeType<T>* inv_std,
+                            BnPost<ComputeType<T>> post, const ComputeType<T>* mean_g,
+                            const ComputeType<T>* mean_g_xhat, T* dx) {
+  using Dtype = ComputeType<T>;
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
     const int c = channel_of(k, C, S);
-    const Dtype v = x_hat[k];
-    const Dtype g = post.gamma_of(c) * (dy[k] * post.relu_factor(v, c));
-    dx[k] = inv_std[c] * (g - mean_g[c] - v * mean_g_xhat[c]);
+    const Dtype v = value_of(x_hat[k]);
+    const Dtype g = post.gamma_of(c) * (value_of(dy[k]) * post.relu_factor(v, c));
+    put(&dx[k], inv_std[c] * (g - mean_g[c] - v * mean_g_xhat[c]));
   }
 }
 
@@ -92,20 +110,20 @@ void launch_indexed(long long n, const Launch& launch) {
 // against cancellation (the CPU's method), then the running sums (Caffe's unbiased variance). In place, x0 is
 // still intact: the output is written by the next kernel. (Free functions: nvcc allows device lambdas only in
 // functions with public access.)
-template <typename Dtype>
-void bn_statistics(int num, int C, int S, const Dtype* x, Dtype eps, Dtype maf, Dtype* mean, Dtype* variance,
+template <typename T, typename Dtype>
+void bn_statistics(int num, int C, int S, const T* x, Dtype eps, Dtype maf, Dtype* mean, Dtype* variance,
                    Dtype* inv_std, Dtype* run_mean, Dtype* run_var, Dtype* factor) {
   const double m = static_cast<double>(num) * S;
   channel_reduce(
       num, C, S,
       [=] __device__(long long k, int c) {
-        const double d = static_cast<double>(x[k] - x[static_cast<long long>(c) * S]);
+        const double d = static_cast<double>(value_of(x[k]) - value_of(x[static_cast<long long>(c) * S]));
         return make_double2(d, d * d);
       },
       [=] __device__(int c, double sum_d, double sum_d2) {
         const double mean_d = sum_d / m;
         const double var = max(0.0, sum_d2 / m - mean_d * mean_d);
-        const Dtype mc = static_cast<Dtype>(x[static_cast<long long>(c) * S] + mean_d);
+        const Dtype mc = static_cast<Dtype>(value_of(x[static_cast<long long>(c) * S]) + mean_d);
         mean[c] = mc;
         variance[c] = static_cast<Dtype>(var);
         inv_std[c] = static_cast<Dtype>(1.0 / sqrt(var + eps));
@@ -119,15 +137,16 @@ void bn_statistics(int num, int C, int S, const Dtype* x, Dtype eps, Dtype maf, 
 // The backward's per-channel sums of g and g * x_hat (g as in bn_backward): the absorbed Scale's gradients
 // accumulate them (d gamma += sum(g * x_hat), d beta += sum(g), as its backward would), and mean_g, mean_g_xhat
 // get gamma times their means.
-template <typename Dtype>
-void bn_grad_means(int num, int C, int S, const Dtype* dy, const Dtype* x_hat, BnPost<Dtype> post, Dtype* dgamma,
+template <typename T, typename Dtype>
+void bn_grad_means(int num, int C, int S, const T* dy, const T* x_hat, BnPost<Dtype> post, Dtype* dgamma,
                    Dtype* dbeta, Dtype* mean_g, Dtype* mean_g_xhat) {
   const double m = static_cast<double>(num) * S;
   channel_reduce(
       num, C, S,
       [=] __device__(long long k, int c) {
-        const double g = static_cast<double>(dy[k] * post.relu_factor(x_hat[k], c));
-        return make_double2(g, g * static_cast<double>(x_hat[k]));
+        const Dtype v = value_of(x_hat[k]);
+        const double g = static_cast<double>(value_of(dy[k]) * post.relu_factor(v, c));
+        return make_double2(g, g * static_cast<double>(v));
       },
       [=] __device__(int c, double sum_g, double sum_g_xhat) {
         if (dgamma) dgamma[c] = static_cast<Dtype>(dgamma[c] + sum_g_xhat);
@@ -154,11 +173,29 @@ BnPost<Dtype> device_post(ScaleLayer<Dtype>* scale, ReLULayer<Dtype>* relu) {
 
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (this->Bf16OnGpu()) return ForwardGpuAs<bfloat16>(bottom, top);
+  }
+  ForwardGpuAs<Dtype>(bottom, top);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                         const BlobVec& bottom) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (this->Bf16OnGpu()) return BackwardGpuAs<bfloat16>(top, propagate_down, bottom);
+  }
+  BackwardGpuAs<Dtype>(top, propagate_down, bottom);
+}
+
+template <typename Dtype>
+template <typename T>
+void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& top) {
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const int C = channels_, S = spatial_;
-  const Dtype* x = bottom[0]->gpu_data();
-  Dtype* y = top[0]->mutable_gpu_data();
+  const T* x = gpu_data_as<T>(*bottom[0]);
+  T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);  // in place, x: read before it is written
   Dtype* mean = mean_.mutable_gpu_data();
   Dtype* variance = variance_.mutable_gpu_data();
   Dtype* inv_std = inv_std_.mutable_gpu_data();
@@ -166,14 +203,21 @@ void BatchNormLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& to
     bn_global<<<cuda::blocks(C), cuda::kThreads>>>(C, this->blobs_[0]->gpu_data(), this->blobs_[1]->gpu_data(),
                                                    this->blobs_[2]->gpu_data(), eps_, mean, inv_std, variance);
     STRATA_CUDA_KERNEL_CHECK();
-    gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y);
+    if constexpr (std::is_same<T, bfloat16>::value) {
+      launch_indexed(n, [&](auto count) {
+        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, x, inv_std, variance, y);
+      });
+      STRATA_CUDA_KERNEL_CHECK();
+    } else {
+      gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y);
+    }
     return;
   }
   bn_statistics(num_, C, S, x, eps_, moving_average_fraction_, mean, variance, inv_std,
                 this->blobs_[0]->mutable_gpu_data(), this->blobs_[1]->mutable_gpu_data(),
                 this->blobs_[2]->mutable_gpu_data());
   const BnPost<Dtype> post = device_post(scale_, relu_);
-  Dtype* x_hat = x_hat_.mutable_gpu_data();
+  T* x_hat = mutable_gpu_data_as<T>(x_hat_, /*keep_values=*/false);
   launch_indexed(n, [&](auto count) {
     bn_normalise<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, x, mean, inv_std, post, x_hat, y);
   });
@@ -181,16 +225,25 @@ void BatchNormLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& to
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                         const BlobVec& bottom) {
+template <typename T>
+void BatchNormLayer<Dtype>::BackwardGpuAs(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                          const BlobVec& bottom) {
   const long long n = bottom[0]->count();
   // With an absorbed Scale its parameter gradients are due even without the bottom's.
   if (n == 0 || (!propagate_down[0] && !scale_)) return;
   const int C = channels_, S = spatial_;
-  const Dtype* dy = top[0]->gpu_diff();
+  const T* dy = gpu_diff_as<T>(*top[0]);
   const Dtype* inv_std = inv_std_.gpu_data();
   if (use_global_stats_) {
-    gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, dy, inv_std, nullptr, bottom[0]->mutable_gpu_diff());
+    T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false);
+    if constexpr (std::is_same<T, bfloat16>::value) {
+      launch_indexed(n, [&](auto count) {
+        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, dy, inv_std, nullptr, dx);
+      });
+      STRATA_CUDA_KERNEL_CHECK();
+    } else {
+      gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, dy, inv_std, nullptr, dx);
+    }
     return;
   }
   const BnPost<Dtype> post = device_post(scale_, relu_);
@@ -198,12 +251,12 @@ void BatchNormLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<b
   Dtype* dbeta = scale_ && scale_->blobs().size() > 1 && scale_->param_propagate_down(1)
                      ? scale_->blobs()[1]->mutable_gpu_diff() : nullptr;
   Dtype* mean_g = grad_mean_.mutable_gpu_data();
-  const Dtype* x_hat = x_hat_.gpu_data();
+  const T* x_hat = gpu_data_as<T>(x_hat_);
   bn_grad_means(num_, C, S, dy, x_hat, post, dgamma, dbeta, mean_g, mean_g + C);
   if (!propagate_down[0]) return;
   launch_indexed(n, [&](auto count) {
     bn_backward<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, dy, x_hat, inv_std, post, mean_g, mean_g + C,
-                                                     bottom[0]->mutable_gpu_diff());
+                                                     mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false));
   });
   STRATA_CUDA_KERNEL_CHECK();
 }

@@ -81,6 +81,9 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
 
 template <typename Dtype>
 bool ConvolutionLayer<Dtype>::ComputesInBf16() const {
+#ifdef STRATA_USE_CUDNN
+  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+#endif
   return onednn_ && onednn_->bf16();
 }
 

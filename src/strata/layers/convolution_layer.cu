@@ -1,9 +1,13 @@
 // Convolution on the GPU through cuDNN's convolution API, with the descriptors and the measured, cached choice of
-// algorithms that Deconvolution shares (cudnn_convolution.cuh).
+// algorithms that Deconvolution shares (cudnn_convolution.cuh). In bfloat16 (Layer::Bf16OnGpu) the input, the
+// output and their gradients are held in bfloat16 and the weights multiply through their bfloat16 copy; the bias,
+// its gradient and the weight gradient's accumulation are in float.
 #ifdef STRATA_USE_CUDNN
 
 #include <algorithm>
+#include <type_traits>
 
+#include "bf16_device.cuh"
 #include "cudnn_convolution.cuh"
 #include "relu_device.cuh"
 #include "strata/layers/convolution_layer.hpp"
@@ -11,11 +15,18 @@
 namespace strata {
 
 template <typename Dtype>
+const cudnn_conv::Convolution& ConvolutionLayer<Dtype>::Cudnn(bool bf16) {
+  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
+  if (bf16 && !bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, num_output_, group_, bf16);
+  return *cudnn_;
+}
+
+template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
-  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
-  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, num_output_, group_);
-  const cudnn_conv::Convolution& c = *cudnn_;
+  if (this->Bf16OnGpu()) return ForwardGpuBf16(bottom, top);
+  const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/false);
   cudnnHandle_t h = cuda::cudnn();
   void* ws = cuda::workspace(c.algo.fwd_bytes);
   const Dtype one = 1, zero = 0;
@@ -39,9 +50,8 @@ template <typename Dtype>
 void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                            const BlobVec& bottom) {
   if (num_ == 0) return;
-  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
-  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, num_output_, group_);
-  const cudnn_conv::Convolution& c = *cudnn_;
+  if (this->Bf16OnGpu()) return BackwardGpuBf16(top, propagate_down, bottom);
+  const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/false);
   cudnnHandle_t h = cuda::cudnn();
   void* ws = cuda::workspace(std::max(c.algo.bwd_data_bytes, c.algo.bwd_filter_bytes));
   const Dtype one = 1, zero = 0;
@@ -58,6 +68,58 @@ void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector
     if (propagate_down[i]) {
       STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, this->blobs_[0]->gpu_data(), c.y, dy, c.bwd_data,
                    c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, bottom[i]->mutable_gpu_diff());
+    }
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true);
+    cudnnHandle_t h = cuda::cudnn();
+    void* ws = cuda::workspace(c.algo.fwd_bytes);
+    const float one = 1, zero = 0;
+    const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
+    const float* bias = bias_term_ ? this->blobs_[1]->gpu_data() : nullptr;
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      const bfloat16* x = bottom[i]->gpu_data_bf16();
+      bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false);
+      STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, x, c.w, w, c.fwd, c.algo.fwd, ws, c.algo.fwd_bytes, &zero,
+                   c.y, y);
+      if (bias || relu_) gpu_bias_relu_bf16(top[i]->count(), out_count_, num_output_, bias, relu_ != nullptr, y);
+    }
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                              const BlobVec& bottom) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true);
+    cudnnHandle_t h = cuda::cudnn();
+    const float one = 1, zero = 0;
+    const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
+    const int weights = this->blobs_[0]->count();
+    for (size_t i = 0; i < top.size(); ++i) {
+      const bfloat16* dy = top[i]->gpu_diff_bf16();
+      // Parameter gradients accumulate, in float, as the float path's do.
+      if (bias_term_ && this->param_propagate_down(1)) {
+        gpu_channel_sums_bf16(num_, num_output_, out_count_, dy, this->blobs_[1]->mutable_gpu_diff());
+      }
+      // After the bias's reduction, which takes the workspace for its partial sums.
+      void* ws = cuda::workspace(std::max(c.algo.bwd_data_bytes, c.algo.bwd_filter_bytes));
+      if (this->param_propagate_down(0)) {
+        weight_diff_bf16_.set_memory_category(MemoryCategory::kWorkspace);
+        weight_diff_bf16_.Reshape({weights});
+        bfloat16* dw = weight_diff_bf16_.mutable_gpu_data_bf16(/*keep_values=*/false);
+        STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, bottom[i]->gpu_data_bf16(), c.y, dy, c.bwd_filter,
+                     c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
+        gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff());
+      }
+      if (propagate_down[i]) {
+        STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, w, c.y, dy, c.bwd_data, c.algo.bwd_data, ws,
+                     c.algo.bwd_data_bytes, &zero, c.x, bottom[i]->mutable_gpu_diff_bf16(/*keep_values=*/false));
+      }
     }
   }
 }

@@ -22,13 +22,14 @@ cudnnDataType_t data_type() {
 // The first (fastest: cuDNN sorts by time) usable result of a Find call. Without TF32, a result measured with
 // FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
 template <typename Perf>
-const Perf* pick(const Perf* perf, int returned, const char* direction, const std::string& key) {
+const Perf* pick(const Perf* perf, int returned, const char* direction, const std::string& key, bool bf16) {
   const GpuOptions& o = gpu_options();
+  const bool prefer_fma = !o.allow_tf32 && !bf16;  // bfloat16 is on tensor cores by design
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > o.workspace_limit) continue;
       if (o.deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-      if (pass == 0 && !o.allow_tf32 && perf[i].mathType != CUDNN_FMA_MATH) continue;
+      if (pass == 0 && prefer_fma && perf[i].mathType != CUDNN_FMA_MATH) continue;
       return &perf[i];
     }
   }
@@ -39,28 +40,28 @@ const Perf* pick(const Perf* perf, int returned, const char* direction, const st
 }
 
 // Measures the three directions' algorithms on the described shape.
-Algorithms find_algorithms(const Convolution& c, const std::string& key) {
+Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16) {
   Algorithms a{};
   cudnnHandle_t h = cuda::cudnn();
   int returned = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionForwardAlgorithm, h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                &returned, fp);
-  const auto* f = pick(fp, returned, "forward", key);
+  const auto* f = pick(fp, returned, "forward", key, bf16);
   a.fwd = f->algo;
   a.fwd_math = f->mathType;
   a.fwd_bytes = f->memory;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm, h, c.w, c.y, c.bwd_data, c.x,
                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
-  const auto* d = pick(dp, returned, "backward-data", key);
+  const auto* d = pick(dp, returned, "backward-data", key, bf16);
   a.bwd_data = d->algo;
   a.bwd_data_math = d->mathType;
   a.bwd_data_bytes = d->memory;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm, h, c.x, c.y, c.bwd_filter, c.w,
                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
-  const auto* wf = pick(wp, returned, "backward-filter", key);
+  const auto* wf = pick(wp, returned, "backward-filter", key, bf16);
   a.bwd_filter = wf->algo;
   a.bwd_filter_math = wf->mathType;
   a.bwd_filter_bytes = wf->memory;
@@ -95,30 +96,34 @@ Convolution::~Convolution() {
 }
 
 template <typename Dtype>
-void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group) {
+void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16) {
   const GpuOptions& o = gpu_options();
+  CHECK(!bf16 || sizeof(Dtype) == 4) << "bfloat16 convolutions are for float nets";
   const int out_h = g.out_h(), out_w = g.out_w();
   std::ostringstream k;
-  k << (sizeof(Dtype) == 4 ? "float" : "double") << " x " << num << "x" << g.channels << "x" << g.height << "x"
-    << g.width << " w " << num_output << "x" << g.channels / group << "x" << g.kernel_h << "x" << g.kernel_w
+  k << (bf16 ? "bfloat16" : sizeof(Dtype) == 4 ? "float" : "double") << " x " << num << "x" << g.channels << "x"
+    << g.height << "x" << g.width << " w " << num_output << "x" << g.channels / group << "x" << g.kernel_h << "x"
+    << g.kernel_w
     << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << "," << g.stride_w << " dilation "
     << g.dilation_h << "," << g.dilation_w << " group " << group << (o.allow_tf32 ? " tf32" : "")
     << (o.deterministic ? " deterministic" : "") << " limit " << o.workspace_limit;
   const std::string key = k.str();
   if (c->key == key) return;
   c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
-  const cudnnDataType_t t = data_type<Dtype>();
+  const cudnnDataType_t b = data_type<Dtype>();  // the bias's and the sums' type
+  const cudnnDataType_t t = bf16 ? CUDNN_DATA_BFLOAT16 : b;
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width);
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, t, 1, g.channels, 1, 1);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, t, 1, num_output, 1, 1);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, b, 1, g.channels, 1, 1);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, b, 1, num_output, 1, 1);
   STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, CUDNN_TENSOR_NCHW, num_output, g.channels / group, g.kernel_h,
                g.kernel_w);
-  // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores.
-  const cudnnMathType_t math = o.allow_tf32 && sizeof(Dtype) == 4 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores (and is what
+  // bfloat16 runs on).
+  const cudnnMathType_t math = bf16 || (o.allow_tf32 && sizeof(Dtype) == 4) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
     STRATA_CUDNN(cudnnSetConvolution2dDescriptor, d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
-                 g.dilation_w, CUDNN_CROSS_CORRELATION, t);
+                 g.dilation_w, CUDNN_CROSS_CORRELATION, b);
     STRATA_CUDNN(cudnnSetConvolutionGroupCount, d, group);
     STRATA_CUDNN(cudnnSetConvolutionMathType, d, math);
   }
@@ -134,7 +139,7 @@ void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
     }
   }
   if (!cached) {
-    a = find_algorithms(*c, key);
+    a = find_algorithms(*c, key, bf16);
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     g_cache[key] = a;
   }
@@ -146,8 +151,8 @@ void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
   c->key = key;
 }
 
-template void configure<float>(Convolution*, const ConvGeometry&, int, int, int);
-template void configure<double>(Convolution*, const ConvGeometry&, int, int, int);
+template void configure<float>(Convolution*, const ConvGeometry&, int, int, int, bool);
+template void configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool);
 
 }  // namespace cudnn_conv
 }  // namespace strata

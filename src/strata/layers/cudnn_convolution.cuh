@@ -46,9 +46,10 @@ struct Convolution {
 
 // Describes the convolution of `num` images of g.channels x g.height x g.width into num_output channels of
 // g.out_h() x g.out_w() in `group` groups, and finds (or recalls) its algorithms. Does nothing when the shape is
-// the one already described.
+// the one already described. With `bf16` (float only) x, w and y are bfloat16 and the products are summed in
+// float on tensor cores (cuDNN's pseudo-bfloat16 configuration); the bias descriptors stay float.
 template <typename Dtype>
-void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group);
+void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false);
 
 }  // namespace cudnn_conv
 }  // namespace strata

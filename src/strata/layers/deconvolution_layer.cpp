@@ -46,6 +46,9 @@ bool DeconvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
 
 template <typename Dtype>
 bool DeconvolutionLayer<Dtype>::ComputesInBf16() const {
+#ifdef STRATA_USE_CUDNN
+  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+#endif
   return onednn_ && onednn_->bf16();
 }
 

@@ -1,29 +1,52 @@
 // Deconvolution on the GPU through cuDNN: the convolution it transposes is described with x = the top (num_output
 // channels) and y = the bottom, so forward is cuDNN's backward-data, backward-data is cuDNN's forward and the
-// weight gradient is cuDNN's backward-filter, with the algorithms chosen as for Convolution.
+// weight gradient is cuDNN's backward-filter, with the algorithms chosen as for Convolution. In bfloat16
+// (Layer::Bf16OnGpu) as Convolution: activations and their gradients in bfloat16, the weights through their
+// bfloat16 copy, the bias and the parameter gradients' accumulation in float.
 #ifdef STRATA_USE_CUDNN
 
 #include <algorithm>
+#include <type_traits>
 
+#include "bf16_device.cuh"
 #include "cudnn_convolution.cuh"
 #include "strata/layers/deconvolution_layer.hpp"
 
 namespace strata {
 
 template <typename Dtype>
+const cudnn_conv::Convolution& DeconvolutionLayer<Dtype>::Cudnn(bool bf16) {
+  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
+  if (bf16 && !bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16);
+  return *cudnn_;
+}
+
+template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
-  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
-  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_);
-  const cudnn_conv::Convolution& c = *cudnn_;
+  const bool bf16 = this->Bf16OnGpu();
+  const cudnn_conv::Convolution& c = Cudnn(bf16);
   cudnnHandle_t h = cuda::cudnn();
   void* ws = cuda::workspace(c.algo.bwd_data_bytes);
   const Dtype one = 1, zero = 0;
-  const Dtype* w = this->blobs_[0]->gpu_data();
   for (size_t i = 0; i < bottom.size(); ++i) {
+    if constexpr (std::is_same<Dtype, float>::value) {
+      if (bf16) {
+        const bfloat16* x = bottom[i]->gpu_data_bf16();
+        bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false);
+        STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, bf16_weights_->of(*this->blobs_[0]), c.y, x,
+                     c.bwd_data, c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, y);
+        if (bias_term_) {
+          gpu_bias_relu_bf16(top[i]->count(), geom_.height * geom_.width, num_output_, this->blobs_[1]->gpu_data(),
+                             false, y);
+        }
+        continue;
+      }
+    }
     Dtype* y = top[i]->mutable_gpu_data();
-    STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, w, c.y, bottom[i]->gpu_data(), c.bwd_data, c.algo.bwd_data,
-                 ws, c.algo.bwd_data_bytes, &zero, c.x, y);
+    STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, this->blobs_[0]->gpu_data(), c.y, bottom[i]->gpu_data(),
+                 c.bwd_data, c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, y);
     if (bias_term_) {
       STRATA_CUDNN(cudnnAddTensor, h, &one, c.x_bias, this->blobs_[1]->gpu_data(), &one, c.x, y);
     }
@@ -34,13 +57,36 @@ template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                              const BlobVec& bottom) {
   if (num_ == 0) return;
-  if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
-  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_);
-  const cudnn_conv::Convolution& c = *cudnn_;
+  const bool bf16 = this->Bf16OnGpu();
+  const cudnn_conv::Convolution& c = Cudnn(bf16);
   cudnnHandle_t h = cuda::cudnn();
-  void* ws = cuda::workspace(std::max(c.algo.fwd_bytes, c.algo.bwd_filter_bytes));
   const Dtype one = 1, zero = 0;
   for (size_t i = 0; i < top.size(); ++i) {
+    if constexpr (std::is_same<Dtype, float>::value) {
+      if (bf16) {
+        const bfloat16* dy = top[i]->gpu_diff_bf16();
+        // Parameter gradients accumulate, in float; the bias's first (its sums take the workspace).
+        if (bias_term_ && this->param_propagate_down(1)) {
+          gpu_channel_sums_bf16(num_, num_output_, geom_.height * geom_.width, dy, this->blobs_[1]->mutable_gpu_diff());
+        }
+        void* ws = cuda::workspace(std::max(c.algo.fwd_bytes, c.algo.bwd_filter_bytes));
+        if (this->param_propagate_down(0)) {
+          const int weights = this->blobs_[0]->count();
+          weight_diff_bf16_.set_memory_category(MemoryCategory::kWorkspace);
+          weight_diff_bf16_.Reshape({weights});
+          bfloat16* dw = weight_diff_bf16_.mutable_gpu_data_bf16(/*keep_values=*/false);
+          STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, dy, c.y, bottom[i]->gpu_data_bf16(), c.bwd_filter,
+                       c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
+          gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff());
+        }
+        if (propagate_down[i]) {
+          STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, dy, c.w, bf16_weights_->of(*this->blobs_[0]), c.fwd,
+                       c.algo.fwd, ws, c.algo.fwd_bytes, &zero, c.y, bottom[i]->mutable_gpu_diff_bf16(false));
+        }
+        continue;
+      }
+    }
+    void* ws = cuda::workspace(std::max(c.algo.fwd_bytes, c.algo.bwd_filter_bytes));
     const Dtype* dy = top[i]->gpu_diff();
     // Parameter gradients accumulate (beta = 1), as the CPU's do.
     if (bias_term_ && this->param_propagate_down(1)) {

@@ -1,26 +1,41 @@
+#include <type_traits>
+
+#include "bf16_device.cuh"
+#include "relu_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/eltwise_layer.hpp"
-
-#include "relu_device.cuh"
 
 namespace strata {
 
 namespace {
 
-// An absorbed ReLU (Layer::Absorb; its slope is never negative here) in the sum's passes.
-template <typename Dtype>
-__global__ void sum2(long long n, Dtype c0, const Dtype* x0, Dtype c1, const Dtype* x1, bool relu, Dtype slope,
-                     Dtype* y) {
+// An absorbed ReLU (Layer::Absorb; its slope is never negative here) in the sum's passes. T: how the values are
+// stored (Dtype, or bfloat16 with float arithmetic).
+template <typename T>
+__global__ void sum2(long long n, ComputeType<T> c0, const T* x0, ComputeType<T> c1, const T* x1, bool relu,
+                     ComputeType<T> slope, T* y) {
   STRATA_KERNEL_LOOP(i, n) {
-    const Dtype z = c0 * x0[i] + c1 * x1[i];
-    y[i] = relu ? relu_value(z, slope) : z;
+    const ComputeType<T> z = c0 * value_of(x0[i]) + c1 * value_of(x1[i]);
+    put(&y[i], relu ? relu_value(z, slope) : z);
   }
 }
 
-// dx = c * (dy through the absorbed ReLU, whose output is y).
-template <typename Dtype>
-__global__ void sum_relu_backward(long long n, Dtype c, const Dtype* dy, const Dtype* y, Dtype slope, Dtype* dx) {
-  STRATA_KERNEL_LOOP(i, n) dx[i] = c * (dy[i] * relu_gradient_factor(y[i], slope));
+// y = y + c * x, then the absorbed ReLU when `relu` (the sum's last pass): the bottoms after the second in bfloat16.
+__global__ void sum_more_bf16(long long n, float c, const bfloat16* x, bool relu, float slope, bfloat16* y) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const float z = from_bf16(y[i]) + c * from_bf16(x[i]);
+    y[i] = to_bf16(relu ? relu_value(z, slope) : z);
+  }
+}
+
+// dx = c * (dy through the absorbed ReLU, whose output is y; none when y is null).
+template <typename T>
+__global__ void sum_relu_backward(long long n, ComputeType<T> c, const T* dy, const T* y, ComputeType<T> slope,
+                                  T* dx) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const ComputeType<T> g = value_of(dy[i]);
+    put(&dx[i], c * (y ? g * relu_gradient_factor(value_of(y[i]), slope) : g));
+  }
 }
 
 // The CPU's tie rule: between the first two a tie goes to bottom 1, after that an equal value keeps the earlier.
@@ -54,6 +69,25 @@ template <typename Dtype>
 void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = top[0]->count();
   if (n == 0) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (ComputesInBf16()) {
+      const bfloat16* x0 = bottom[0]->gpu_data_bf16();
+      const bfloat16* x1 = bottom[1]->gpu_data_bf16();
+      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false);  // may be x0 (in place)
+      const float slope = relu_ ? relu_->negative_slope() : 0.f;
+      const bool relu_now = relu_ && bottom.size() == 2;
+      sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, relu_now,
+                                                slope, y);
+      STRATA_CUDA_KERNEL_CHECK();
+      for (size_t b = 2; b < bottom.size(); ++b) {
+        sum_more_bf16<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b],
+                                                           bottom[b]->gpu_data_bf16(),
+                                                           relu_ && b + 1 == bottom.size(), slope, y);
+        STRATA_CUDA_KERNEL_CHECK();
+      }
+      return;
+    }
+  }
   const Dtype* x0 = bottom[0]->gpu_data();
   const Dtype* x1 = bottom[1]->gpu_data();
   Dtype* y = top[0]->mutable_gpu_data();  // may be x0 (in place): each element is read before it is written
@@ -97,6 +131,21 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
                                        const BlobVec& bottom) {
   const int n = top[0]->count();
   if (n == 0) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (ComputesInBf16()) {
+      const bfloat16* dy = top[0]->gpu_diff_bf16();
+      const bfloat16* y = relu_ ? top[0]->gpu_data_bf16() : nullptr;
+      const float slope = relu_ ? relu_->negative_slope() : 0.f;
+      // Bottom 0 last: in place, its gradient is the top's.
+      for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
+        if (!propagate_down[b]) continue;
+        sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy, y, slope,
+                                                               bottom[b]->mutable_gpu_diff_bf16(false));
+        STRATA_CUDA_KERNEL_CHECK();
+      }
+      return;
+    }
+  }
   const Dtype* dy = top[0]->gpu_diff();
   // Bottom 0 last: in place, its diff is the top's.
   for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {

@@ -45,6 +45,9 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
 
 template <typename Dtype>
 bool InnerProductLayer<Dtype>::ComputesInBf16() const {
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+#endif
   return onednn_ && onednn_->bf16();
 }
 

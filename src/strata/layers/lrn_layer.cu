@@ -1,3 +1,6 @@
+#include <type_traits>
+
+#include "bf16_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/lrn_layer.hpp"
 
@@ -10,34 +13,42 @@ namespace {
 // a thread over a whole channel fibre for no gain here.
 //   ACROSS: scale = k + alpha/n * sum of x^2 over channels [c - pre, c + pre] (clipped)
 //   WITHIN: scale = 1 + alpha/(n*n) * sum of x^2 over the n x n patch (zero outside the image)
-template <typename Dtype>
-__global__ void lrn_forward(long long count, const Dtype* x, int C, int H, int W, int size, Dtype alpha,
-                            Dtype beta, Dtype k, bool across, Dtype* scale, Dtype* y) {
+// T: how x, y and the gradients are stored (Dtype, or bfloat16 with float arithmetic); scale stays in Dtype.
+template <typename T, typename Dtype = ComputeType<T>>
+__global__ void lrn_forward(long long count, const T* x, int C, int H, int W, int size, Dtype alpha, Dtype beta,
+                            Dtype k, bool across, Dtype* scale, T* y) {
   const int pre = (size - 1) / 2;
   const long long HW = static_cast<long long>(H) * W;
   STRATA_KERNEL_LOOP(i, count) {
     Dtype s = 0;
     if (across) {
       const int c = (i / HW) % C;
-      const Dtype* base = x + i - c * HW;
-      for (int j = max(c - pre, 0); j <= min(c + pre, C - 1); ++j) s += base[j * HW] * base[j * HW];
+      const T* base = x + i - c * HW;
+      for (int j = max(c - pre, 0); j <= min(c + pre, C - 1); ++j) {
+        const Dtype v = value_of(base[j * HW]);
+        s += v * v;
+      }
       s = k + alpha / size * s;
     } else {
       const int w = i % W, h = (i / W) % H;
-      const Dtype* plane = x + i - (static_cast<long long>(h) * W + w);
-      for (int a = max(h - pre, 0); a <= min(h + pre, H - 1); ++a)
-        for (int b = max(w - pre, 0); b <= min(w + pre, W - 1); ++b) s += plane[a * W + b] * plane[a * W + b];
+      const T* plane = x + i - (static_cast<long long>(h) * W + w);
+      for (int a = max(h - pre, 0); a <= min(h + pre, H - 1); ++a) {
+        for (int b = max(w - pre, 0); b <= min(w + pre, W - 1); ++b) {
+          const Dtype v = value_of(plane[a * W + b]);
+          s += v * v;
+        }
+      }
       s = Dtype(1) + alpha * (s / Dtype(size * size));
     }
     scale[i] = s;
-    y[i] = x[i] * pow(s, -beta);
+    put(&y[i], value_of(x[i]) * pow(s, -beta));
   }
 }
 
 // dx = dy * scale^-beta - coef * x * (window sum of dy * y / scale); the window is the same as forward's.
-template <typename Dtype>
-__global__ void lrn_backward(long long count, const Dtype* x, const Dtype* y, const Dtype* dy, const Dtype* scale,
-                             int C, int H, int W, int size, Dtype coef, Dtype beta, bool across, Dtype* dx) {
+template <typename T, typename Dtype = ComputeType<T>>
+__global__ void lrn_backward(long long count, const T* x, const T* y, const T* dy, const Dtype* scale, int C, int H,
+                             int W, int size, Dtype coef, Dtype beta, bool across, T* dx) {
   const int pre = (size - 1) / 2;
   const long long HW = static_cast<long long>(H) * W;
   STRATA_KERNEL_LOOP(i, count) {
@@ -47,7 +58,7 @@ __global__ void lrn_backward(long long count, const Dtype* x, const Dtype* y, co
       const long long o = i - c * HW;
       for (int j = max(c - pre, 0); j <= min(c + pre, C - 1); ++j) {
         const long long q = o + j * HW;
-        r += dy[q] * y[q] / scale[q];
+        r += value_of(dy[q]) * value_of(y[q]) / scale[q];
       }
     } else {
       const int w = i % W, h = (i / W) % H;
@@ -55,11 +66,11 @@ __global__ void lrn_backward(long long count, const Dtype* x, const Dtype* y, co
       for (int a = max(h - pre, 0); a <= min(h + pre, H - 1); ++a) {
         for (int b = max(w - pre, 0); b <= min(w + pre, W - 1); ++b) {
           const long long q = o + a * W + b;
-          r += dy[q] * y[q] / scale[q];
+          r += value_of(dy[q]) * value_of(y[q]) / scale[q];
         }
       }
     }
-    dx[i] = dy[i] * pow(scale[i], -beta) - coef * x[i] * r;
+    put(&dx[i], value_of(dy[i]) * pow(scale[i], -beta) - coef * value_of(x[i]) * r);
   }
 }
 
@@ -69,6 +80,15 @@ template <typename Dtype>
 void LRNLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const long long n = bottom[0]->count();
   if (n == 0) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (ComputesInBf16()) {
+      lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), channels_, height_, width_,
+                                                       size_, alpha_, beta_, k_, across_, scale_.mutable_gpu_data(),
+                                                       top[0]->mutable_gpu_data_bf16(/*keep_values=*/false));
+      STRATA_CUDA_KERNEL_CHECK();
+      return;
+    }
+  }
   lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), channels_, height_, width_, size_,
                                                    alpha_, beta_, k_, across_, scale_.mutable_gpu_data(),
                                                    top[0]->mutable_gpu_data());
@@ -82,6 +102,16 @@ void LRNLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& 
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const Dtype coef = Dtype(2) * alpha_ * beta_ / (across_ ? Dtype(size_) : Dtype(size_ * size_));
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (ComputesInBf16()) {
+      lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), top[0]->gpu_data_bf16(),
+                                                        top[0]->gpu_diff_bf16(), scale_.gpu_data(), channels_,
+                                                        height_, width_, size_, coef, beta_, across_,
+                                                        bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false));
+      STRATA_CUDA_KERNEL_CHECK();
+      return;
+    }
+  }
   lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), top[0]->gpu_data(), top[0]->gpu_diff(),
                                                     scale_.gpu_data(), channels_, height_, width_, size_, coef, beta_,
                                                     across_, bottom[0]->mutable_gpu_diff());

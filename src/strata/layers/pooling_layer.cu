@@ -1,5 +1,6 @@
 #include <cfloat>
 
+#include "bf16_device.cuh"
 #include "counter_rng.hpp"
 #include "stochastic_pool.hpp"
 #include "strata/cuda.hpp"
@@ -11,48 +12,50 @@ namespace {
 
 // One thread per output. MAX scans its window in row-major order with a strict >, so of equal maxima the first
 // (smallest index) wins, as on the CPU; an empty window gives -FLT_MAX and index -1. AVE divides by Caffe's
-// window size: the window clipped to the padded image, never below 1.
-template <typename Dtype, typename Window>
-__global__ void pool_forward(long long n, const Dtype* x, Window w, bool max_pool, Dtype* y, int* mask,
-                             Dtype* mask_top) {
+// window size: the window clipped to the padded image, never below 1. T: how x and y are stored (Dtype, or
+// bfloat16 for a float layer computing in it, with float arithmetic).
+template <typename T, typename Dtype, typename Window>
+__global__ void pool_forward(long long n, const T* x, Window w, bool max_pool, T* y, int* mask, Dtype* mask_top) {
+  using C = ComputeType<T>;
   STRATA_KERNEL_LOOP(k, n) {
     const int pw = k % w.pooled_w;
     const int ph = (k / w.pooled_w) % w.pooled_h;
     const long long c = k / (static_cast<long long>(w.pooled_w) * w.pooled_h);
-    const Dtype* xc = x + c * w.height * w.width;
+    const T* xc = x + c * w.height * w.width;
     const int hs = ph * w.stride_h - w.pad_h, ws = pw * w.stride_w - w.pad_w;
     const int h0 = max(hs, 0), w0 = max(ws, 0);
     const int h1 = min(hs + w.kernel_h, w.height), w1 = min(ws + w.kernel_w, w.width);
     if (max_pool) {
-      Dtype best = -FLT_MAX;
+      C best = -FLT_MAX;
       int arg = -1;
       for (int h = h0; h < h1; ++h) {
         for (int x_w = w0; x_w < w1; ++x_w) {
-          const Dtype v = xc[h * w.width + x_w];
+          const C v = value_of(xc[h * w.width + x_w]);
           if (v > best) {
             best = v;
             arg = h * w.width + x_w;
           }
         }
       }
-      y[k] = best;
+      put(&y[k], best);
       mask[k] = arg;
       if (mask_top) mask_top[k] = Dtype(arg);
     } else {
-      Dtype sum = 0;
+      C sum = 0;
       for (int h = h0; h < h1; ++h)
-        for (int x_w = w0; x_w < w1; ++x_w) sum += xc[h * w.width + x_w];
+        for (int x_w = w0; x_w < w1; ++x_w) sum += value_of(xc[h * w.width + x_w]);
       const int rows = min(hs + w.kernel_h, w.height + w.pad_h) - hs;
       const int cols = min(ws + w.kernel_w, w.width + w.pad_w) - ws;
-      y[k] = sum / Dtype(max(rows * cols, 1));
+      put(&y[k], sum / C(max(rows * cols, 1)));
     }
   }
 }
 
 // One thread per input: it gathers from the outputs whose windows cover it (no atomics, so deterministic), in
 // the CPU's order (output rows, then columns, ascending).
-template <typename Dtype, typename Window>
-__global__ void pool_backward(long long n, const Dtype* dy, Window w, bool max_pool, const int* mask, Dtype* dx) {
+template <typename T, typename Window>
+__global__ void pool_backward(long long n, const T* dy, Window w, bool max_pool, const int* mask, T* dx) {
+  using C = ComputeType<T>;
   STRATA_KERNEL_LOOP(k, n) {
     const int iw = k % w.width;
     const int ih = (k / w.width) % w.height;
@@ -64,21 +67,21 @@ __global__ void pool_backward(long long n, const Dtype* dy, Window w, bool max_p
     const int pw0 = iw + w.pad_w < w.kernel_w ? 0 : (iw + w.pad_w - w.kernel_w) / w.stride_w + 1;
     const int pw1 = min((iw + w.pad_w) / w.stride_w + 1, w.pooled_w);
     const long long out0 = c * w.pooled_h * w.pooled_w;
-    Dtype g = 0;
+    C g = 0;
     for (int ph = ph0; ph < ph1; ++ph) {
       for (int pw = pw0; pw < pw1; ++pw) {
         const long long o = out0 + ph * w.pooled_w + pw;
         if (max_pool) {
-          if (mask[o] == index) g += dy[o];
+          if (mask[o] == index) g += value_of(dy[o]);
         } else {
           const int hs = ph * w.stride_h - w.pad_h, ws = pw * w.stride_w - w.pad_w;
           const int rows = min(hs + w.kernel_h, w.height + w.pad_h) - hs;
           const int cols = min(ws + w.kernel_w, w.width + w.pad_w) - ws;
-          g += dy[o] / Dtype(max(rows * cols, 1));
+          g += value_of(dy[o]) / C(max(rows * cols, 1));
         }
       }
     }
-    dx[k] = g;
+    put(&dx[k], g);
   }
 }
 
@@ -148,8 +151,13 @@ void PoolingLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_gpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_gpu_data() : nullptr;
-  pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), win_, max_, top[0]->mutable_gpu_data(),
-                                                    mask, mask_top);
+  if (ComputesInBf16()) {
+    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), win_, max_,
+                                                      top[0]->mutable_gpu_data_bf16(false), mask, mask_top);
+  } else {
+    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), win_, max_,
+                                                      top[0]->mutable_gpu_data(), mask, mask_top);
+  }
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -167,8 +175,13 @@ void PoolingLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   }
   // MAX and TRAIN STOCHASTIC route each output's gradient to its kept index.
   const int* mask = keeps_index_ ? reinterpret_cast<const int*>(mask_.gpu_data()) : nullptr;
-  pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, top[0]->gpu_diff(), win_, keeps_index_, mask,
-                                                     bottom[0]->mutable_gpu_diff());
+  if (ComputesInBf16()) {
+    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, top[0]->gpu_diff_bf16(), win_, keeps_index_, mask,
+                                                       bottom[0]->mutable_gpu_diff_bf16(false));
+  } else {
+    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, top[0]->gpu_diff(), win_, keeps_index_, mask,
+                                                       bottom[0]->mutable_gpu_diff());
+  }
   STRATA_CUDA_KERNEL_CHECK();
 }
 

@@ -1,20 +1,21 @@
+#include "bf16_device.cuh"
+#include "relu_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/relu_layer.hpp"
-
-#include "relu_device.cuh"
 
 namespace strata {
 
 namespace {
 
-template <typename Dtype>
-__global__ void relu_forward(long long n, const Dtype* x, Dtype* y, Dtype slope) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = relu_value(x[i], slope);
+// T: how the values are stored (Dtype, or bfloat16 with float arithmetic).
+template <typename T>
+__global__ void relu_forward(long long n, const T* x, T* y, ComputeType<T> slope) {
+  STRATA_KERNEL_LOOP(i, n) put(&y[i], relu_value(value_of(x[i]), slope));
 }
 
-template <typename Dtype>
-__global__ void relu_backward(long long n, const Dtype* s, const Dtype* dy, Dtype* dx, Dtype slope) {
-  STRATA_KERNEL_LOOP(i, n) dx[i] = dy[i] * relu_gradient_factor(s[i], slope);
+template <typename T>
+__global__ void relu_backward(long long n, const T* s, const T* dy, T* dx, ComputeType<T> slope) {
+  STRATA_KERNEL_LOOP(i, n) put(&dx[i], value_of(dy[i]) * relu_gradient_factor(value_of(s[i]), slope));
 }
 
 }  // namespace
@@ -23,8 +24,16 @@ template <typename Dtype>
 void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->count();
   if (n == 0) return;
-  relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[0]->gpu_data(),
-                                                    top[0]->mutable_gpu_data(), negative_slope_);
+  if (ComputesInBf16()) {
+    const bfloat16* x = bottom[0]->gpu_data_bf16();  // before the top's pointer: they may be one blob
+    relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x,
+                                                      top[0]->mutable_gpu_data_bf16(false),
+                                                      static_cast<float>(negative_slope_));
+  } else {
+    const Dtype* x = bottom[0]->gpu_data();
+    relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x, top[0]->mutable_gpu_data(),
+                                                      negative_slope_);
+  }
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -36,9 +45,18 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
   RequireBackwardNotInPlace(top, bottom);
   const int n = bottom[0]->count();
   if (n == 0) return;
-  const Dtype* s = slope >= 0 ? top[0]->gpu_data() : bottom[0]->gpu_data();
-  relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), s, top[0]->gpu_diff(),
-                                                     bottom[0]->mutable_gpu_diff(), slope);
+  const Blob<Dtype>* source = slope >= 0 ? top[0] : bottom[0];
+  if (ComputesInBf16()) {
+    // The reads first: in place, the gradients are one blob, which the write must find converted already.
+    const bfloat16* s = source->gpu_data_bf16();
+    const bfloat16* dy = top[0]->gpu_diff_bf16();
+    relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), s, dy,
+                                                       bottom[0]->mutable_gpu_diff_bf16(false),
+                                                       static_cast<float>(slope));
+  } else {
+    relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), source->gpu_data(),
+                                                       top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff(), slope);
+  }
   STRATA_CUDA_KERNEL_CHECK();
 }
 

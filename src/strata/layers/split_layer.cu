@@ -1,3 +1,7 @@
+#include <type_traits>
+#include <vector>
+
+#include "bf16_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/split_layer.hpp"
 
@@ -14,6 +18,16 @@ void SplitLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>
                                      const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const int n = bottom[0]->count();
+  if constexpr (std::is_same<Dtype, float>::value) {
+    // A Split follows its consumers: their gradients in bfloat16 (layers computing in it) are summed in it.
+    bool bf16 = true;
+    for (Blob<Dtype>* t : top) bf16 = bf16 && t->diff()->device_format() == DeviceFormat::kBf16;
+    if (bf16) {
+      std::vector<const bfloat16*> terms;
+      for (Blob<Dtype>* t : top) terms.push_back(t->gpu_diff_bf16());
+      return gpu_sum_bf16(n, terms, bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false));
+    }
+  }
   Dtype* bottom_diff = bottom[0]->mutable_gpu_diff();
   if (top.size() == 1) {
     gpu_copy(n, top[0]->gpu_diff(), bottom_diff);

@@ -1,0 +1,106 @@
+// What the layers that compute in bfloat16 on the GPU share (precision: BF16; docs/gpu.md, "bfloat16"). Private
+// to src/strata/layers. Values are stored in bfloat16 and computed in float: a kernel reads an element through
+// value_of and writes it through put, so one template serves blobs held in float and in bfloat16.
+#pragma once
+
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "strata/blob.hpp"
+#include "strata/cuda.hpp"
+#include "strata/cuda_libraries.hpp"
+#include "strata/math_functions.hpp"
+#include "strata/memory_format.hpp"
+
+namespace strata {
+
+// The arithmetic type of a stored element type: float for bfloat16, the type itself otherwise.
+template <typename T>
+using ComputeType = std::conditional_t<std::is_same<T, bfloat16>::value, float, T>;
+
+__device__ __forceinline__ float value_of(float v) { return v; }
+__device__ __forceinline__ double value_of(double v) { return v; }
+__device__ __forceinline__ float value_of(bfloat16 v) { return from_bf16(v); }
+
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(double* p, double v) { *p = v; }
+__device__ __forceinline__ void put(bfloat16* p, float v) { *p = to_bf16(v); }
+
+// A blob's device memory with its values stored as T: the blob's own type, or bfloat16 (Blob's *_bf16
+// accessors), so that one template of a layer's GPU pass serves both.
+template <typename T, typename Dtype>
+const T* gpu_data_as(const Blob<Dtype>& b) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_data_bf16();
+  else return b.gpu_data();
+}
+template <typename T, typename Dtype>
+const T* gpu_diff_as(const Blob<Dtype>& b) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_diff_bf16();
+  else return b.gpu_diff();
+}
+// keep_values: as the *_bf16 accessors' (a plain accessor keeps them anyway).
+template <typename T, typename Dtype>
+T* mutable_gpu_data_as(Blob<Dtype>& b, bool keep_values) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_data_bf16(keep_values);
+  else return b.mutable_gpu_data();
+}
+template <typename T, typename Dtype>
+T* mutable_gpu_diff_as(Blob<Dtype>& b, bool keep_values) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_diff_bf16(keep_values);
+  else return b.mutable_gpu_diff();
+}
+
+// A parameter's bfloat16 copy for a layer's multiplications: made again only when the parameter has changed
+// (SyncedMemory::version: once per update), not on every pass.
+class Bf16Copy {
+ public:
+  const bfloat16* of(const Blob<float>& param) {
+    const std::shared_ptr<SyncedMemory>& m = param.data();
+    const size_t count = static_cast<size_t>(param.count());
+    if (source_.lock() != m || m->version() != version_ || count != count_) {
+      const float* x = param.gpu_data();
+      if (!copy_ || copy_->size() < count * sizeof(bfloat16)) {
+        copy_ = std::make_unique<SyncedMemory>(count * sizeof(bfloat16), MemoryCategory::kParameter);
+      }
+      gpu_to_bf16(count, x, static_cast<bfloat16*>(copy_->mutable_gpu_data()));
+      source_ = m;
+      version_ = m->version();
+      count_ = count;
+    }
+    return static_cast<const bfloat16*>(copy_->gpu_data());
+  }
+
+ private:
+  std::weak_ptr<SyncedMemory> source_;
+  uint64_t version_ = 0;
+  size_t count_ = 0;
+  std::unique_ptr<SyncedMemory> copy_;
+};
+
+// C = alpha op(A) op(B) + beta C, row-major as gpu_gemm: A and B in bfloat16, products summed in float on tensor
+// cores, C in float or (c_bf16) bfloat16.
+inline void gpu_gemm_bf16(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                          const bfloat16* A, const bfloat16* B, float beta, void* C, bool c_bf16) {
+  const int lda = ta == CblasNoTrans ? K : M;
+  const int ldb = tb == CblasNoTrans ? N : K;
+  const auto op = [](CBLAS_TRANSPOSE t) { return t == CblasNoTrans ? CUBLAS_OP_N : CUBLAS_OP_T; };
+  // Row-major C is column-major C^T = op(B)^T op(A)^T: the operands swap, as in gpu_gemm.
+  STRATA_CUBLAS(cublasGemmEx, cuda::cublas(), op(tb), op(ta), N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF,
+                lda, &beta, C, c_bf16 ? CUDA_R_16BF : CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+// y = ReLU(y + bias[c]) over n values of `channels` x `spatial` each image (bias may be null, relu false), in float
+// and rounded once more: a convolution's epilogue after cuDNN's bfloat16 output.
+void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y);
+// y[i] += x[i] over n values: a gradient computed in bfloat16 added to its float accumulator (bf16_device.cu).
+void gpu_add_bf16(long long n, const bfloat16* x, float* y);
+// Copies `rows` rows of `width` values between strided bfloat16 matrices (gpu_copy_rows's bfloat16 form).
+void gpu_copy_rows_bf16(int rows, int width, const bfloat16* src, int src_stride, bfloat16* dst, int dst_stride);
+// y = x_0 + x_1 + ... over n values, summed in float and rounded once (a Split's gradients).
+void gpu_sum_bf16(long long n, const std::vector<const bfloat16*>& terms, bfloat16* y);
+// sums[d] += the sum of x over outer x inner for every d of a blob seen as (outer, dim, inner), summed in double as
+// channel_reduce.cuh sums: a bias's gradient from a bfloat16 output gradient.
+void gpu_channel_sums_bf16(int outer, int dim, int inner, const bfloat16* x, float* sums);
+
+}  // namespace strata

@@ -1,0 +1,247 @@
+// precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): a blob's device memory held in bfloat16 and converted
+// back for plain readers; each layer with bfloat16 GPU code against the CPU's float layer on operands rounded to
+// bfloat16 (inputs, parameters, top gradients), so that the two differ only by what the GPU rounds when it stores
+// (outputs, input gradients, the weight gradient before its float accumulation: a few bfloat16 roundings, bound
+// 1e-2 normalised; MAX pooling and copies exactly); a small net's SGD steps (LeNet's layers and a residual block
+// with fused BatchNorm, Scale and ReLU, a sum and a Split) in bfloat16 against float on the GPU.
+// Finite differences would measure bfloat16's rounding, not the gradients: the CPU's float gradients on the same
+// rounded operands are the check instead. Without a GPU (or on one before Ampere) each test skips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_layer_compare.hpp"
+#include "strata/memory_tracker.hpp"
+#include "strata/net.hpp"
+
+namespace strata {
+namespace {
+
+using gpu_compare::CompareLayers;
+using gpu_compare::LayerCase;
+using gpu_compare::NormalisedError;
+
+constexpr double kBf16Bound = 1e-2;
+
+class GpuTestBf16 : public gpu_compare::GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    if (!gpu_has_bf16()) GTEST_SKIP() << "this GPU has no bfloat16 tensor cores (compute capability below 8.0)";
+  }
+};
+
+// The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
+void CompareBf16WithCpu(LayerCase c) {
+  c.round_to_bf16 = true;
+  LayerParameter want, got;
+  ReadProtoFromTextString(c.prototxt, &want);
+  got = want;
+  got.set_precision(BF16);
+  want.set_precision(FP32);
+  CompareLayers(c, want, false, got, true);
+}
+
+TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
+  Strata::set_mode(Strata::GPU);
+  Blob<float> b({3, 5, 7});
+  b.set_memory_category(MemoryCategory::kActivation);
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-100, 100);
+  std::vector<float> rounded(b.count());
+  float* h = b.mutable_cpu_data();
+  for (int i = 0; i < b.count(); ++i) {
+    h[i] = u(gen);
+    rounded[i] = from_bf16(to_bf16(h[i]));
+  }
+  h[0] = NAN;
+  rounded[0] = NAN;
+  const size_t device_before = MemoryTracker::current(MemoryCategory::kActivation, MemorySpace::kDevice);
+  const uint64_t version = b.data()->version();
+  b.gpu_data_bf16();
+  EXPECT_EQ(b.data()->device_format(), DeviceFormat::kBf16);
+  EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(bfloat16));
+  EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation, MemorySpace::kDevice) - device_before,
+            b.count() * sizeof(bfloat16));
+  // Rounding left the host's copy stale; reading it widens the device's values and keeps them in bfloat16.
+  EXPECT_EQ(b.data()->head(), SyncedMemory::HEAD_AT_GPU);
+  EXPECT_EQ(b.data()->version(), version) << "a read is not a write";
+  const float* got = b.cpu_data();
+  EXPECT_TRUE(std::isnan(got[0]));
+  for (int i = 1; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
+  EXPECT_EQ(b.data()->device_format(), DeviceFormat::kBf16);
+  // A plain device read converts back in place.
+  b.mutable_gpu_data();
+  EXPECT_EQ(b.data()->device_format(), DeviceFormat::kPlain);
+  EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(float));
+  EXPECT_GT(b.data()->version(), version);
+  got = b.cpu_data();
+  for (int i = 1; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
+  // Writing every value in bfloat16 converts nothing: fresh memory in that format.
+  b.mutable_gpu_data_bf16(/*keep_values=*/false);
+  EXPECT_EQ(b.data()->device_format(), DeviceFormat::kBf16);
+  // The host's values replace a bfloat16 device copy.
+  b.mutable_cpu_data()[1] = 1.00390625f;  // 1 + 2^-8: a tie, rounds to even (1)
+  b.gpu_data();
+  EXPECT_EQ(b.data()->device_format(), DeviceFormat::kPlain);
+  EXPECT_EQ(b.cpu_data()[1], 1.00390625f);
+  EXPECT_EQ(from_bf16(to_bf16(1.00390625f)), 1.0f);
+}
+
+TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
+  const std::string conv = R"(name: "conv" type: "Convolution" convolution_param { weight_filler { type: "gaussian"
+      std: 0.3 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
+  // LeNet's first layer (one input channel), strides and padding, groups, no bias, a 1x1, a deep one.
+  CompareBf16WithCpu({conv + "num_output: 20 kernel_size: 5 }", {{4, 1, 28, 28}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({conv + "num_output: 16 kernel_size: 3 stride: 2 pad: 1 }", {{2, 8, 13, 11}}, 1, -1, 0, false,
+                      kBf16Bound});
+  CompareBf16WithCpu({conv + "num_output: 32 kernel_size: 3 pad: 1 group: 4 }", {{2, 16, 9, 9}}, 1, -1, 0, false,
+                      kBf16Bound});
+  CompareBf16WithCpu({conv + "num_output: 24 kernel_size: 1 bias_term: false }", {{3, 32, 7, 7}}, 1, -1, 0, false,
+                      kBf16Bound});
+  CompareBf16WithCpu({conv + "num_output: 64 kernel_size: 3 pad: 1 }", {{2, 64, 14, 14}}, 1, -1, 0, false,
+                      kBf16Bound});
+  const std::string deconv = R"(name: "deconv" type: "Deconvolution" convolution_param { weight_filler {
+      type: "gaussian" std: 0.3 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
+  CompareBf16WithCpu({deconv + "num_output: 12 kernel_size: 4 stride: 2 pad: 1 }", {{2, 8, 7, 6}}, 1, -1, 0, false,
+                      kBf16Bound});
+  CompareBf16WithCpu({deconv + "num_output: 8 kernel_size: 3 group: 2 bias_term: false }", {{2, 6, 5, 5}}, 1, -1,
+                      0, false, kBf16Bound});
+}
+
+TEST_F(GpuTestBf16, InnerProductMatchesTheCpuOnRoundedOperands) {
+  const std::string ip = R"(name: "ip" type: "InnerProduct" inner_product_param { weight_filler { type: "gaussian"
+      std: 0.2 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
+  CompareBf16WithCpu({ip + "num_output: 10 }", {{8, 50, 4, 4}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({ip + "num_output: 33 bias_term: false }", {{5, 70}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({ip + "num_output: 17 transpose: true }", {{6, 40}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({ip + "num_output: 12 axis: 2 }", {{2, 3, 20}}, 1, -1, 0, false, kBf16Bound});
+}
+
+TEST_F(GpuTestBf16, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
+  CompareBf16WithCpu({R"(name: "relu" type: "ReLU")", {{2, 6, 5, 7}}, 1, -1, 0, /*in_place=*/true, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 6, 5, 7}}, 1, -1, 0,
+                      false, kBf16Bound});
+  // MAX picks one of the rounded values, and without overlapping windows each input's gradient is one top's:
+  // exact. With overlaps the gradients add up, and AVE rounds its mean and the gradient's shares.
+  CompareBf16WithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })",
+                      {{2, 5, 12, 10}}, 1, -1, 0, false, 1e-7});
+  CompareBf16WithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })",
+                      {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 })",
+                      {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
+}
+
+TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperands) {
+  CompareBf16WithCpu({R"(name: "bn" type: "BatchNorm")", {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
+                      {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
+                      {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0,
+                      false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 })",
+                      {{2, 7, 5, 4}}, 1, -1, 0, false, kBf16Bound});
+  CompareBf16WithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL })",
+                      {{2, 3, 6, 5}}, 1, -1, 0, false, kBf16Bound});
+  // Copies: exact.
+  CompareBf16WithCpu({R"(name: "concat" type: "Concat")", {{2, 3, 4, 5}, {2, 5, 4, 5}}, 1, -1, 0, false, 1e-7});
+  CompareBf16WithCpu({R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", {{3, 7, 5, 4}}, 1,
+                      -1, 0, false, kBf16Bound});
+}
+
+const char* kNet = R"(
+name: "bf16net"
+layer { name: "data" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 16 dim: 3 dim: 12 dim: 12 } shape { dim: 16 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+        convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" }
+                            bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
+        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "conv_a" type: "Convolution" bottom: "pool1" top: "conv_a"
+        convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
+layer { name: "bn_a" type: "BatchNorm" bottom: "conv_a" top: "conv_a" }
+layer { name: "scale_a" type: "Scale" bottom: "conv_a" top: "conv_a" scale_param { bias_term: true } }
+layer { name: "relu_a" type: "ReLU" bottom: "conv_a" top: "conv_a" }
+layer { name: "conv_b" type: "Convolution" bottom: "conv_a" top: "conv_b"
+        convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
+layer { name: "bn_b" type: "BatchNorm" bottom: "conv_b" top: "conv_b" }
+layer { name: "scale_b" type: "Scale" bottom: "conv_b" top: "conv_b" scale_param { bias_term: true } }
+layer { name: "res" type: "Eltwise" bottom: "pool1" bottom: "conv_b" top: "res" }
+layer { name: "res_relu" type: "ReLU" bottom: "res" top: "res" }
+layer { name: "conv2" type: "Convolution" bottom: "res" top: "conv2"
+        convolution_param { num_output: 32 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
+layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
+        inner_product_param { num_output: 32 weight_filler { type: "xavier" } } }
+layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+        inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+)";
+
+TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
+  Strata::set_mode(Strata::GPU);
+  NetParameter param;
+  ReadProtoFromTextString(kNet, &param);
+  param.mutable_state()->set_phase(TRAIN);
+  Net<float> reference(param);
+  param.set_precision(BF16);
+  Net<float> net(param);
+  for (const char* name : {"conv1", "conv2", "ip1", "ip2", "relu1", "pool1", "pool2", "bn_a", "res", "conv_b"}) {
+    EXPECT_TRUE(net.layer_by_name(name)->ComputesInBf16()) << name;
+  }
+  EXPECT_FALSE(net.layer_by_name("loss")->ComputesInBf16());
+  ASSERT_EQ(net.learnable_params().size(), reference.learnable_params().size());
+  for (size_t i = 0; i < net.learnable_params().size(); ++i) {
+    net.learnable_params()[i]->CopyFrom(*reference.learnable_params()[i]);
+  }
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> label(0, 9);
+  std::vector<float> data(16 * 3 * 12 * 12), labels(16);
+  for (float& v : data) v = u(gen);
+  for (float& v : labels) v = static_cast<float>(label(gen));
+  const float lr = 0.05f;
+  for (int step = 0; step < 5; ++step) {
+    float losses[2];
+    Net<float>* nets[2] = {&reference, &net};
+    for (int k = 0; k < 2; ++k) {
+      Net<float>& n = *nets[k];
+      std::copy(data.begin(), data.end(), n.blob_by_name("data")->mutable_cpu_data());
+      std::copy(labels.begin(), labels.end(), n.blob_by_name("label")->mutable_cpu_data());
+      n.ClearParamDiffs();
+      losses[k] = n.ForwardBackward();
+      for (Blob<float>* p : n.learnable_params()) {
+        p->scale_diff(lr);
+        p->Update();
+      }
+    }
+    ASSERT_TRUE(std::isfinite(losses[1]));
+    EXPECT_NEAR(losses[1], losses[0], 0.02 * std::fabs(losses[0])) << "step " << step;
+    // Activations between bfloat16 layers stay in bfloat16 (through the residual block and its Split); the weights
+    // and the loss's input are float.
+    EXPECT_EQ(net.blob_by_name("pool1")->data()->device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("pool1")->diff()->device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("conv_a")->data()->device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("conv2")->diff()->device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("ip2")->data()->device_format(), DeviceFormat::kPlain);
+    for (Blob<float>* p : net.learnable_params()) EXPECT_EQ(p->data()->device_format(), DeviceFormat::kPlain);
+  }
+  for (size_t i = 0; i < net.learnable_params().size(); ++i) {
+    const Blob<float>& got = *net.learnable_params()[i];
+    const Blob<float>& want = *reference.learnable_params()[i];
+    EXPECT_LT(NormalisedError(got.cpu_data(), want.cpu_data(), got.count()), kBf16Bound) << "parameter " << i;
+  }
+}
+
+}  // namespace
+}  // namespace strata
