@@ -1,7 +1,8 @@
 // SyncedMemory: nothing is allocated before the first access, the head follows the last writer, released memory
 // comes back zeroed, borrowed memory is neither freed nor counted, and MemoryTracker sees every byte under the
-// block's category. The device side: a CPU-only build refuses it outright; a GPU build moves values both ways
-// (skipped without a GPU).
+// block's category; the version counts the accesses that may write. The device side: a CPU-only build refuses it
+// outright; a GPU build moves values both ways (skipped without a GPU). bfloat16 (memory_format.hpp), which a
+// GPU's device copy may hold: rounding to the nearest, ties to even, and the host's widening in place.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +67,23 @@ TEST(Bfloat16, RoundsToTheNearestWithTiesToEven) {
     std::memcpy(&v, &nan, sizeof v);
     EXPECT_TRUE(std::isnan(from_bf16(to_bf16(v)))) << std::hex << nan;
     EXPECT_EQ(to_bf16(v).bits >> 15, nan >> 31) << "the sign stays";
+  }
+}
+
+TEST(Bfloat16, WidensInPlaceOverSeveralChunks) {
+  for (size_t n : {size_t(0), size_t(1), size_t(1023), size_t(1024), size_t(1025), size_t(3000)}) {
+    std::vector<float> want(n), memory(n + 1, -7.f);  // one float past the end must stay untouched
+    std::vector<bfloat16> packed(n);
+    std::mt19937 gen(static_cast<unsigned>(n));
+    std::normal_distribution<float> normal(0.f, 10.f);
+    for (size_t i = 0; i < n; ++i) {
+      packed[i] = to_bf16(normal(gen));
+      want[i] = from_bf16(packed[i]);
+    }
+    if (n) std::memcpy(memory.data(), packed.data(), n * sizeof(bfloat16));
+    widen_bf16_in_place(memory.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(memory[i], want[i]) << "n " << n << ", value " << i;
+    EXPECT_EQ(memory[n], -7.f);
   }
 }
 

@@ -109,6 +109,10 @@ STRATA_HOST_DEVICE inline float from_bf16(bfloat16 b) {
 // the GPU (precision: BF16; docs/gpu.md, "bfloat16"). A plain read converts back to float.
 enum class DeviceFormat { kPlain, kBf16 };
 
+// Widens the n bfloat16 values at the start of `memory` into n floats over the same bytes (4n of them): a host read
+// of a blob whose device copy is in bfloat16 copies its 2n bytes and widens them in place.
+void widen_bf16_in_place(void* memory, size_t n);
+
 #ifdef STRATA_USE_CUDA
 // n values converted on the device, on the compute stream (memory_format.cu).
 void gpu_to_bf16(size_t n, const float* x, bfloat16* y);

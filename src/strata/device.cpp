@@ -1,6 +1,7 @@
 #include "strata/device.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,12 +63,23 @@ int select_gpu_device(int requested) {
 }
 
 bool gpu_has_bf16() {
-  int device = 0, major = 0;
-  if (gpu_device_count() == 0 || cudaGetDevice(&device) != cudaSuccess ||
+  // Asked by every bfloat16 layer in every pass: the answer is kept per device (0: not asked yet, 1: no, 2: yes).
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool cacheable = device >= 0 && device < kDevices;
+  if (cacheable && known[device].load(std::memory_order_relaxed) != 0) return known[device].load() == 2;
+  int major = 0;
+  if (gpu_device_count() == 0 ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
+  if (cacheable) known[device].store(major >= 8 ? 2 : 1);
   return major >= 8;
 }
 

@@ -1,6 +1,7 @@
 #include "strata/memory_format.hpp"
 
 #include <cstdint>
+#include <cstring>
 
 #include "strata/common.hpp"
 #include "strata/util/flag_parsing.hpp"
@@ -72,6 +73,22 @@ void set_param_layouts_enabled(bool enabled) { param_layouts_flag() = enabled ? 
 bool SameFormat(const CustomFormat* a, const CustomFormat* b) {
   if (a == b) return true;
   return a && b && a->Same(*b);
+}
+
+void widen_bf16_in_place(void* memory, size_t n) {
+  // Chunk by chunk from the end: chunk [begin, end) widens into bytes from 4 * begin on, past every bfloat16 value
+  // before it, which are still to be read.
+  constexpr size_t kChunk = 1024;
+  bfloat16 chunk[kChunk];
+  float values[kChunk];
+  char* bytes = static_cast<char*>(memory);
+  for (size_t end = n; end > 0;) {
+    const size_t begin = end > kChunk ? end - kChunk : 0;
+    std::memcpy(chunk, bytes + begin * sizeof(bfloat16), (end - begin) * sizeof(bfloat16));
+    for (size_t i = 0; i < end - begin; ++i) values[i] = from_bf16(chunk[i]);
+    std::memcpy(bytes + begin * sizeof(float), values, (end - begin) * sizeof(float));
+    end = begin;
+  }
 }
 
 }  // namespace strata

@@ -55,24 +55,6 @@ void* host_alloc(size_t size, bool* pinned) {
   return ptr;
 }
 
-#ifdef STRATA_USE_CUDA
-// Widens the n bfloat16 values at the start of `memory` into n floats over the same bytes: chunk by chunk from the
-// end, so that no value is overwritten before it is read.
-void widen_bf16_in_place(void* memory, size_t n) {
-  constexpr size_t kChunk = 1024;
-  bfloat16 chunk[kChunk];
-  char* bytes = static_cast<char*>(memory);
-  for (size_t end = n; end > 0;) {
-    const size_t begin = end > kChunk ? end - kChunk : 0;
-    std::memcpy(chunk, bytes + begin * sizeof(bfloat16), (end - begin) * sizeof(bfloat16));
-    float values[kChunk];
-    for (size_t i = 0; i < end - begin; ++i) values[i] = from_bf16(chunk[i]);
-    std::memcpy(bytes + begin * sizeof(float), values, (end - begin) * sizeof(float));
-    end = begin;
-  }
-}
-#endif
-
 void host_free(void* ptr, bool pinned) {
 #ifdef STRATA_USE_CUDA
   if (pinned) {
