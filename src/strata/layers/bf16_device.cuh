@@ -51,6 +51,17 @@ T* mutable_gpu_diff_as(Blob<Dtype>& b, bool keep_values) {
   else return b.mutable_gpu_diff();
 }
 
+// Runs pass(T{}) with T the type a layer's activations are stored as in this pass: bfloat16 when `bf16`, else the
+// layer's Dtype. The pass reads T's memory through the *_as accessors above, so one body serves both.
+template <typename Dtype, typename Pass>
+void with_storage(bool bf16, Pass pass) {
+  if (bf16) {
+    pass(bfloat16{});
+  } else {
+    pass(Dtype{});
+  }
+}
+
 // A parameter's bfloat16 copy for a layer's multiplications: made again only when the parameter has changed
 // (SyncedMemory::version: once per update), not on every pass.
 class Bf16Copy {
@@ -97,6 +108,15 @@ void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bia
 void gpu_add_bf16(long long n, const bfloat16* x, float* y);
 // Copies `rows` rows of `width` values between strided bfloat16 matrices (gpu_copy_rows's bfloat16 form).
 void gpu_copy_rows_bf16(int rows, int width, const bfloat16* src, int src_stride, bfloat16* dst, int dst_stride);
+// gpu_copy_rows for values stored as T (Dtype, or bfloat16).
+template <typename T>
+void gpu_copy_rows_as(int rows, int width, const T* src, int src_stride, T* dst, int dst_stride) {
+  if constexpr (std::is_same<T, bfloat16>::value) {
+    gpu_copy_rows_bf16(rows, width, src, src_stride, dst, dst_stride);
+  } else {
+    gpu_copy_rows(rows, width, src, src_stride, dst, dst_stride);
+  }
+}
 // y = x_0 + x_1 + ... over n values, summed in float and rounded once (a Split's gradients).
 void gpu_sum_bf16(long long n, const std::vector<const bfloat16*>& terms, bfloat16* y);
 // sums[d] += the sum of x over outer x inner for every d of a blob seen as (outer, dim, inner), summed in double as

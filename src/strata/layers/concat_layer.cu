@@ -1,5 +1,3 @@
-#include <type_traits>
-
 #include "bf16_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/concat_layer.hpp"
@@ -10,56 +8,37 @@ namespace strata {
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false);
-      const int top_width = top[0]->shape(axis_) * inner_;
-      int offset = 0;
-      for (Blob<Dtype>* x : bottom) {
-        const int width = x->shape(axis_) * inner_;
-        gpu_copy_rows_bf16(outer_, width, x->gpu_data_bf16(), width, y + offset, top_width);
-        offset += width;
-      }
-      return;
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);
+    const int top_width = top[0]->shape(axis_) * inner_;
+    int offset = 0;
+    for (Blob<Dtype>* x : bottom) {
+      const int width = x->shape(axis_) * inner_;
+      gpu_copy_rows_as(outer_, width, gpu_data_as<T>(*x), width, y + offset, top_width);
+      offset += width;
     }
-  }
-  Dtype* y = top[0]->mutable_gpu_data();
-  const int top_width = top[0]->shape(axis_) * inner_;
-  int offset = 0;
-  for (Blob<Dtype>* x : bottom) {
-    const int width = x->shape(axis_) * inner_;
-    gpu_copy_rows(outer_, width, x->gpu_data(), width, y + offset, top_width);
-    offset += width;
-  }
+  });
 }
 
 template <typename Dtype>
 void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      const bfloat16* dy = top[0]->gpu_diff_bf16();
-      const int top_width = top[0]->shape(axis_) * inner_;
-      int offset = 0;
-      for (size_t b = 0; b < bottom.size(); ++b) {
-        const int width = bottom[b]->shape(axis_) * inner_;
-        if (propagate_down[b]) {
-          gpu_copy_rows_bf16(outer_, width, dy + offset, top_width, bottom[b]->mutable_gpu_diff_bf16(false), width);
-        }
-        offset += width;
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    const T* dy = gpu_diff_as<T>(*top[0]);
+    const int top_width = top[0]->shape(axis_) * inner_;
+    int offset = 0;
+    for (size_t b = 0; b < bottom.size(); ++b) {
+      const int width = bottom[b]->shape(axis_) * inner_;
+      if (propagate_down[b]) {
+        gpu_copy_rows_as(outer_, width, dy + offset, top_width,
+                         mutable_gpu_diff_as<T>(*bottom[b], /*keep_values=*/false), width);
       }
-      return;
+      offset += width;
     }
-  }
-  const Dtype* dy = top[0]->gpu_diff();
-  const int top_width = top[0]->shape(axis_) * inner_;
-  int offset = 0;
-  for (size_t b = 0; b < bottom.size(); ++b) {
-    const int width = bottom[b]->shape(axis_) * inner_;
-    if (propagate_down[b]) gpu_copy_rows(outer_, width, dy + offset, top_width, bottom[b]->mutable_gpu_diff(), width);
-    offset += width;
-  }
+  });
 }
 
 STRATA_INSTANTIATE_LAYER_GPU_FUNCS(ConcatLayer);

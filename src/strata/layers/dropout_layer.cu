@@ -37,33 +37,23 @@ __global__ void dropout_backward(long long n, const T* dy, const uint8_t* mask, 
 template <typename Dtype>
 void DropoutLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->count();
-  const bool bf16 = ComputesInBf16();
-  if (this->phase_ != TRAIN) {
-    if (bf16) {
-      const bfloat16* x = bottom[0]->gpu_data_bf16();
-      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false);
-      if (x != y) gpu_copy_rows_bf16(1, n, x, n, y, n);
-    } else {
-      gpu_copy(n, bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
-    }
-    return;
-  }
   // Drawn even for an empty blob, as the CPU does, so both keep the same random stream.
-  const uint64_t seed = Strata::draw_seed();
-  if (n == 0) return;
-  const long long pairs = (n + 1) / 2;
-  uint8_t* mask = reinterpret_cast<uint8_t*>(mask_.mutable_gpu_data());
-  if (bf16) {
-    const bfloat16* x = bottom[0]->gpu_data_bf16();  // before the top's pointer: they may be one blob
-    dropout_forward<<<cuda::blocks(pairs), cuda::kThreads>>>(pairs, static_cast<long long>(n), x,
-                                                             top[0]->mutable_gpu_data_bf16(false), mask, seed,
-                                                             keep_below_, static_cast<float>(scale_));
-  } else {
-    dropout_forward<<<cuda::blocks(pairs), cuda::kThreads>>>(pairs, static_cast<long long>(n),
-                                                             bottom[0]->gpu_data(), top[0]->mutable_gpu_data(), mask,
-                                                             seed, keep_below_, scale_);
-  }
-  STRATA_CUDA_KERNEL_CHECK();
+  const uint64_t seed = this->phase_ == TRAIN ? Strata::draw_seed() : 0;
+  if (this->phase_ == TRAIN && n == 0) return;
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    const T* x = gpu_data_as<T>(*bottom[0]);  // before the top's pointer: they may be one blob
+    T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);
+    if (this->phase_ != TRAIN) {
+      if (x != y) gpu_copy_rows_as(1, n, x, n, y, n);
+      return;
+    }
+    const long long pairs = (n + 1) / 2;
+    dropout_forward<<<cuda::blocks(pairs), cuda::kThreads>>>(pairs, static_cast<long long>(n), x, y,
+                                                             reinterpret_cast<uint8_t*>(mask_.mutable_gpu_data()),
+                                                             seed, keep_below_, static_cast<ComputeType<T>>(scale_));
+    STRATA_CUDA_KERNEL_CHECK();
+  });
 }
 
 template <typename Dtype>
@@ -71,29 +61,20 @@ void DropoutLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
                                        const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const int n = top[0]->count();
-  const bool bf16 = ComputesInBf16();
-  if (this->phase_ != TRAIN) {
-    if (bf16) {
-      const bfloat16* dy = top[0]->gpu_diff_bf16();
-      bfloat16* dx = bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false);
-      if (dx != dy) gpu_copy_rows_bf16(1, n, dy, n, dx, n);
-    } else {
-      gpu_copy(n, top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
+  if (this->phase_ == TRAIN && n == 0) return;
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    const T* dy = gpu_diff_as<T>(*top[0]);  // in place, the same blob as dx: converted first
+    T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false);
+    if (this->phase_ != TRAIN) {
+      if (dx != dy) gpu_copy_rows_as(1, n, dy, n, dx, n);
+      return;
     }
-    return;
-  }
-  if (n == 0) return;
-  const uint8_t* mask = reinterpret_cast<const uint8_t*>(mask_.gpu_data());
-  if (bf16) {
-    const bfloat16* dy = top[0]->gpu_diff_bf16();  // in place, the same blob as dx: converted first
-    dropout_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), dy, mask,
-                                                          bottom[0]->mutable_gpu_diff_bf16(false),
-                                                          static_cast<float>(scale_));
-  } else {
-    dropout_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), top[0]->gpu_diff(), mask,
-                                                          bottom[0]->mutable_gpu_diff(), scale_);
-  }
-  STRATA_CUDA_KERNEL_CHECK();
+    dropout_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), dy,
+                                                          reinterpret_cast<const uint8_t*>(mask_.gpu_data()), dx,
+                                                          static_cast<ComputeType<T>>(scale_));
+    STRATA_CUDA_KERNEL_CHECK();
+  });
 }
 
 STRATA_INSTANTIATE_LAYER_GPU_FUNCS(DropoutLayer);

@@ -80,18 +80,12 @@ template <typename Dtype>
 void LRNLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const long long n = bottom[0]->count();
   if (n == 0) return;
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), channels_, height_, width_,
-                                                       size_, alpha_, beta_, k_, across_, scale_.mutable_gpu_data(),
-                                                       top[0]->mutable_gpu_data_bf16(/*keep_values=*/false));
-      STRATA_CUDA_KERNEL_CHECK();
-      return;
-    }
-  }
-  lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), channels_, height_, width_, size_,
-                                                   alpha_, beta_, k_, across_, scale_.mutable_gpu_data(),
-                                                   top[0]->mutable_gpu_data());
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0]), channels_, height_, width_,
+                                                     size_, alpha_, beta_, k_, across_, scale_.mutable_gpu_data(),
+                                                     mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false));
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -102,19 +96,13 @@ void LRNLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& 
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const Dtype coef = Dtype(2) * alpha_ * beta_ / (across_ ? Dtype(size_) : Dtype(size_ * size_));
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), top[0]->gpu_data_bf16(),
-                                                        top[0]->gpu_diff_bf16(), scale_.gpu_data(), channels_,
-                                                        height_, width_, size_, coef, beta_, across_,
-                                                        bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false));
-      STRATA_CUDA_KERNEL_CHECK();
-      return;
-    }
-  }
-  lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), top[0]->gpu_data(), top[0]->gpu_diff(),
-                                                    scale_.gpu_data(), channels_, height_, width_, size_, coef, beta_,
-                                                    across_, bottom[0]->mutable_gpu_diff());
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0]), gpu_data_as<T>(*top[0]),
+                                                      gpu_diff_as<T>(*top[0]), scale_.gpu_data(), channels_, height_,
+                                                      width_, size_, coef, beta_, across_,
+                                                      mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false));
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 

@@ -151,13 +151,12 @@ void PoolingLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_gpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_gpu_data() : nullptr;
-  if (ComputesInBf16()) {
-    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data_bf16(), win_, max_,
-                                                      top[0]->mutable_gpu_data_bf16(false), mask, mask_top);
-  } else {
-    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, bottom[0]->gpu_data(), win_, max_,
-                                                      top[0]->mutable_gpu_data(), mask, mask_top);
-  }
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0]), win_, max_,
+                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false), mask,
+                                                      mask_top);
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -175,13 +174,11 @@ void PoolingLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   }
   // MAX and TRAIN STOCHASTIC route each output's gradient to its kept index.
   const int* mask = keeps_index_ ? reinterpret_cast<const int*>(mask_.gpu_data()) : nullptr;
-  if (ComputesInBf16()) {
-    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, top[0]->gpu_diff_bf16(), win_, keeps_index_, mask,
-                                                       bottom[0]->mutable_gpu_diff_bf16(false));
-  } else {
-    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, top[0]->gpu_diff(), win_, keeps_index_, mask,
-                                                       bottom[0]->mutable_gpu_diff());
-  }
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_diff_as<T>(*top[0]), win_, keeps_index_, mask,
+                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false));
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 

@@ -24,16 +24,13 @@ template <typename Dtype>
 void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = bottom[0]->count();
   if (n == 0) return;
-  if (ComputesInBf16()) {
-    const bfloat16* x = bottom[0]->gpu_data_bf16();  // before the top's pointer: they may be one blob
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
+    const T* x = gpu_data_as<T>(*bottom[0]);  // before the top's pointer: they may be one blob
     relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x,
-                                                      top[0]->mutable_gpu_data_bf16(false),
-                                                      static_cast<float>(negative_slope_));
-  } else {
-    const Dtype* x = bottom[0]->gpu_data();
-    relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x, top[0]->mutable_gpu_data(),
-                                                      negative_slope_);
-  }
+                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false),
+                                                      static_cast<ComputeType<T>>(negative_slope_));
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 
@@ -46,17 +43,15 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
   const int n = bottom[0]->count();
   if (n == 0) return;
   const Blob<Dtype>* source = slope >= 0 ? top[0] : bottom[0];
-  if (ComputesInBf16()) {
+  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+    using T = decltype(stored);
     // The reads first: in place, the gradients are one blob, which the write must find converted already.
-    const bfloat16* s = source->gpu_data_bf16();
-    const bfloat16* dy = top[0]->gpu_diff_bf16();
+    const T* s = gpu_data_as<T>(*source);
+    const T* dy = gpu_diff_as<T>(*top[0]);
     relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), s, dy,
-                                                       bottom[0]->mutable_gpu_diff_bf16(false),
-                                                       static_cast<float>(slope));
-  } else {
-    relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), source->gpu_data(),
-                                                       top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff(), slope);
-  }
+                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false),
+                                                       static_cast<ComputeType<T>>(slope));
+  });
   STRATA_CUDA_KERNEL_CHECK();
 }
 
