@@ -72,9 +72,17 @@ def run(args, role):
     return times
 
 
+def bed_name():
+    return os.environ.get("STRATA_CLUSTER_NAME", "strata")  # as cluster.sh names the bed
+
+
+def bed_dir():
+    return os.environ.get("STRATA_CLUSTER_DIR", "/run/%s-cluster" % bed_name())
+
+
 def line_time_ms(mib):
     try:
-        with open("/run/strata-cluster/rate") as f:
+        with open(os.path.join(bed_dir(), "rate")) as f:
             rate = f.read().strip()
     except OSError:
         return None
@@ -102,8 +110,8 @@ def main():
     flags = ["--mib", str(args.mib), "--reps", str(args.reps), "--piece", str(args.piece)]
     flags += ["--both"] if args.both else []
     cluster = ["bash", os.path.join(HERE, "cluster.sh"), "exec"]
-    server = subprocess.Popen(cluster + ["strata-h1", sys.executable, __file__, "--role", "serve"] + flags)
-    sender = subprocess.run(cluster + ["strata-h0", sys.executable, __file__, "--role", "send"] + flags,
+    server = subprocess.Popen(cluster + [bed_name() + "-h1", sys.executable, __file__, "--role", "serve"] + flags)
+    sender = subprocess.run(cluster + [bed_name() + "-h0", sys.executable, __file__, "--role", "send"] + flags,
                             capture_output=True, text=True)
     server.wait()
     if sender.returncode != 0 or server.returncode != 0:

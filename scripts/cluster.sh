@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A multi-host test bed on one Linux machine (docs/cluster.md): N "hosts" that Open MPI sees as N nodes.
 #
-#   bash scripts/cluster.sh up HOSTS [--slots K] [--rate RATE]   make strata-h0..strata-h{HOSTS-1}
+#   bash scripts/cluster.sh up HOSTS [--slots K] [--rate RATE]   make NAME-h0..NAME-h{HOSTS-1}
 #   bash scripts/cluster.sh rate RATE|off                        shape (or unshape) every host's link
 #   bash scripts/cluster.sh mpirun [mpirun args...]              mpirun across the bed, all flags set
 #   bash scripts/cluster.sh exec HOST [COMMAND...]               a command (or a shell) on one host
@@ -9,23 +9,29 @@
 #   bash scripts/cluster.sh kill                                 end every process on the bed, keep the bed
 #   bash scripts/cluster.sh down                                 remove all of it (safe to repeat)
 #
-# Host i is a network namespace strata-hI with a UTS namespace of its own (hostname strata-hI, so Open MPI
-# counts it as a node of its own and never uses shared memory between hosts), and an interface eth0 with
-# 10.77.0.(i+1)/24. The hosts' cables end on a bridge inside one more namespace, strata-sw. Every object is
-# created inside those namespaces: the machine's own network is never touched, and no name goes in /etc/hosts
-# (Open MPI needs none: the rsh agent maps names to namespaces, and the daemons and ranks exchange addresses).
-# mpirun runs on host 0 (its network and hostname), which is also a compute host, as a login node often is.
+# NAME is $STRATA_CLUSTER_NAME, "strata" unless set. Host i is a network namespace NAME-hI with a UTS namespace of
+# its own (hostname NAME-hI, so Open MPI counts it as a node of its own and never uses shared memory between hosts),
+# and an interface eth0 with 10.77.0.(i+1)/24. The hosts' cables end on a bridge inside one more namespace, NAME-sw.
+# Every object is created inside those namespaces: the machine's own network is never touched, and no name goes in
+# /etc/hosts (Open MPI needs none: the rsh agent maps names to namespaces, and the daemons and ranks exchange
+# addresses). So beds of other names never meet, though each has the same subnet: two test runs on one kernel
+# each bring up their own. mpirun runs on host 0 (its network and hostname), which is also a compute host, as a
+# login node often is.
 # Needs root, iproute2 (ip, tc) and util-linux (unshare, nsenter).
 set -Eeuo pipefail
 
-dir=${STRATA_CLUSTER_DIR:-/run/strata-cluster}  # hostfile, hosts, uts/, rate: the bed's state
-prefix=strata-h
-switch=strata-sw
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+name=${STRATA_CLUSTER_NAME:-strata}
+[[ $name =~ ^[a-z][a-z0-9-]{0,39}$ ]] || die "STRATA_CLUSTER_NAME '$name': give 1-40 of a-z, 0-9 and '-', a letter first"
+# The bed's state (hostfile, hosts, uts/, rate), exported for the rsh agent that mpirun calls.
+export STRATA_CLUSTER_DIR=${STRATA_CLUSTER_DIR:-/run/$name-cluster}
+dir=$STRATA_CLUSTER_DIR
+prefix=$name-h
+switch=$name-sw
 subnet=10.77.0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 agent=$here/cluster_rsh.sh
-
-die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 usage() { sed -n '4,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
@@ -269,6 +275,9 @@ cmd_mpirun() {
   local flags=(--hostfile "$dir/hostfile") v
   mca() { [[ $args == *" --mca $1 "* || $args == *" -mca $1 "* ]] || flags+=(--mca "$1" "$2"); }
   mca plm_rsh_agent "$agent"
+  # Every daemon launched by mpirun itself, never by another daemon: the agent finds the bed through
+  # STRATA_CLUSTER_DIR, which mpirun has and a daemon (started in sshd's fresh environment) has not.
+  mca plm_rsh_no_tree_spawn 1
   # TCP between hosts, shared memory only within one; only the bed's subnet (the hosts have nothing else
   # but lo, yet on a real cluster this is the flag that keeps MPI off the wrong network).
   mca btl self,vader,tcp

@@ -8,7 +8,7 @@
 # matters: on a real cluster a rank sees only what ssh gives it plus what mpirun forwards (-x VAR, OMPI_MCA_*),
 # and the bed must not hide a variable someone forgot to forward. Without COMMAND it opens a login shell.
 set -euo pipefail
-dir=${STRATA_CLUSTER_DIR:-/run/strata-cluster}
+dir=${STRATA_CLUSTER_DIR:-/run/${STRATA_CLUSTER_NAME:-strata}-cluster}  # as cluster.sh sets it
 
 # ssh options are accepted and ignored; the ones that take a value take it along.
 while [ $# -gt 0 ]; do

@@ -6,7 +6,7 @@
 # Ranks on different hosts talk over TCP and see each other as other nodes (MPI_COMM_TYPE_SHARED splits
 # them), which the ordinary ctest runs, all on one host, never exercise: shm must fall back, the hybrid
 # must pick its cross-node rows, and the TCP path must give the same bits. Two shapes:
-#   2 hosts x 2 ranks  (--map-by node: ranks 0,2 on strata-h0 and 1,3 on strata-h1)
+#   2 hosts x 2 ranks  (--map-by node: ranks 0,2 on host 0 and 1,3 on host 1)
 #   3 hosts x 1 rank   behind 1 Gbit/s links (the shaped path of the bed)
 #   4 hosts x 1 rank   the training equivalences only
 # Each runs the allreduce tests and the data-parallel training equivalences (N ranks with batch b end with
@@ -25,11 +25,11 @@ limit_s=${CLUSTER_TESTS_LIMIT_S:-120}  # per mpirun (each takes under 10 s here)
 total_s=${CLUSTER_TESTS_TOTAL_S:-400}    # all of them together: with the bed's up and down, under 8 min
 deadline=$(( $(date +%s) + total_s ))
 
-# A bed that is already up belongs to someone: never take it down from here.
-if [ -e "${STRATA_CLUSTER_DIR:-/run/strata-cluster}" ]; then
-  echo "cluster_tests: a test bed is already up; bring it down first (bash $cluster down)" >&2
-  exit 1
-fi
+# A bed of this run's own name: one that someone else has up, another test run's on this kernel say, is never
+# met nor taken down from here.
+export STRATA_CLUSTER_NAME=strata-c$$
+unset STRATA_CLUSTER_DIR
+h=$STRATA_CLUSTER_NAME-h
 up=0
 log=$(mktemp /tmp/strata_cluster_tests_XXXXXX.log)
 cleanup() {
@@ -119,14 +119,14 @@ training_filter='--gtest_filter=DataParallelEngineTest.*:GradientStagingTest.*'
 start_all=$(date +%s)
 bed_up 2 --slots 2
 step "2x2 placement" -- check_placement \
-  "0 strata-h0 0 2;1 strata-h1 0 2;2 strata-h0 1 2;3 strata-h1 1 2" -- -np 4 --map-by node
+  "0 ${h}0 0 2;1 ${h}1 0 2;2 ${h}0 1 2;3 ${h}1 1 2" -- -np 4 --map-by node
 step "2x2 environment" -- check_environment -np 4 --map-by node
 step "2x2 allreduce" -- tests "$allreduce_filter" -np 4 --map-by node
 step "2x2 training" -- tests "$training_filter" -np 4 --map-by node
 bed_down
 
 bed_up 3 --slots 1 --rate 1gbit
-step "3x1 placement" -- check_placement "0 strata-h0 0 1;1 strata-h1 0 1;2 strata-h2 0 1" -- -np 3
+step "3x1 placement" -- check_placement "0 ${h}0 0 1;1 ${h}1 0 1;2 ${h}2 0 1" -- -np 3
 step "3x1 allreduce" -- tests "$allreduce_filter" -np 3
 step "3x1 training" -- tests "$training_filter" -np 3
 bed_down

@@ -73,6 +73,10 @@ started_rank_pid() {  # RANK: the same among the ranks start_training found (no 
 
 work=$(mktemp -d /tmp/strata_fault_XXXXXX)
 cluster=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/cluster.sh
+# The host cases' bed has this run's own name: another test run's bed on this kernel is never met.
+export STRATA_CLUSTER_NAME=strata-f$$
+unset STRATA_CLUSTER_DIR
+host1=$STRATA_CLUSTER_NAME-h1
 launcher="" mpirun_pid="" rank_pids="" mounted="" bed=""
 cleanup() {
   # Never leave a rank, a mount or a test bed behind, whatever happened: only what this script started.
@@ -139,7 +143,7 @@ mpi_cmd() {  # SECONDS: sets mpi to mpirun with NP ranks under timeout, the faul
   fi
 }
 # Every process on the test bed's hosts (the daemons and the ranks; mpirun itself is the launcher's child).
-bed_pids() { for h in $(seq 0 $((np - 1))); do ip netns pids "strata-h$h" 2>/dev/null; done; }
+bed_pids() { for h in $(seq 0 $((np - 1))); do ip netns pids "$STRATA_CLUSTER_NAME-h$h" 2>/dev/null; done; }
 
 # Starts training in the background: launcher is timeout, mpirun its child, rank_pids mpirun's children (taken
 # now, while all are alive, so that a rank that outlives mpirun is still checked and cleaned up).
@@ -440,19 +444,19 @@ PY
     sleep 0.3
     fault_ms=$(now_ms)
     if [ "$case_name" = host-link-down ]; then
-      echo "taking host strata-h1's link down"
-      ip netns exec strata-h1 ip link set eth0 down || fail "cannot take strata-h1's link down"
+      echo "taking host $host1's link down"
+      ip netns exec "$host1" ip link set eth0 down || fail "cannot take $host1's link down"
     else
-      victims=$(for p in $(ip netns pids strata-h1); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && echo "$p"; done)
-      [ -n "$victims" ] || fail "no rank on strata-h1"
-      echo "killing host strata-h1's rank (pid $victims) with SIGKILL"
+      victims=$(for p in $(ip netns pids "$host1"); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && echo "$p"; done)
+      [ -n "$victims" ] || fail "no rank on $host1"
+      echo "killing host $host1's rank (pid $victims) with SIGKILL"
       kill -9 $victims
     fi
     expect_end
     expect_failed
-    # Open MPI's own report names the host: "Remote daemon: ... on node strata-h1" for the lost link, "process
-    # rank 1 ... on node strata-h1 exited on signal 9" for the dead rank.
-    expect_line "on node strata-h1"
+    # Open MPI's own report names the host: "Remote daemon: ... on node NAME-h1" for the lost link, "process
+    # rank 1 ... on node NAME-h1 exited on signal 9" for the dead rank.
+    expect_line "on node $host1"
     # Resumed on a fresh bed: the snapshot rank 0 wrote is all a new job needs.
     bash "$cluster" down > /dev/null 2>&1
     bash "$cluster" up "$np" --slots 1 > "$work/bed.log" 2>&1 || { cat "$work/bed.log" >&2; fail "no second test bed"; }
