@@ -23,7 +23,8 @@ set -Eeuo pipefail
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 name=${STRATA_CLUSTER_NAME:-strata}
-[[ $name =~ ^[a-z][a-z0-9-]{0,39}$ ]] || die "STRATA_CLUSTER_NAME '$name': give 1-40 of a-z, 0-9 and '-', a letter first"
+[[ $name =~ ^[a-z][a-z0-9-]{0,39}$ ]] ||
+  die "STRATA_CLUSTER_NAME '$name': give 1-40 of a-z, 0-9 and '-', a letter first"
 # The bed's state (hostfile, hosts, uts/, rate), exported for the rsh agent that mpirun calls.
 export STRATA_CLUSTER_DIR=${STRATA_CLUSTER_DIR:-/run/$name-cluster}
 dir=$STRATA_CLUSTER_DIR

@@ -447,7 +447,8 @@ PY
       echo "taking host $host1's link down"
       ip netns exec "$host1" ip link set eth0 down || fail "cannot take $host1's link down"
     else
-      victims=$(for p in $(ip netns pids "$host1"); do [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && echo "$p"; done)
+      victims=$(for p in $(ip netns pids "$host1"); do
+                  [ "$(cat "/proc/$p/comm" 2>/dev/null)" = strata ] && echo "$p"; done)
       [ -n "$victims" ] || fail "no rank on $host1"
       echo "killing host $host1's rank (pid $victims) with SIGKILL"
       kill -9 $victims
