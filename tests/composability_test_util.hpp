@@ -31,6 +31,7 @@ struct Features {
   bool layouts = true;        // blocked activations and parameters in oneDNN's layouts
   bool bf16 = false;
   bool recompute = false;     // recompute_param { planner: "sqrt" }
+  bool free_after_use = true; // blob_lifetime FREE_AFTER_USE (off: KEEP, Caffe's every blob kept)
   int reversible = 0;         // 0: no block; 1: a block keeping its input (verify); 2: rebuilding it
   int kfac = 0;               // 0: SGD; 1: empirical Fisher; 2: true Fisher
   int batch = kBatch;         // records per iteration (per rank)
@@ -109,6 +110,7 @@ inline SolverParameter SolverParam(const std::string& source, const std::string&
   p.set_snapshot_after_train(false);
   if (f.bf16) p.set_precision(BF16);
   if (f.recompute) p.mutable_recompute_param()->set_planner("sqrt");
+  if (!f.free_after_use) p.set_blob_lifetime(SolverParameter::KEEP);
   if (f.clip) p.set_clip_gradients(0.05f);
   if (f.kfac) {
     p.set_type("KFAC");
@@ -172,6 +174,7 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       {"layouts", {[](Features* f, bool on) { f->layouts = on; }}},
       {"bf16", {[](Features* f, bool on) { f->bf16 = on; }}},
       {"recompute", {[](Features* f, bool on) { f->recompute = on; }}},
+      {"free_after_use", {[](Features* f, bool on) { f->free_after_use = on; }}},
       // Off: the same block keeping its input (the reference computes what rebuilding must reproduce).
       {"reversible", {[](Features* f, bool on) { f->reversible = on ? 2 : 1; }}},
       {"kfac_empirical", {[](Features* f, bool on) { f->kfac = on ? 1 : 0; }}},

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "strata/blob.hpp"
@@ -86,6 +88,7 @@ class GradientChecker {
     for (size_t i = 0; i < checked.size(); ++i) {
       analytic[i].assign(checked[i]->cpu_diff(), checked[i]->cpu_diff() + checked[i]->count());
     }
+    CheckDeclaredReads(layer, bottom, top, propagate_down, checked, analytic);
 
     // Every perturbed forward repeats the first (layers that carry state from one forward to the next start
     // again from where the first started).
@@ -112,6 +115,48 @@ class GradientChecker {
     }
     layer->set_replaying(false);
     EXPECT_GT(num_checked_, 0) << "the gradient check compared nothing";
+  }
+
+  // Blob lifetimes (docs/recompute.md) free what a layer says its backward does not read (BackwardNeedsBottomData,
+  // BackwardNeedsTopData): backward again with that data set to NaN must give the same gradients, bit for bit.
+  // A blob that is both a bottom and a top (aliased data: Flatten, Split) is read as the other, so it stays.
+  void CheckDeclaredReads(Layer<Dtype>* layer, const BlobVec& bottom, const BlobVec& top,
+                          const std::vector<bool>& propagate_down, const std::vector<Blob<Dtype>*>& checked,
+                          const std::vector<std::vector<Dtype>>& analytic) {
+    const auto aliased = [](Blob<Dtype>* b, const BlobVec& others) {
+      return std::any_of(others.begin(), others.end(), [&](Blob<Dtype>* o) { return o->data() == b->data(); });
+    };
+    std::vector<Blob<Dtype>*> unread;
+    // A layer that rebuilds its bottoms writes them back in backward (to rounding): its own tests hold that.
+    if (!layer->BackwardNeedsBottomData() && !layer->RebuildsBottomsInBackward())
+      for (Blob<Dtype>* b : bottom)
+        if (!aliased(b, top)) unread.push_back(b);
+    if (!layer->BackwardNeedsTopData())
+      for (Blob<Dtype>* t : top)
+        if (!aliased(t, bottom)) unread.push_back(t);
+    if (unread.empty()) return;
+    std::vector<std::vector<Dtype>> kept(unread.size());
+    for (size_t u = 0; u < unread.size(); ++u) {
+      kept[u].assign(unread[u]->cpu_data(), unread[u]->cpu_data() + unread[u]->count());
+      cpu_set(unread[u]->count(), std::numeric_limits<Dtype>::quiet_NaN(), unread[u]->mutable_cpu_data());
+    }
+    for (auto& p : layer->blobs()) cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+    for (Blob<Dtype>* b : bottom) cpu_set(b->count(), Dtype(0), b->mutable_cpu_diff());
+    for (size_t t = 0; t < top.size(); ++t) cpu_copy(top[t]->count(), weights_[t].data(), top[t]->mutable_cpu_diff());
+    layer->Backward(top, propagate_down, bottom);
+    for (size_t i = 0; i < checked.size(); ++i) {
+      const Dtype* d = checked[i]->cpu_diff();
+      int k = 0;
+      while (k < checked[i]->count() && std::memcmp(&d[k], &analytic[i][k], sizeof(Dtype)) == 0) ++k;
+      EXPECT_EQ(k, checked[i]->count())
+          << layer->type() << "'s backward reads data it declares it does not (BackwardNeedsBottomData "
+          << layer->BackwardNeedsBottomData() << ", BackwardNeedsTopData " << layer->BackwardNeedsTopData()
+          << "): with that data NaN, blob " << i << " element " << k << " of its gradient is " << d[k] << ", not "
+          << analytic[i][k];
+    }
+    for (size_t u = 0; u < unread.size(); ++u) {
+      cpu_copy(unread[u]->count(), kept[u].data(), unread[u]->mutable_cpu_data());
+    }
   }
 
   Dtype stepsize_, threshold_;

@@ -81,6 +81,10 @@ TEST(FlagParsing, MemoryBudgets) {
   EXPECT_EQ(ParseMemoryBudget("123456", 1000), 123456u);
   EXPECT_EQ(ParseMemoryBudget("0.5", 1000), 500u);
   EXPECT_EQ(ParseMemoryBudget("1e-1", 1000), 100u);
+  EXPECT_EQ(ParseMemoryBudget("12G", 1000), size_t{12} << 30);
+  EXPECT_EQ(ParseMemoryBudget("1.5GiB", 1000), size_t{3} << 29);
+  EXPECT_EQ(ParseMemoryBudget("512MiB", 1000), size_t{512} << 20);
+  ExpectErrorContaining([] { ParseMemoryBudget("12GB", 1000); }, {"--budget", "12GB"});
   for (const char* bad : {"", "0", "-1", "abc", "12abc", "nan", "inf", " 5"}) {
     ExpectErrorContaining([&] { ParseMemoryBudget(bad, 1000); }, {"--budget", "positive"});
   }

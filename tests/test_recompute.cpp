@@ -21,6 +21,7 @@
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
 #include "strata/recompute/planner.hpp"
+#include "strata/recompute/schedule.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -511,7 +512,8 @@ std::vector<float> TrainExec(const std::string& recompute) {
   p.set_snapshot_after_train(false);
   Strata::set_random_seed(99);
   auto solver = SolverRegistry<float>::Create(p);
-  EXPECT_EQ(solver->net()->pass_runner() != nullptr, !recompute.empty());
+  // Only Caffe's lifetimes leave the net's own layer loops in charge.
+  EXPECT_EQ(solver->net()->pass_runner() == nullptr, p.blob_lifetime() == SolverParameter::KEEP);
   Net<float>* net = solver->net();
   Blob<float>* x = net->blob_by_name("x").get();
   Blob<float>* y = net->blob_by_name("y").get();
@@ -524,8 +526,8 @@ std::vector<float> TrainExec(const std::string& recompute) {
 }
 
 TEST(RecomputeExecutor, SolverRecomputeParamTrainsBitIdentically) {
-  const std::vector<float> base = TrainExec("");
-  for (const char* rp : {"recompute_param { planner: 'sqrt' }", "recompute_param { planner: 'dp_memory' }",
+  const std::vector<float> base = TrainExec("blob_lifetime: KEEP");
+  for (const char* rp : {"", "recompute_param { planner: 'sqrt' }", "recompute_param { planner: 'dp_memory' }",
                          "recompute_param { planner: 'dp' budget_fraction: 0.8 }"}) {
     const std::vector<float> w = TrainExec(rp);
     ASSERT_EQ(w.size(), base.size());
@@ -533,6 +535,46 @@ TEST(RecomputeExecutor, SolverRecomputeParamTrainsBitIdentically) {
   }
   EXPECT_THROW(TrainExec("recompute_param { planner: 'dp' budget_bytes: 1 }"), Error);
   EXPECT_THROW(TrainExec("recompute_param { planner: 'magic' }"), Error);
+}
+
+// Values no backward reads: conv1's output (its backward reads its input, Dropout its mask) and conv2's (max
+// pooling reads its argmax). The store-all plan frees each once its last reader has run forward; what backward
+// reads (the dropped-out map, the pooled one, whose node holds the argmax) stays until its backward.
+const char* kUnreadNet = R"(
+name: "unread"
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 8 dim: 8 } } }
+layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 4 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "drop" type: "Dropout" bottom: "c1" top: "d" dropout_param { dropout_ratio: 0.5 } }
+layer { name: "conv2" type: "Convolution" bottom: "d" top: "c2"
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "pool" type: "Pooling" bottom: "c2" top: "p" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "fc" type: "InnerProduct" bottom: "p" top: "f"
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "f" bottom: "y" top: "l" }
+)";
+
+TEST(RecomputeExecutor, FreesWhatNoBackwardReadsAfterItsLastReader) {
+  ExpectBitIdentical(kUnreadNet, {"sqrt"}, false);
+  NetParameter param;
+  ReadProtoFromTextString(kUnreadNet, &param, "unread.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  Net<float> net(param);
+  const RecomputeGraph g = ExtractGraph(net);
+  const RecomputeSchedule s = MakeSchedule(net, g, StoreAllPlan(g));
+  auto freed_after = [&](const char* layer) {
+    std::vector<std::string> names;
+    for (int b : s.free_after_layer_forward[net.layer_index(layer)]) names.push_back(net.blob_names()[b]);
+    return names;
+  };
+  EXPECT_EQ(freed_after("drop"), std::vector<std::string>{"c1"});
+  EXPECT_EQ(freed_after("pool"), std::vector<std::string>{"c2"});
+  for (const char* l : {"conv1", "conv2", "fc", "loss"}) EXPECT_TRUE(freed_after(l).empty()) << l;
+  InstallRecomputePlan(&net, StoreAllPlan(g));
+  net.Forward();
+  for (const char* b : {"c1", "c2"}) EXPECT_EQ(net.blob_by_name(b)->data()->resident_bytes(), 0u) << b;
+  for (const char* b : {"d", "p", "f", "l", "x"}) EXPECT_GT(net.blob_by_name(b)->data()->resident_bytes(), 0u) << b;
 }
 
 // A plan fits the nets built from the definition it was made for, and no other.

@@ -86,8 +86,10 @@ DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for fl
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
-DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\") or as a fraction of "
-                          "store-all with a decimal point (\"0.5\").");
+DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\", \"12G\", \"512MiB\") or "
+                          "as a fraction of store-all with a decimal point (\"0.5\").");
+DEFINE_string(blob_lifetime, "free_after_use", "time: free_after_use (each blob freed after its last use, as "
+                                               "training does by default) or keep (Caffe's: every blob kept).");
 DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation within the budget), dp_memory "
                               "(least memory) or all.");
 DEFINE_string(out, "", "draw: the picture to write: NAME.png, .svg or .pdf (through Graphviz's dot), or NAME.dot.");
@@ -220,6 +222,12 @@ void fill_inputs(Net<float>& net) {
 
 size_t parse_budget(const std::string& s, size_t store_all);
 
+SolverParameter::BlobLifetime parse_blob_lifetime() {
+  STRATA_REQUIRE(FLAGS_blob_lifetime == "free_after_use" || FLAGS_blob_lifetime == "keep")
+      << "--blob_lifetime must be free_after_use or keep, got '" << FLAGS_blob_lifetime << "'";
+  return FLAGS_blob_lifetime == "keep" ? SolverParameter::KEEP : SolverParameter::FREE_AFTER_USE;
+}
+
 // The plan --planner names (dp for "all") within --budget.
 RecomputePlan choose_plan(const RecomputeGraph& g) {
   const size_t budget = parse_budget(FLAGS_budget, g.total_bytes());
@@ -269,6 +277,8 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
   fill_inputs(net);
   RecomputePlan plan;
   if (!FLAGS_budget.empty()) plan = install_plan(&net);
+  else if (parse_blob_lifetime() == SolverParameter::FREE_AFTER_USE)
+    InstallRecomputePlan(&net, StoreAllPlan(ExtractGraph(net)));  // as the solver does (blob_lifetime)
   const int n = net.num_layers();
   Timeline timeline(!FLAGS_timeline.empty());  // the timed iterations' layers, for chrome://tracing
   const LayerTimes t = measure_layers(net, &timeline);
@@ -319,6 +329,7 @@ void time_sgd_steps(bool gpu, const std::vector<std::string>& stages, const Reco
   param.set_display(0);
   param.set_random_seed(FLAGS_seed);
   if (!FLAGS_precision.empty()) param.set_precision(parse_precision());
+  param.set_blob_lifetime(parse_blob_lifetime());
   param.mutable_train_state()->set_level(FLAGS_level);
   for (const auto& stage : stages) param.mutable_train_state()->add_stage(stage);
   auto solver = SolverRegistry<float>::Create(param);

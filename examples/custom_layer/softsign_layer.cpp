@@ -16,6 +16,9 @@ class SoftsignLayer : public Layer<Dtype> {
   const char* type() const override { return "Softsign"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+  // Backward reads x, not y: saying so lets training free y once its readers are done (docs/recompute.md, "Blob
+  // lifetimes"). A layer that says nothing is taken to read both.
+  bool BackwardNeedsTopData() const override { return false; }
   void Reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->ReshapeLike(*bottom[0]); }
 
  protected:

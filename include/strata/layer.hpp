@@ -91,10 +91,11 @@ class Layer {
   // (SoftmaxWithLoss, Accuracy: 1); -1 when the layer reads no labels.
   virtual int LabelBottom() const { return -1; }
 
-  // What backward reads, for the recompute planner: a layer whose backward needs neither its bottom data
-  // nor its top data lets both be freed early.
+  // What backward reads, for the recompute planner and blob lifetimes (docs/recompute.md): a layer whose backward
+  // needs neither its bottom data nor its top data lets both be freed early. A layer that says nothing is taken to
+  // read both (a user's or a Python layer); every layer of Strata's says, and the gradient checker holds it to it.
   virtual bool BackwardNeedsBottomData() const { return true; }
-  virtual bool BackwardNeedsTopData() const { return false; }
+  virtual bool BackwardNeedsTopData() const { return true; }
   // Whether backward is still exact when the layer runs in place (a top is its bottom, which forward overwrites):
   // when it reads no bottom data, or keeps its own copy of the input (PReLU, Scale, Swish). Net refuses an
   // in-place layer that runs backward without it.

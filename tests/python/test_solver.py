@@ -85,6 +85,17 @@ def test_get_solver_net_test_nets_restore(tmp_path):
     assert np.shares_memory(solver.test_nets[0].params['ip'][0].data, solver.net.params['ip'][0].data)
 
 
+@pytest.mark.parametrize('lifetime', ['', 'blob_lifetime: KEEP', 'blob_lifetime: FREE_AFTER_USE'])
+def test_blobs_after_a_step(tmp_path, lifetime):
+    # Caffe's way unless the file says otherwise: the last step's values and gradients stay readable.
+    solver = strata.SGDSolver(solver_file(tmp_path, 'SGD', extra=lifetime))
+    solver.step(1)
+    kept = lifetime != 'blob_lifetime: FREE_AFTER_USE'
+    assert solver.net.blobs['y'].diff.any() == kept and solver.net.blobs['y'].data.any() == kept
+    # the data layer's blobs and the loss stay in either case
+    assert solver.net.blobs['x'].data.any() and solver.net.blobs['loss'].data.any()
+
+
 def test_solver_errors(tmp_path):
     with pytest.raises(strata.Error, match='nope.prototxt'):
         strata.SGDSolver(str(tmp_path / 'nope.prototxt'))

@@ -31,6 +31,7 @@ class BatchNormLayer : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
   // Per channel, in the channel-blocked layout too.
   bool AcceptsBlockedBottoms() const override { return true; }
   bool Absorb(Layer<Dtype>& next) override;

@@ -27,6 +27,7 @@ class BiasLayer : public Layer<Dtype> {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

@@ -17,6 +17,7 @@ class ConcatLayer : public Layer<Dtype> {
   int MinBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
   // Copies bfloat16 on the GPU (Layer::Bf16OnGpu).
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   // Joining 4-axis blobs along the channels, each a multiple of 16 of them, copies the same contiguous runs in the

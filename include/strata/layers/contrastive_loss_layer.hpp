@@ -16,6 +16,7 @@ class ContrastiveLossLayer : public LossLayer<Dtype> {
   using LossLayer<Dtype>::LossLayer;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "ContrastiveLoss"; }
+  bool BackwardNeedsTopData() const override { return false; }
   int ExactNumBottomBlobs() const override { return 3; }
   // a and b may take a gradient, the similarity labels never.
   bool AllowForceBackward(int bottom_index) const override { return bottom_index != 2; }

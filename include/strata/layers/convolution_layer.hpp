@@ -48,6 +48,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool EqualNumBottomTopBlobs() const override { return true; }
   // The weight gradient needs the input; nothing needs the output.
   bool BackwardNeedsBottomData() const override { return true; }
+  bool BackwardNeedsTopData() const override { return false; }
 
   // The shape as of the last Reshape (K-FAC reads its patches with it).
   const ConvGeometry& geometry() const { return geom_; }

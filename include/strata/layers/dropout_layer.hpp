@@ -25,6 +25,7 @@ class DropoutLayer : public NeuronLayer<Dtype> {
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&mask_}; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
   bool IsStochastic() const override { return this->phase_ == TRAIN; }
 
  protected:

@@ -14,6 +14,7 @@ class EuclideanLossLayer : public LossLayer<Dtype> {
   using LossLayer<Dtype>::LossLayer;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "EuclideanLoss"; }
+  bool BackwardNeedsTopData() const override { return false; }
   // Unlike most losses, both bottoms may take a gradient.
   bool AllowForceBackward(int bottom_index) const override { return true; }
 

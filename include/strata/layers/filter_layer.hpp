@@ -29,6 +29,7 @@ class FilterLayer : public Layer<Dtype> {
     return bottom_index != this->layer_param_.bottom_size() - 1;
   }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

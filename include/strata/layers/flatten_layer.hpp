@@ -16,6 +16,7 @@ class FlattenLayer : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override {}

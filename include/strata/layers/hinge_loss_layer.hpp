@@ -16,6 +16,7 @@ class HingeLossLayer : public LossLayer<Dtype> {
   using LossLayer<Dtype>::LossLayer;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "HingeLoss"; }
+  bool BackwardNeedsTopData() const override { return false; }
   int LabelBottom() const override { return 1; }
 
  protected:

@@ -16,6 +16,7 @@ class MultinomialLogisticLossLayer : public LossLayer<Dtype> {
   using LossLayer<Dtype>::LossLayer;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "MultinomialLogisticLoss"; }
+  bool BackwardNeedsTopData() const override { return false; }
   int LabelBottom() const override { return 1; }
 
  protected:

@@ -22,6 +22,7 @@ class ParameterLayer : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 0; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

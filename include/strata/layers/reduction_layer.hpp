@@ -22,6 +22,7 @@ class ReductionLayer : public Layer<Dtype> {
     const auto op = this->layer_param_.reduction_param().operation();
     return op == ReductionParameter::ASUM || op == ReductionParameter::SUMSQ;
   }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

@@ -17,6 +17,7 @@ class ScaleLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Scale"; }
+  bool BackwardNeedsTopData() const override { return false; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&input_copy_}; }
   bool BackwardWorksInPlace() const override { return true; }  // forward copies the input (input_copy_)
   int MinBottomBlobs() const override { return 1; }

@@ -19,6 +19,7 @@ class SplitLayer : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
+  bool BackwardNeedsTopData() const override { return false; }
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

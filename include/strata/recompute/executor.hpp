@@ -27,8 +27,10 @@ struct RecomputePlan;
 // engine taken just before that forward (before its hooks, which draw no random numbers), and a layer that
 // updates statistics in forward (BatchNorm) gets them back afterwards (ReplayForward).
 //
-// Unlike the plain passes, layers that rebuild their bottoms in backward (reversible blocks) do not drop those
-// bottoms here: the schedule alone frees memory, as the planner counted it, and a re-run may read them again.
+// In the last segment (all of a store-all plan, which is what blob_lifetime FREE_AFTER_USE installs) a value that
+// no backward reads goes once its last reader has run forward, and layers that rebuild their bottoms in backward
+// (reversible blocks) drop those bottoms as the plain passes do. In earlier segments they do not: the schedule
+// alone frees memory there, as the planner counted it, and a re-run may read them again.
 template <typename Dtype>
 class RecomputeExecutor : public NetPassRunner<Dtype> {
  public:
@@ -41,7 +43,7 @@ class RecomputeExecutor : public NetPassRunner<Dtype> {
   const RecomputeSchedule& schedule() const { return schedule_; }
 
  private:
-  Dtype RunForward(Net<Dtype>& net, int layer_id);
+  Dtype RunForward(Net<Dtype>& net, int layer_id, bool last_segment);
   void RunBackward(Net<Dtype>& net, int layer_id);
   void Recompute(Net<Dtype>& net, int layer_id);
 

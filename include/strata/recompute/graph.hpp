@@ -65,6 +65,11 @@ struct RecomputeGraph {
     // Whether its own backward reads its saved state. Forward keeps a boundary node's data only; when its
     // state is read, the node's segment recomputes it (from the same inputs, so its data comes out the same).
     bool backward_reads_state = false;
+    // The highest layer that reads its values in forward (-1: none, the net's outputs).
+    int last_reader = -1;
+    // Whether the last segment (kept whole, never recomputed) frees its values once last_reader has run forward:
+    // no backward reads them and none of its blobs is pinned.
+    bool frees_after_last_reader = false;
     std::vector<int> preds, succs;  // node ids, ascending
   };
   std::vector<Node> nodes;  // in a topological order that follows the net's layer order
@@ -86,9 +91,10 @@ struct RecomputeGraph {
   // highest layer that touches it (at the start when a later segment's layer did). Gradients of nodes of
   // `lower` that V's or later backward writes are held throughout.
   // `with_state`: the nodes whose saved state is there in backward (recomputed ones, or all of the last
-  // segment), a subset of `live`.
+  // segment), a subset of `live`. `last`: V is the last segment, whose nodes that free after their last reader
+  // do so in forward (then walked layer by layer) and are gone in backward.
   size_t SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live,
-                     const NodeSet& with_state) const;
+                     const NodeSet& with_state, bool last) const;
   double forward_flops() const;   // one forward pass over the planned nodes
 
   // A graph given directly (tests, other front ends): nodes 0..n-1 must already be in topological order

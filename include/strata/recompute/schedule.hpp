@@ -17,6 +17,9 @@ struct RecomputeSchedule {
   std::vector<std::vector<int>> free_after_forward;     // per segment: blobs whose data forward frees
   std::vector<std::vector<int>> release_after_forward;  // per segment: layers whose saved state forward frees
   std::vector<std::vector<int>> recompute_layers;       // per segment: re-run just before its backward
+  // Per net layer: blobs of the last segment whose data no backward reads, freed once that layer, their last
+  // reader, has run forward (all of a test net's, which runs no backward).
+  std::vector<std::vector<int>> free_after_layer_forward;
   // Per net layer: blobs whose data and gradient no backward reads once that layer's backward is done (the
   // blobs of the nodes whose first layer it is). Every layer's saved state is freed after its own backward.
   std::vector<std::vector<int>> free_after_backward;

@@ -25,8 +25,8 @@ std::vector<size_t> GeometricSizes(size_t lo, size_t hi, int factor);
 // STRATA_FUSE_LAYERS, STRATA_CONV_NHWC: switches that turn an optimisation off for a before/after measurement).
 bool EnvSwitchOn(const char* name);
 
-// A memory budget: a positive byte count ("200000000") or, written with a decimal point or
-// exponent, a fraction of `store_all` ("0.5"). Errors name `flag`.
+// A memory budget: a positive byte count ("200000000", or with ParseByteSize's units: "12G", "1.5GiB") or,
+// written with a decimal point or exponent and no unit, a fraction of `store_all` ("0.5"). Errors name `flag`.
 size_t ParseMemoryBudget(const std::string& s, size_t store_all, const std::string& flag = "--budget");
 
 }  // namespace strata

@@ -9,15 +9,20 @@
 
 namespace strata {
 
+// In the last segment, which nothing re-runs, a reversible block drops the inputs it rebuilds in backward, as the
+// plain passes do (Net::ForwardFromTo): an earlier segment's re-run that reads one comes after the block's backward
+// has written it back.
 template <typename Dtype>
-Dtype RecomputeExecutor<Dtype>::RunForward(Net<Dtype>& net, int layer_id) {
+Dtype RecomputeExecutor<Dtype>::RunForward(Net<Dtype>& net, int layer_id, bool last_segment) {
   if (net.layers()[layer_id]->IsStochastic()) replay_rng_[layer_id] = Strata::rng();
-  return net.RunLayerForward(layer_id);
+  const Dtype loss = last_segment ? net.ForwardFromTo(layer_id, layer_id) : net.RunLayerForward(layer_id);
+  for (int b : schedule_.free_after_layer_forward[layer_id]) net.blobs()[b]->data()->release();
+  return loss;
 }
 
 template <typename Dtype>
 void RecomputeExecutor<Dtype>::RunBackward(Net<Dtype>& net, int layer_id) {
-  net.RunLayerBackward(layer_id);
+  net.BackwardFromTo(layer_id, layer_id);
   // Nothing reads this layer's state again this iteration, nor, once the node's first layer is done, the
   // node's values and gradients: the next forward allocates them again.
   net.layers()[layer_id]->ReleaseActivations();
@@ -44,9 +49,9 @@ void RecomputeExecutor<Dtype>::Recompute(Net<Dtype>& net, int layer_id) {
 template <typename Dtype>
 Dtype RecomputeExecutor<Dtype>::Forward(Net<Dtype>& net) {
   Dtype loss = 0;
-  for (int i : schedule_.source_layers) loss += RunForward(net, i);
+  for (int i : schedule_.source_layers) loss += RunForward(net, i, false);
   for (size_t s = 0; s < schedule_.layers.size(); ++s) {
-    for (int i : schedule_.layers[s]) loss += RunForward(net, i);
+    for (int i : schedule_.layers[s]) loss += RunForward(net, i, s + 1 == schedule_.layers.size());
     for (int b : schedule_.free_after_forward[s]) net.blobs()[b]->data()->release();
     for (int i : schedule_.release_after_forward[s]) net.layers()[i]->ReleaseActivations();
   }

@@ -41,13 +41,34 @@ std::vector<int> NodeSet::members() const {
 size_t RecomputeGraph::total_bytes() const {
   NodeSet all(size());
   for (int v = 0; v < size(); ++v) all.add(v);
-  return source_bytes + SegmentPeak(NodeSet(size()), all, all, all);
+  return source_bytes + SegmentPeak(NodeSet(size()), all, all, all, true);
 }
 
+namespace {
+
+// The most a forward holds when `made` (layer, bytes) appear with their layer's forward and `dead` go once
+// theirs is done.
+size_t ForwardPeak(std::vector<std::pair<int, size_t>> made, std::vector<std::pair<int, size_t>> dead) {
+  std::sort(made.begin(), made.end());
+  std::sort(dead.begin(), dead.end());
+  size_t level = 0, peak = 0;
+  for (size_t m = 0, d = 0; m < made.size() || d < dead.size();) {
+    const int t = std::min(m < made.size() ? made[m].first : std::numeric_limits<int>::max(),
+                           d < dead.size() ? dead[d].first : std::numeric_limits<int>::max());
+    for (; m < made.size() && made[m].first == t; ++m) level += made[m].second;
+    peak = std::max(peak, level);
+    for (; d < dead.size() && dead[d].first == t; ++d) level -= dead[d].second;
+  }
+  return peak;
+}
+
+}  // namespace
+
 size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, const NodeSet& live,
-                                   const NodeSet& with_state) const {
+                                   const NodeSet& with_state, bool last) const {
   constexpr int kBefore = std::numeric_limits<int>::max();
   size_t forward = 0, level = 0;
+  std::vector<std::pair<int, size_t>> made, dead;  // forward of the last segment: (layer, bytes)
   std::vector<std::pair<int, size_t>> appear, go;  // (layer, bytes)
   auto gradients_of = [&](const Node& n) {
     for (const Node::Gradient& gr : n.gradients) {
@@ -73,14 +94,18 @@ size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, c
     }
     if (!upper.has(v)) continue;
     forward += n.bytes + n.state_bytes;
+    const bool early = last && n.frees_after_last_reader;
+    made.push_back({n.layers.front(), n.bytes + n.state_bytes});
+    if (early) dead.push_back({n.last_reader, n.bytes});
     size_t held = 0;
-    if (live.has(v)) held += n.bytes;
+    if (live.has(v) && !early) held += n.bytes;
     if (with_state.has(v)) held += n.state_bytes;
     level += held;
     gradients_of(n);
     for (const Node::Gradient& gr : n.gradients) held += gr.bytes;
     go.push_back({n.layers.front(), held});
   }
+  if (last) forward = ForwardPeak(made, dead);
   auto later_first = [](const std::pair<int, size_t>& a, const std::pair<int, size_t>& b) { return a.first > b.first; };
   std::sort(appear.begin(), appear.end(), later_first);
   std::sort(go.begin(), go.end(), later_first);
@@ -379,6 +404,21 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
       for (int b : net.bottom_ids()[l]) mark(b);
     if (layers[l]->BackwardNeedsTopData())
       for (int t : net.top_ids()[l]) mark(t);
+  }
+
+  // A value no backward reads is dead after its last reader's forward, unless one of its blobs is pinned.
+  for (int l = 0; l < num_layers; ++l) {
+    for (int b : net.bottom_ids()[l]) {
+      const int w = writer_of_blob(b);
+      if (w >= 0 && !pinned[uf.find(w)]) {
+        int& last = g.nodes[node_of_root[uf.find(w)]].last_reader;
+        last = std::max(last, l);
+      }
+    }
+  }
+  for (RecomputeGraph::Node& n : g.nodes) {
+    n.frees_after_last_reader = !n.needed_in_backward && n.last_reader >= 0 &&
+                                std::none_of(n.blobs.begin(), n.blobs.end(), [&](int b) { return is_output[b]; });
   }
   g.Finish();
   return g;

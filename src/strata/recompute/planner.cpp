@@ -63,7 +63,7 @@ Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& uppe
     if (last || in_b.has(v)) live.add(v);
     if (last || (keep_state && in_b.has(v))) with_state.add(v);
   }
-  s.peak_bytes = g.SegmentPeak(lower, upper, live, with_state);
+  s.peak_bytes = g.SegmentPeak(lower, upper, live, with_state, last);
   return s;
 }
 

@@ -47,6 +47,16 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
     s.release_after_forward.push_back(i + 1 < k ? fwd_release : std::vector<int>{});
     s.recompute_layers.push_back(re);
   }
+  // The last segment is kept whole and never recomputed: a value no backward reads goes after its last reader.
+  s.free_after_layer_forward.assign(net.num_layers(), {});
+  if (k > 0) {
+    for (int v : plan.segments.back()) {
+      const auto& n = g.nodes[v];
+      if (!n.frees_after_last_reader) continue;
+      auto& frees = s.free_after_layer_forward[n.last_reader];
+      frees.insert(frees.end(), n.blobs.begin(), n.blobs.end());
+    }
+  }
   return s;
 }
 

@@ -66,9 +66,13 @@ std::vector<size_t> GeometricSizes(size_t lo, size_t hi, int factor) {
 }
 
 size_t ParseMemoryBudget(const std::string& s, size_t store_all, const std::string& flag) {
-  const std::string expected = flag + " must be a positive number of bytes or a fraction such as 0.5, got '" + s + "'";
+  const std::string expected =
+      flag + " must be a positive number of bytes (12G, 512MiB), or a fraction such as 0.5, got '" + s + "'";
   double v = 0;
   std::string rest;
+  if (parse_number(s, &v, &rest) && !rest.empty() && std::isalpha(static_cast<unsigned char>(rest[0]))) {
+    return ParseByteSize(s, flag);  // a unit: "12GiB", "512M"
+  }
   STRATA_REQUIRE(parse_number(s, &v, &rest) && rest.empty() && v > 0) << expected;
   const bool fraction = s.find_first_of(".eE") != std::string::npos;
   const double bytes = fraction ? v * static_cast<double>(store_all) : v;
