@@ -2,8 +2,8 @@
 # Measured activation memory and iteration time of a net under each recomputation planner, in one run:
 # store_all, sqrt(n), the DP at several budgets and dp_memory, each a fresh `strata time` process, with ratios
 # against store_all measured the same way (the same executor, which frees gradients and saved state as backward
-# passes them; `strata time`'s default, blob_lifetime free_after_use, is store_all's). "no plan" is Net without a
-# schedule (--blob_lifetime=keep, Caffe's way): it holds every value, state and gradient all along.
+# passes them, as blob_lifetime FREE_AFTER_USE does). "no plan" is Net without a schedule (`strata time`'s default,
+# --blob_lifetime=keep, Caffe's way): it holds every value, state and gradient all along.
 #
 #   benchmarks/recompute_memory.sh MODEL [ITERATIONS] [BUDGETS] [REPS]
 #   e.g. chrt -r 10 benchmarks/recompute_memory.sh models/resnet50/deploy.prototxt 2 "0.5 0.4 0.3" 3
@@ -27,7 +27,7 @@ configs+=("dp_memory|dp_memory|-")
 
 run() {  # planner budget -> "predicted measured ms", or "error MESSAGE"
   local args=(time --model="$model" --iterations="$iterations" --warmup=1 --step=false)
-  if [[ $1 == none ]]; then args+=(--blob_lifetime=keep); else args+=(--planner="$1" --budget="${2/-/1.0}"); fi
+  [[ $1 != none ]] && args+=(--planner="$1" --budget="${2/-/1.0}")
   local out
   if ! out=$("$strata" "${args[@]}" 2>&1); then
     # A budget no plan meets: the error names the smallest feasible one.

@@ -31,7 +31,7 @@ struct Features {
   bool layouts = true;        // blocked activations and parameters in oneDNN's layouts
   bool bf16 = false;
   bool recompute = false;     // recompute_param { planner: "sqrt" }
-  bool free_after_use = true; // blob_lifetime FREE_AFTER_USE (off: KEEP, Caffe's every blob kept)
+  bool free_after_use = false;  // blob_lifetime FREE_AFTER_USE (off: KEEP, Caffe's every blob kept)
   int reversible = 0;         // 0: no block; 1: a block keeping its input (verify); 2: rebuilding it
   int kfac = 0;               // 0: SGD; 1: empirical Fisher; 2: true Fisher
   int batch = kBatch;         // records per iteration (per rank)
@@ -110,7 +110,7 @@ inline SolverParameter SolverParam(const std::string& source, const std::string&
   p.set_snapshot_after_train(false);
   if (f.bf16) p.set_precision(BF16);
   if (f.recompute) p.mutable_recompute_param()->set_planner("sqrt");
-  if (!f.free_after_use) p.set_blob_lifetime(SolverParameter::KEEP);
+  if (f.free_after_use) p.set_blob_lifetime(SolverParameter::FREE_AFTER_USE);
   if (f.clip) p.set_clip_gradients(0.05f);
   if (f.kfac) {
     p.set_type("KFAC");

@@ -100,15 +100,14 @@ const Cell kCells[] = {
     {"recompute", "resume", 0},
     {"recompute", "dropout", 0},
     {"recompute", "stochastic_pool", 0},
-    // Blobs freed after their last use run the same layers in the same order as Caffe's every blob kept; K-FAC's
-    // true Fisher keeps them (a second backward reads them). K-FAC's factors round differently, as under any plan
-    // (2e-6 measured).
+    // Blobs freed after their last use run the same layers in the same order as Caffe's every blob kept. K-FAC's
+    // factors round differently, as under any plan (2e-6 measured); its true Fisher's second backward reads them.
     {"free_after_use", "fusion", 0},
     {"free_after_use", "layouts", 0},
     {"free_after_use", "bf16", 0},
     {"free_after_use", "reversible", 0},
     {"free_after_use", "kfac_empirical", kRounding},
-    {"free_after_use", "kfac_true", 0},
+    {"free_after_use", "kfac_true", 0, kRefused, "TRUE_FISHER|blob_lifetime"},
     {"free_after_use", "iter_size", 0},
     {"free_after_use", "clip", 0},
     {"free_after_use", "resume", 0},

@@ -250,7 +250,6 @@ std::unique_ptr<Solver<double>> MakeKfac(const std::string& net, const std::stri
   p.set_max_iter(1);
   p.set_random_seed(seed);
   p.set_snapshot_after_train(false);
-  p.set_blob_lifetime(SolverParameter::KEEP);  // the tests recompute the factors from the net's blobs after a step
   ReadProtoFromTextString(kfac_text, p.mutable_kfac_param());
   return SolverRegistry<double>::Create(p);
 }
@@ -572,7 +571,6 @@ TEST(Kfac, RecomputePlanGivesTheSameWeights) {
     p.set_random_seed(3);
     ReadProtoFromTextString("fisher: EMPIRICAL factor_interval: 2 inverse_interval: 2", p.mutable_kfac_param());
     if (planned) ReadProtoFromTextString("planner: \"sqrt\"", p.mutable_recompute_param());
-    else p.set_blob_lifetime(SolverParameter::KEEP);  // the plain layer loops
     auto solver = SolverRegistry<double>::Create(p);
     ASSERT_EQ(solver->net()->pass_runner() != nullptr, planned == 1);
     FillInputs(*solver->net(), 3, 16);

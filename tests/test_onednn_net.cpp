@@ -103,7 +103,6 @@ Trained Train(const std::string& engine, int steps, Precision precision = FP32, 
   ReadProtoFromTextString(net_text.empty() ? ResNetStyle(width) : net_text, p.mutable_net_param());
   SetEngines(p.mutable_net_param(), engine);
   p.set_precision(precision);
-  p.set_blob_lifetime(SolverParameter::KEEP);  // the tests look at the blobs' layouts after the steps
   auto solver = SolverRegistry<float>::Create(p);
   Net<float>& net = *solver->net();
   std::mt19937 rng(3);

@@ -88,8 +88,8 @@ DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms 
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
 DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\", \"12G\", \"512MiB\") or "
                           "as a fraction of store-all with a decimal point (\"0.5\").");
-DEFINE_string(blob_lifetime, "free_after_use", "time: free_after_use (each blob freed after its last use, as "
-                                               "training does by default) or keep (Caffe's: every blob kept).");
+DEFINE_string(blob_lifetime, "keep", "time: keep (every blob kept, Caffe's way and training's default) or "
+                                     "free_after_use (each freed after its last use: the solver's blob_lifetime).");
 DEFINE_string(planner, "all", "plan: store_all, sqrt, dp (least recomputation within the budget), dp_memory "
                               "(least memory) or all.");
 DEFINE_string(out, "", "draw: the picture to write: NAME.png, .svg or .pdf (through Graphviz's dot), or NAME.dot.");

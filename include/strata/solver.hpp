@@ -88,7 +88,6 @@ class Solver {
  private:
   void InitTrainNet(const DataShard& shard);
   void InitTestNets(const DataShard& shard);
-  bool FreesBlobsAfterUse() const;
   std::vector<Dtype> Test(int test_net_id);
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayOutputs(const std::vector<Blob<Dtype>*>& outputs, const Net<Dtype>& net, const char* which);

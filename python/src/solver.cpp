@@ -22,8 +22,6 @@ const char* const kSolverClasses[][2] = {
 
 SolverPtr MakeSolver(const std::string& file, const std::string& type) {
   SolverParameter param = ReadSolverParam(file);
-  // pycaffe's users read solver.net.blobs (values and gradients) after a step: Caffe's lifetimes, unless asked.
-  if (!param.has_blob_lifetime()) param.set_blob_lifetime(SolverParameter::KEEP);
   if (!type.empty()) {
     param.clear_solver_type();
     param.set_type(type);

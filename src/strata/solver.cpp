@@ -213,19 +213,9 @@ void Solver<Dtype>::InitTrainNet(const DataShard& shard) {
               << "activation data " << human_bytes(static_cast<double>(plan.peak_bytes)) << " of "
               << human_bytes(static_cast<double>(g.total_bytes())) << ", recomputation "
               << plan.recompute_flops / 1e9 << " GFLOP per iteration";
-  } else if (FreesBlobsAfterUse()) {
+  } else if (param_.blob_lifetime() == SolverParameter::FREE_AFTER_USE) {
     InstallRecomputePlan(net_.get(), StoreAllPlan(ExtractGraph(*net_)));
   }
-}
-
-// blob_lifetime FREE_AFTER_USE, where nothing reads a pass's blobs after its backward. Two things do, and keep
-// them: K-FAC's true Fisher runs a second backward over the same pass, and a pipeline stage holds its
-// micro-batches' activations itself (pipeline_param's activations).
-template <typename Dtype>
-bool Solver<Dtype>::FreesBlobsAfterUse() const {
-  if (param_.blob_lifetime() != SolverParameter::FREE_AFTER_USE) return false;
-  if (param_.has_pipeline_param()) return false;
-  return !(param_.type() == "KFAC" && param_.kfac_param().fisher() == KfacParameter::TRUE_FISHER);
 }
 
 template <typename Dtype>
@@ -235,7 +225,9 @@ void Solver<Dtype>::InitTestNets(const DataShard& shard) {
     auto test_net = std::make_shared<Net<Dtype>>(sources[i], shard);
     test_net->ShareTrainedLayersWith(net_.get());
     // A test net runs no backward: every value but its outputs goes after its last reader.
-    if (FreesBlobsAfterUse()) InstallRecomputePlan(test_net.get(), StoreAllPlan(ExtractGraph(*test_net)));
+    if (param_.blob_lifetime() == SolverParameter::FREE_AFTER_USE) {
+      InstallRecomputePlan(test_net.get(), StoreAllPlan(ExtractGraph(*test_net)));
+    }
     test_nets_.push_back(test_net);
   }
 }

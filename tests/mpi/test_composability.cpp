@@ -145,6 +145,7 @@ const Cell kCells[] = {
     {"data_parallel", "layouts", kRounding},
     {"data_parallel", "bf16", kRounding},
     {"data_parallel", "recompute", kRounding},
+    {"data_parallel", "free_after_use", kRounding},
     {"data_parallel", "reversible", kRounding},
     {"data_parallel", "kfac_empirical", kRounding},
     {"data_parallel", "kfac_true", 0, kTrains, kPerRankDraws},
@@ -157,6 +158,7 @@ const Cell kCells[] = {
     {"pipeline_sync", "layouts", kRounding},
     {"pipeline_sync", "bf16", kRounding},
     {"pipeline_sync", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
+    {"pipeline_sync", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
     {"pipeline_sync", "reversible", kRounding},
     {"pipeline_sync", "kfac_empirical", 0, kRefused, "pipeline|K-FAC"},
     {"pipeline_sync", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
@@ -175,6 +177,7 @@ const Cell kCells[] = {
     {"pipeline_async", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
     {"pipeline_async", "clip", 0, kRefused, "clip_gradients|pipeline_param"},
     {"pipeline_async", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
+    {"pipeline_async", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
 };
 
 TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {

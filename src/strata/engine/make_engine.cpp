@@ -16,6 +16,9 @@ EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup) 
     STRATA_REQUIRE(!param.has_recompute_param())
         << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
         << "pipeline_param { activations: RECOMPUTE }";
+    STRATA_REQUIRE(param.blob_lifetime() != SolverParameter::FREE_AFTER_USE)
+        << "blob_lifetime FREE_AFTER_USE and pipeline_param together are not supported: a pipeline stage holds its "
+        << "micro-batches' activations itself (pipeline_param { activations })";
     STRATA_REQUIRE(setup.comm != nullptr)
         << "pipeline_param needs the ranks of an MPI job (strata train under mpirun), which this run was not given";
     return EngineKind::kPipeline;

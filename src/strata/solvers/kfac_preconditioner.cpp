@@ -80,8 +80,8 @@ KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<
         << "kfac_param.fisher TRUE_FISHER samples labels from a SoftmaxWithLoss layer, and the net has none; "
         << "use fisher: EMPIRICAL";
     STRATA_REQUIRE(net->pass_runner() == nullptr)
-        << "kfac_param.fisher TRUE_FISHER runs a second backward, which a recompute plan does not allow; use "
-        << "fisher: EMPIRICAL";
+        << "kfac_param.fisher TRUE_FISHER runs a second backward over the pass's blobs, which a recompute plan and "
+        << "blob_lifetime FREE_AFTER_USE free; use fisher: EMPIRICAL";
   }
   collected_iter_.assign(blocks_.size(), -1);
   net->add_before_backward_hook([this](int layer_id) { CollectFactors(layer_id); }, this);
