@@ -202,8 +202,8 @@ void Solver<Dtype>::InitTrainNet(const DataShard& shard) {
   const NetParameter net_param = TrainNetParam(param_);
   net_ = std::make_shared<Net<Dtype>>(net_param, shard);
 
-  // recompute_param: train within an activation budget by recomputing (docs/recompute.md). Without one, the
-  // store-all plan's executor frees each blob after its last use (blob_lifetime).
+  // recompute_param: train within an activation budget by recomputing (docs/recompute.md). Without one,
+  // blob_lifetime FREE_AFTER_USE frees each blob after its last use, through the store-all plan's executor.
   const RecomputeParameter& rp = param_.recompute_param();
   if (param_.has_recompute_param() && rp.planner() != "store_all") {
     const RecomputeGraph g = ExtractGraph(*net_);

@@ -1,5 +1,6 @@
 #include "strata/util/flag_parsing.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
