@@ -93,10 +93,13 @@ size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, c
       continue;
     }
     if (!upper.has(v)) continue;
-    forward += n.bytes + n.state_bytes;
     const bool early = last && n.frees_after_last_reader;
-    made.push_back({n.layers.front(), n.bytes + n.state_bytes});
-    if (early) dead.push_back({n.last_reader, n.bytes});
+    if (last) {
+      made.push_back({n.layers.front(), n.bytes + n.state_bytes});
+      if (early) dead.push_back({n.last_reader, n.bytes});
+    } else {
+      forward += n.bytes + n.state_bytes;
+    }
     size_t held = 0;
     if (live.has(v) && !early) held += n.bytes;
     if (with_state.has(v)) held += n.state_bytes;
