@@ -12,12 +12,14 @@
 # machine hits all of them alike; the time reported is the fastest repetition (the least disturbed), with the
 # slowest beside it. Peaks are MemoryTracker's activation category over the timed iterations (data, gradients
 # and layers' saved state) and do not vary between repetitions. STRATA (default build-cpu/bin/strata) picks
-# the binary.
+# the binary. WARMUP (default 3) passes run untimed first: the executor's first passes grow the heap to its peak
+# (pages faulted in), which one warm-up pass left in the timed ones.
 set -euo pipefail
 model=${1:?usage: $0 MODEL [ITERATIONS] [BUDGETS] [REPS]}
 iterations=${2:-2}
 budgets=${3:-0.5 0.4 0.3}
 reps=${4:-3}
+warmup=${WARMUP:-3}
 strata=${STRATA:-build-cpu/bin/strata}
 
 # label|planner|budget
@@ -26,7 +28,7 @@ for b in $budgets; do configs+=("dp|dp|$b"); done
 configs+=("dp_memory|dp_memory|-")
 
 run() {  # planner budget -> "predicted measured ms", or "error MESSAGE"
-  local args=(time --model="$model" --iterations="$iterations" --warmup=1 --step=false)
+  local args=(time --model="$model" --iterations="$iterations" --warmup="$warmup" --step=false)
   [[ $1 != none ]] && args+=(--planner="$1" --budget="${2/-/1.0}")
   local out
   if ! out=$("$strata" "${args[@]}" 2>&1); then

@@ -276,8 +276,8 @@ TEST(Recompute, ExtractGraphFusesInPlaceAndAliasingLayers) {
   EXPECT_LE(dp.MinFeasibleBytes(), SqrtPlan(g).peak_bytes);
 }
 
-// conv -> BatchNorm -> ReLU (in place) feeding a branch with Dropout (in place) and a sum: fusing, random
-// replay, statistics and a skip connection in one small net.
+// conv -> BatchNorm -> Scale -> ReLU (in place) feeding a branch with Dropout (in place) and a sum: fusing (the
+// Scale's saved input goes unused inside BatchNorm), random replay, statistics and a skip connection in one net.
 const char* kExecNet = R"(
 name: "exec"
 layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 4 dim: 2 dim: 8 dim: 8 } } }
@@ -285,6 +285,7 @@ layer { name: "label" type: "Input" top: "y" input_param { shape { dim: 4 } } }
 layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
         convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }
 layer { name: "bn1" type: "BatchNorm" bottom: "c1" top: "c1" }
+layer { name: "scale1" type: "Scale" bottom: "c1" top: "c1" scale_param { bias_term: true } }
 layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
 layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2"
         convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.3 } } }

@@ -139,6 +139,35 @@ TEST(SyncedMemory, ReleaseFreesAndTheNextAccessStartsOver) {
   EXPECT_EQ(Current(MemoryCategory::kActivation), before + 32);
 }
 
+// A writer of every value (keep_values false) gets its fresh memory as allocated, not zeroed; the test binaries
+// fill it with NaNs (tests/test_main.cpp), so a writer that leaves a value unwritten fails its tests.
+TEST(SyncedMemory, FreshMemoryForAWriterOfEveryValueIsNotZeroed) {
+  SyncedMemory mem(16 * sizeof(float), MemoryCategory::kActivation);
+  const float* p = static_cast<float*>(mem.mutable_cpu_data_in(MemoryFormat::kPlain, {}, /*keep_values=*/false));
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(std::isnan(p[i])) << "fresh memory for an overwriting writer, poisoned";
+  mem.release();
+  p = static_cast<float*>(mem.mutable_cpu_data_in(MemoryFormat::kBlocked16, {1, 16, 1, 4}, /*keep_values=*/false));
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(std::isnan(p[i])) << "in a blocked layout too";
+  mem.release();
+  p = static_cast<float*>(mem.mutable_cpu_data_in(MemoryFormat::kPlain, {}, /*keep_values=*/true));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(p[i], 0.f) << "a writer that keeps the values gets zeros";
+}
+
+TEST(SyncedMemory, ReleaseLeavesTheBytesToAViewFromOutside) {
+  SyncedMemory mem(16, MemoryCategory::kActivation);
+  std::memset(mem.mutable_cpu_data(), 0x5a, 16);
+  const void* p = mem.cpu_data();
+  mem.add_host_view();  // a NumPy array over the bytes
+  mem.release();
+  EXPECT_EQ(mem.head(), SyncedMemory::HEAD_AT_CPU);
+  ASSERT_EQ(mem.cpu_data(), p);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(static_cast<const unsigned char*>(p)[i], 0x5a);
+  mem.remove_host_view();
+  mem.release();
+  EXPECT_EQ(mem.head(), SyncedMemory::UNINITIALIZED);
+  EXPECT_EQ(mem.resident_bytes(), 0u);
+}
+
 TEST(SyncedMemory, DestructorReleasesTheCount) {
   const size_t before = Current(MemoryCategory::kOther);
   {
@@ -210,6 +239,7 @@ TEST(SyncedMemoryDeathTest, DeviceAccessInACpuOnlyBuildStops) {
   SyncedMemory mem(16);
   EXPECT_DEATH(mem.gpu_data(), "no GPU support");
   EXPECT_DEATH(mem.mutable_gpu_data(), "no GPU support");
+  EXPECT_DEATH(mem.mutable_gpu_data_in(DeviceFormat::kPlain, /*keep_values=*/false), "no GPU support");
 }
 
 TEST(SyncedMemory, HostAndDeviceCopiesFollowTheHead) {
@@ -243,6 +273,12 @@ TEST(SyncedMemory, HostAndDeviceCopiesFollowTheHead) {
   EXPECT_EQ(fresh.resident_bytes(), 0u);
   const unsigned char* z = static_cast<const unsigned char*>(fresh.cpu_data());
   for (int i = 0; i < 8; ++i) EXPECT_EQ(z[i], 0);
+  // One its writer overwrites whole is allocated in the format asked for, not zeroed (poisoned in the tests).
+  SyncedMemory overwritten(8 * sizeof(float));
+  overwritten.mutable_gpu_data_in(DeviceFormat::kBf16, /*keep_values=*/false);
+  EXPECT_EQ(overwritten.device_bytes(), 8 * sizeof(float) / 2) << "in bfloat16 directly";
+  const float* w = static_cast<const float*>(overwritten.cpu_data());
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(std::isnan(w[i]));
   mem.release();
   EXPECT_EQ(mem.device_bytes(), 0u);
 }

@@ -2,6 +2,7 @@
 // next (Caffe's SyncedMemory). Allocations are counted by MemoryTracker under the block's category.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,7 +25,8 @@ class SyncedMemory {
   const void* cpu_data();
   void* mutable_cpu_data();
   // The host bytes in `layout`; a blocked layout is made for `shape`. The mutable form converts the current
-  // contents unless `keep_values` is false (the caller overwrites them all).
+  // contents unless `keep_values` is false: the caller overwrites them all, so memory allocated for it is not
+  // zeroed (every layout is a permutation of the same bytes, with no padding to leave unwritten).
   const void* cpu_data_in(MemoryFormat layout, const BlockedShape& shape);
   void* mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values = true);
   MemoryFormat layout() const { return layout_; }
@@ -57,9 +59,16 @@ class SyncedMemory {
   // from the contents (a layer's bfloat16 weights) is current while it is unchanged.
   uint64_t version() const { return version_; }
 
-  // Frees both copies; the next access allocates zeroed memory again. Used by the recompute executor to drop
-  // activations it will rebuild.
+  // Frees both copies; the next access allocates zeroed memory again (not zeroed for a keep_values-false writer).
+  // Used by the recompute executor to drop activations it will rebuild. While an outside view holds the host
+  // bytes it changes nothing: they stay, and later passes write into them as if they were kept.
   void release();
+  // A view from outside (a NumPy array over the host bytes) starts or stops holding them.
+  void add_host_view() { ++host_views_; }
+  void remove_host_view() { --host_views_; }
+  // Fills the memory a keep_values-false writer gets fresh with NaNs instead of leaving it as the allocator gave
+  // it, so that a writer that leaves a value unwritten shows in its results. The test binaries turn it on.
+  static void set_poison_fresh_writes(bool poison);
 
   SyncedHead head() const { return head_; }
   size_t size() const { return size_; }
@@ -77,7 +86,8 @@ class SyncedMemory {
 #endif
 
  private:
-  void to_cpu();
+  // Allocates fresh host memory zeroed unless `zero_fresh` is false (a writer that overwrites every value).
+  void to_cpu(bool zero_fresh = true);
   void to_gpu();
   // Rearranges the host bytes into `to` (for `shape` when that is blocked, as `custom` says when that is custom).
   void relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom = nullptr);
@@ -102,6 +112,7 @@ class SyncedMemory {
   MemoryFormat layout_ = MemoryFormat::kPlain;
   BlockedShape blocked_shape_;
   CustomFormatPtr custom_;
+  std::atomic<int> host_views_{0};  // changed by Python's threads while a pass releases
 };
 
 }  // namespace strata

@@ -44,13 +44,22 @@ void Save(const Net<float>& net, const std::string& file, SolverParameter::Snaps
 
 // The blob's value or gradient as a NumPy array over its host memory, no copy: the plain accessors convert a
 // blocked or library layout back in place first, and bring GPU memory to the host (the host copy is then the
-// one in force, as with any mutable_cpu_* access). `owner` (the Python blob) stays alive while the array does.
-py::array View(const py::object& owner, bool diff) {
-  auto& blob = owner.cast<Blob<float>&>();
+// one in force, as with any mutable_cpu_* access). The array holds the memory block itself, as a view from
+// outside: a reshape that gives the blob a larger block, or a pass that frees the blob after use
+// (blob_lifetime FREE_AFTER_USE, a recompute plan), leaves the array's bytes in place (pycaffe's arrays dangle).
+py::array View(Blob<float>& blob, bool diff) {
   const std::vector<py::ssize_t> shape(blob.shape().begin(), blob.shape().end());
   if (blob.count() == 0) return py::array_t<float>(shape);
   float* p = diff ? blob.mutable_cpu_diff() : blob.mutable_cpu_data();
-  return py::array_t<float>(shape, p, owner);
+  using Held = std::shared_ptr<SyncedMemory>;
+  auto* held = new Held(diff ? blob.diff() : blob.data());
+  (*held)->add_host_view();
+  py::capsule base(held, [](void* h) {
+    auto* memory = static_cast<Held*>(h);
+    (*memory)->remove_host_view();
+    delete memory;
+  });
+  return py::array_t<float>(shape, p, base);
 }
 
 // blob.data = array: copies values of the blob's exact shape (NumPy's own assignment, data[...] = a, broadcasts).
@@ -198,11 +207,11 @@ PYBIND11_MODULE(_strata, m) {
       .def_property_readonly("height", &Blob<float>::height)
       .def_property_readonly("width", &Blob<float>::width)
       .def("reshape", [](Blob<float>& b, const py::args& args) { b.Reshape(ShapeArgs(args)); })
-      .def_property("data", [](const py::object& self) { return View(self, false); },
+      .def_property("data", [](Blob<float>& self) { return View(self, false); },
                     [](Blob<float>& b, const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
                       Assign(b, a, false);
                     })
-      .def_property("diff", [](const py::object& self) { return View(self, true); },
+      .def_property("diff", [](Blob<float>& self) { return View(self, true); },
                     [](Blob<float>& b, const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
                       Assign(b, a, true);
                     });

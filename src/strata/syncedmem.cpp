@@ -55,6 +55,10 @@ void* host_alloc(size_t size, bool* pinned) {
   return ptr;
 }
 
+// Tests only (set_poison_fresh_writes): set before any thread allocates.
+bool poison_fresh_writes = false;
+constexpr int kPoisonByte = 0xFF;  // all ones: a NaN in float, double and bfloat16
+
 void host_free(void* ptr, bool pinned) {
 #ifdef STRATA_USE_CUDA
   if (pinned) {
@@ -70,7 +74,10 @@ void host_free(void* ptr, bool pinned) {
 
 SyncedMemory::SyncedMemory(size_t size, MemoryCategory category) : size_(size), category_(category) {}
 
-SyncedMemory::~SyncedMemory() { release(); }
+SyncedMemory::~SyncedMemory() {
+  free_cpu();
+  free_gpu();
+}
 
 void SyncedMemory::free_cpu() {
   if (cpu_ptr_ && own_cpu_data_) {
@@ -109,6 +116,7 @@ void SyncedMemory::alloc_gpu(DeviceFormat format) {
   MemoryTracker::allocated(category_, gpu_bytes_, MemorySpace::kDevice);
 #else
   (void)format;
+  LOG(FATAL) << "this build of Strata has no GPU support (no CUDA toolkit was found at build time)";
 #endif
 }
 
@@ -147,7 +155,10 @@ void SyncedMemory::set_category(MemoryCategory c) {
   category_ = c;
 }
 
+void SyncedMemory::set_poison_fresh_writes(bool poison) { poison_fresh_writes = poison; }
+
 void SyncedMemory::release() {
+  if (host_views_ > 0) return;
   free_cpu();
   free_gpu();
   ++version_;
@@ -192,11 +203,11 @@ void SyncedMemory::relayout(MemoryFormat to, const BlockedShape& shape, const Cu
   custom_ = to == MemoryFormat::kCustom ? custom : nullptr;
 }
 
-void SyncedMemory::to_cpu() {
+void SyncedMemory::to_cpu(bool zero_fresh) {
   switch (head_) {
     case UNINITIALIZED:
       cpu_ptr_ = host_alloc(size_, &cpu_pinned_);
-      std::memset(cpu_ptr_, 0, size_);
+      if (zero_fresh || poison_fresh_writes) std::memset(cpu_ptr_, zero_fresh ? 0 : kPoisonByte, size_);
       own_cpu_data_ = true;
       layout_ = MemoryFormat::kPlain;
       custom_ = nullptr;
@@ -276,7 +287,7 @@ void* SyncedMemory::mutable_cpu_data_as(const CustomFormatPtr& layout, bool keep
     cpu_data_as(layout);
   } else {
     CHECK(layout) << "no custom layout given";
-    to_cpu();
+    to_cpu(/*zero_fresh=*/keep_values);
     layout_ = MemoryFormat::kCustom;
     custom_ = layout;
   }
@@ -301,8 +312,8 @@ void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const BlockedShape&
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_in(layout, shape);
   } else {
-    // Fresh memory is zeros, the same in every layout.
-    to_cpu();
+    // Fresh memory is zeros, the same in every layout, unless the caller overwrites every value anyway.
+    to_cpu(/*zero_fresh=*/keep_values);
     layout_ = layout;
     if (layout == MemoryFormat::kBlocked16) blocked_shape_ = shape;
     custom_ = nullptr;
@@ -338,11 +349,14 @@ const void* SyncedMemory::gpu_data_in(DeviceFormat format) {
 
 void* SyncedMemory::mutable_gpu_data_in(DeviceFormat format, bool keep_values) {
   ++version_;
-  if (keep_values || head_ == UNINITIALIZED || (gpu_ptr_ && !own_gpu_data_)) {
+  if (keep_values || (gpu_ptr_ && !own_gpu_data_)) {
     gpu_data_in(format);
   } else if (gpu_ptr_ == nullptr || format != device_format_) {
-    free_gpu();  // the caller overwrites every value: nothing to convert
+    free_gpu();  // the caller overwrites every value: nothing to convert or zero
     alloc_gpu(format);
+#ifdef STRATA_USE_CUDA
+    if (poison_fresh_writes) STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, kPoisonByte, gpu_bytes_));
+#endif
   }
   head_ = HEAD_AT_GPU;
   return gpu_ptr_;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "strata/comm/communicator.hpp"
+#include "strata/syncedmem.hpp"
 
 namespace {
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
+  strata::SyncedMemory::set_poison_fresh_writes(true);  // as in tests/test_main.cpp
 
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   if (rank != 0) {

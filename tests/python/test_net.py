@@ -95,6 +95,14 @@ def test_forward_all_batches_and_drops_padding(input_net):
     np.testing.assert_allclose(out, x @ w.T + b, rtol=1e-5)
 
 
+def test_an_array_outlives_a_reshape_that_replaces_the_memory():
+    b = strata.Blob(2, 3)
+    a = b.data
+    a[...] = 7
+    b.reshape(40, 30)  # a larger block: the array keeps the old one
+    assert (a == 7).all() and not b.data.any()
+
+
 def test_data_is_a_view_of_the_nets_memory(input_net):
     net = strata.Net(input_net, strata.TEST)
     w = net.params['ip'][0].data

@@ -96,6 +96,23 @@ def test_blobs_after_a_step(tmp_path, lifetime):
     assert solver.net.blobs['x'].data.any() and solver.net.blobs['loss'].data.any()
 
 
+def test_an_array_holds_the_memory_a_step_would_free(tmp_path):
+    # While a NumPy array views a blob, freeing after use leaves the blob's memory to it (the array never dangles):
+    # the next steps write into it as if it were kept.
+    solver = strata.SGDSolver(solver_file(tmp_path, 'SGD', extra='blob_lifetime: FREE_AFTER_USE'))
+    solver.step(1)
+    y, dy = solver.net.blobs['y'].data, solver.net.blobs['y'].diff
+    solver.step(1)
+    assert y.any() and dy.any()
+    assert np.shares_memory(y, solver.net.blobs['y'].data) and np.shares_memory(dy, solver.net.blobs['y'].diff)
+    last = y.copy()
+    solver.step(1)
+    assert not np.array_equal(y, last)  # a new batch's values
+    del y, dy
+    solver.step(1)
+    assert not solver.net.blobs['y'].data.any()  # freed again once no array holds it
+
+
 def test_solver_errors(tmp_path):
     with pytest.raises(strata.Error, match='nope.prototxt'):
         strata.SGDSolver(str(tmp_path / 'nope.prototxt'))

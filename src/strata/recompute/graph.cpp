@@ -382,6 +382,8 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     for (int l : g.nodes[v].layers) g.node_of_layer[l] = v;
   for (RecomputeGraph::Node& n : g.nodes) {
     for (int l : n.layers) {
+      // An absorbed layer's forward never runs, so it saves nothing (a Scale in BatchNorm: BatchNorm's state).
+      if (layers[l]->absorbed()) continue;
       size_t saved = 0;
       for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
       n.state_bytes += saved;
