@@ -155,9 +155,23 @@ void StallWatchdog::progress(std::vector<uint64_t>* out) const {
 }
 
 void StallWatchdog::loop() {
+  // Two seconds more than the period between checks: this process did not run (a rank stopped and
+  // continued, or one that mpirun continues to end it after another rank ended the job). The other ranks were not
+  // what kept its collectives waiting then, so their waits start again after the gap (unless one ended meanwhile).
+  constexpr double kAbsentAfter = 2.0;
+  double last = now_seconds();
   while (!stop_.load()) {
     serve();
-    check(now_seconds());
+    const double now = now_seconds(), absent = now - last - period_;
+    if (absent >= kAbsentAfter) {
+      for (size_t c = 0; c < channels_.size(); ++c) {
+        int64_t since = channel_state_[c].since_ns.load(std::memory_order_acquire);
+        if (since != 0)
+          channel_state_[c].since_ns.compare_exchange_strong(since, since + static_cast<int64_t>(absent * 1e9));
+      }
+    }
+    check(now);
+    last = now_seconds();  // after the check: waiting for the answers to its questions is time this process ran
     sleep_seconds(period_);
   }
   shutdown_messages();
