@@ -55,6 +55,9 @@ void* host_alloc(size_t size, bool* pinned) {
   return ptr;
 }
 
+[[maybe_unused]] constexpr const char* kNoGpuSupport =
+    "this build of Strata has no GPU support (no CUDA toolkit was found at build time)";
+
 // Tests only (set_poison_fresh_writes): set before any thread allocates.
 bool poison_fresh_writes = false;
 constexpr int kPoisonByte = 0xFF;  // all ones: a NaN in float, double and bfloat16
@@ -116,7 +119,7 @@ void SyncedMemory::alloc_gpu(DeviceFormat format) {
   MemoryTracker::allocated(category_, gpu_bytes_, MemorySpace::kDevice);
 #else
   (void)format;
-  LOG(FATAL) << "this build of Strata has no GPU support (no CUDA toolkit was found at build time)";
+  LOG(FATAL) << kNoGpuSupport;
 #endif
 }
 
@@ -255,7 +258,7 @@ void SyncedMemory::to_gpu() {
       break;
   }
 #else
-  LOG(FATAL) << "this build of Strata has no GPU support (no CUDA toolkit was found at build time)";
+  LOG(FATAL) << kNoGpuSupport;
 #endif
 }
 
