@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -46,9 +47,10 @@ struct RecomputeGraph {
     std::vector<int> layers;   // net layer ids, ascending (a graph given by FromEdges: the node's own id)
     std::vector<int> blobs;    // net blob ids whose memory this node owns
     size_t bytes = 0;          // activation data bytes of those blobs
-    // Bytes its layers keep from forward for their backward (Layer::SavedActivations): they live and die with
-    // the node's data, so a kept or recomputed node holds both.
+    // Bytes its layers keep from forward for their backward (Layer::SavedActivations): made with the node's data
+    // (a kept or recomputed node holds both), each layer's freed after that layer's backward.
     size_t state_bytes = 0;
+    std::vector<std::pair<int, size_t>> layer_states;  // (layer, bytes) of each layer that saves any
     // Its blobs' gradient buffers (diffs), for the blobs backward writes or reads a gradient of: each one's
     // bytes and the layers whose backward touches it (writes it as a bottom's gradient, reads it as a top's).
     // A gradient exists from the backward of the highest of those layers until the node's first layer's.
@@ -86,8 +88,9 @@ struct RecomputeGraph {
   size_t total_bytes() const;
   // The most a segment V = upper \ lower adds to what earlier segments keep, as the recompute executor frees memory:
   // in forward all of V's data and saved state, freed once the segment is done; in backward, layer by layer
-  // from the highest, the data of V's nodes in `live` (kept or recomputed) and their state, each freed with its
-  // gradients after the backward of the node's first layer, while a gradient appears with the backward of the
+  // from the highest, the data of V's nodes in `live` (kept or recomputed) and their state, a layer's state freed
+  // after its backward, the data with its gradients after the backward of the node's first layer, while a
+  // gradient appears with the backward of the
   // highest layer that touches it (at the start when a later segment's layer did). Gradients of nodes of
   // `lower` that V's or later backward writes are held throughout.
   // `with_state`: the nodes whose saved state is there in backward (recomputed ones, or all of the last

@@ -102,8 +102,11 @@ size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, c
     }
     size_t held = 0;
     if (live.has(v) && !early) held += n.bytes;
-    if (with_state.has(v)) held += n.state_bytes;
     level += held;
+    if (with_state.has(v)) {
+      level += n.state_bytes;
+      go.insert(go.end(), n.layer_states.begin(), n.layer_states.end());
+    }
     gradients_of(n);
     for (const Node::Gradient& gr : n.gradients) held += gr.bytes;
     go.push_back({n.layers.front(), held});
@@ -157,7 +160,10 @@ RecomputeGraph RecomputeGraph::FromEdges(const std::vector<size_t>& bytes, const
     g.nodes[i].bytes = bytes[i];
     g.nodes[i].flops = flops[i];
     if (!needed_in_backward.empty()) g.nodes[i].needed_in_backward = needed_in_backward[i];
-    if (!state.empty()) g.nodes[i].state_bytes = state[i];
+    if (!state.empty() && state[i] > 0) {
+      g.nodes[i].state_bytes = state[i];
+      g.nodes[i].layer_states = {{static_cast<int>(i), state[i]}};
+    }
     g.nodes[i].backward_reads_state = g.nodes[i].state_bytes > 0;
     if (!diffs.empty() && diffs[i] > 0) g.nodes[i].gradients.push_back({diffs[i], {static_cast<int>(i)}});
     g.node_of_layer.push_back(static_cast<int>(i));
@@ -386,9 +392,11 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
       if (layers[l]->absorbed()) continue;
       size_t saved = 0;
       for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
+      if (saved == 0) continue;
       n.state_bytes += saved;
+      n.layer_states.push_back({l, saved});
       // Its backward reads that state: the node must be there (kept or recomputed) when the layer's turn comes.
-      if (saved > 0 && net.layer_need_backward(l)) n.needed_in_backward = n.backward_reads_state = true;
+      if (net.layer_need_backward(l)) n.needed_in_backward = n.backward_reads_state = true;
     }
   }
 
