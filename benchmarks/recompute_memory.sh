@@ -60,7 +60,7 @@ for ((r = 0; r < reps; ++r)); do
 done
 
 base="store_all|store_all|-"
-echo "model: $model; $iterations timed iteration(s) after 1 warm-up; fastest of $reps interleaved repetitions;" \
+echo "model: $model; $iterations timed iteration(s) after $warmup untimed; fastest of $reps interleaved repetitions;" \
      "$(nproc) compute thread(s) on $(nproc --all) cores"
 echo
 echo "| planner | budget | predicted peak (MiB) | measured peak (MiB) | memory vs store_all | forward-backward (ms), fastest (slowest) | time vs store_all |"
