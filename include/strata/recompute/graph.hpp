@@ -90,9 +90,8 @@ struct RecomputeGraph {
   // in forward all of V's data and saved state, freed once the segment is done; in backward, layer by layer
   // from the highest, the data of V's nodes in `live` (kept or recomputed) and their state, a layer's state freed
   // after its backward, the data with its gradients after the backward of the node's first layer, while a
-  // gradient appears with the backward of the
-  // highest layer that touches it (at the start when a later segment's layer did). Gradients of nodes of
-  // `lower` that V's or later backward writes are held throughout.
+  // gradient appears with the backward of the highest layer that touches it (at the start when a later
+  // segment's layer did). Gradients of nodes of `lower` that V's or later backward writes are held throughout.
   // `with_state`: the nodes whose saved state is there in backward (recomputed ones, or all of the last
   // segment), a subset of `live`. `last`: V is the last segment, whose nodes that free after their last reader
   // do so in forward (then walked layer by layer) and are gone in backward.
