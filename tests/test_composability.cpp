@@ -143,6 +143,9 @@ const Cell kCells[] = {
     {"gpu", "resume", kRounding},
     {"gpu", "reversible", kRounding},
     {"gpu", "recompute", kRounding},
+    // Device blocks freed after their last use and allocated again unzeroed for writers of every value (NaNs in
+    // the test binaries: a kernel that leaves a value unwritten shows here).
+    {"gpu", "free_after_use", kRounding},
     {"gpu", "dropout", kRounding},
     {"gpu", "stochastic_pool", kRounding},
     {"gpu", "kfac_true", kRounding},
