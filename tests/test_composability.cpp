@@ -260,7 +260,7 @@ TEST_F(ComposabilityData, KfacResumesOnTheGpuAsTheUninterruptedRun) {
 using Observed = std::map<std::string, std::vector<float>>;
 
 void Observe(Net<float>* net, Observed* seen) {
-  auto copy = [seen, net](const std::string& key, const std::vector<Blob<float>*>& blobs, bool diff) {
+  auto copy = [seen](const std::string& key, const std::vector<Blob<float>*>& blobs, bool diff) {
     for (size_t k = 0; k < blobs.size(); ++k) {
       const float* v = diff ? blobs[k]->cpu_diff() : blobs[k]->cpu_data();
       (*seen)[key + "/" + std::to_string(k)] = std::vector<float>(v, v + blobs[k]->count());

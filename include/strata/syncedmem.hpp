@@ -105,7 +105,7 @@ class SyncedMemory {
   bool own_cpu_data_ = false;
   bool cpu_pinned_ = false;  // cpu_ptr_ came from cudaMallocHost
   bool own_gpu_data_ = false;
-  int device_ = -1;
+  [[maybe_unused]] int device_ = -1;  // where gpu_ptr_ lives (read in GPU builds only)
   size_t gpu_bytes_ = 0;
   DeviceFormat device_format_ = DeviceFormat::kPlain;
   uint64_t version_ = 0;
