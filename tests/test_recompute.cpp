@@ -249,15 +249,15 @@ TEST(Recompute, ExtractGraphFusesInPlaceAndAliasingLayers) {
   for (const auto& gr : g.nodes[0].gradients) EXPECT_EQ(gr.bytes, 2u * 4 * 64 * sizeof(float));
   EXPECT_EQ(g.nodes[0].gradients[0].layers.size(), 3u);  // conv1, relu1 (in place), the split
   EXPECT_EQ(g.nodes[0].gradients[1].layers.size(), 2u);
-  EXPECT_EQ(g.nodes[0].state_bytes, 0u);
+  EXPECT_EQ(g.nodes[0].state_bytes(), 0u);
   // Max pooling keeps its argmax for backward and SoftmaxWithLoss its probabilities: saved state, which also
   // makes those nodes read by backward.
   const RecomputeGraph::Node& pool = g.nodes[g.size() - 3];
   const RecomputeGraph::Node& loss = g.nodes[g.size() - 1];
   EXPECT_EQ(pool.name, "pool");
-  EXPECT_EQ(pool.state_bytes, 2u * 4 * 16 * sizeof(float));
+  EXPECT_EQ(pool.state_bytes(), 2u * 4 * 16 * sizeof(float));
   EXPECT_TRUE(pool.needed_in_backward);
-  EXPECT_EQ(loss.state_bytes, 2u * 3 * sizeof(float));
+  EXPECT_EQ(loss.state_bytes(), 2u * 3 * sizeof(float));
   // Every layer is in exactly one node or a source; store-all needs every blob's distinct memory.
   size_t layers = g.source_layers.size();
   for (const auto& n : g.nodes) layers += n.layers.size();

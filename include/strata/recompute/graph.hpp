@@ -47,10 +47,15 @@ struct RecomputeGraph {
     std::vector<int> layers;   // net layer ids, ascending (a graph given by FromEdges: the node's own id)
     std::vector<int> blobs;    // net blob ids whose memory this node owns
     size_t bytes = 0;          // activation data bytes of those blobs
-    // Bytes its layers keep from forward for their backward (Layer::SavedActivations): made with the node's data
-    // (a kept or recomputed node holds both), each layer's freed after that layer's backward.
-    size_t state_bytes = 0;
-    std::vector<std::pair<int, size_t>> layer_states;  // (layer, bytes) of each layer that saves any
+    // What its layers keep from forward for their backward (Layer::SavedActivations), as (layer, bytes) for each
+    // layer that saves any: made with the node's data (a kept or recomputed node holds both), each layer's freed
+    // after that layer's backward.
+    std::vector<std::pair<int, size_t>> layer_states;
+    size_t state_bytes() const {
+      size_t b = 0;
+      for (const auto& s : layer_states) b += s.second;
+      return b;
+    }
     // Its blobs' gradient buffers (diffs), for the blobs backward writes or reads a gradient of: each one's
     // bytes and the layers whose backward touches it (writes it as a bottom's gradient, reads it as a top's).
     // A gradient exists from the backward of the highest of those layers until the node's first layer's.

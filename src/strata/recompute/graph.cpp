@@ -95,16 +95,16 @@ size_t RecomputeGraph::SegmentPeak(const NodeSet& lower, const NodeSet& upper, c
     if (!upper.has(v)) continue;
     const bool early = last && n.frees_after_last_reader;
     if (last) {
-      made.push_back({n.layers.front(), n.bytes + n.state_bytes});
+      made.push_back({n.layers.front(), n.bytes + n.state_bytes()});
       if (early) dead.push_back({n.last_reader, n.bytes});
     } else {
-      forward += n.bytes + n.state_bytes;
+      forward += n.bytes + n.state_bytes();
     }
     size_t held = 0;
     if (live.has(v) && !early) held += n.bytes;
     level += held;
     if (with_state.has(v)) {
-      level += n.state_bytes;
+      level += n.state_bytes();
       go.insert(go.end(), n.layer_states.begin(), n.layer_states.end());
     }
     gradients_of(n);
@@ -160,11 +160,8 @@ RecomputeGraph RecomputeGraph::FromEdges(const std::vector<size_t>& bytes, const
     g.nodes[i].bytes = bytes[i];
     g.nodes[i].flops = flops[i];
     if (!needed_in_backward.empty()) g.nodes[i].needed_in_backward = needed_in_backward[i];
-    if (!state.empty() && state[i] > 0) {
-      g.nodes[i].state_bytes = state[i];
-      g.nodes[i].layer_states = {{static_cast<int>(i), state[i]}};
-    }
-    g.nodes[i].backward_reads_state = g.nodes[i].state_bytes > 0;
+    if (!state.empty() && state[i] > 0) g.nodes[i].layer_states = {{static_cast<int>(i), state[i]}};
+    g.nodes[i].backward_reads_state = !g.nodes[i].layer_states.empty();
     if (!diffs.empty() && diffs[i] > 0) g.nodes[i].gradients.push_back({diffs[i], {static_cast<int>(i)}});
     g.node_of_layer.push_back(static_cast<int>(i));
   }
@@ -393,7 +390,6 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
       size_t saved = 0;
       for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
       if (saved == 0) continue;
-      n.state_bytes += saved;
       n.layer_states.push_back({l, saved});
       // Its backward reads that state: the node must be there (kept or recomputed) when the layer's turn comes.
       if (net.layer_need_backward(l)) n.needed_in_backward = n.backward_reads_state = true;

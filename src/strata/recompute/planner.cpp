@@ -34,7 +34,7 @@ Step MakeStep(const RecomputeGraph& g, const NodeSet& lower, const NodeSet& uppe
       if (!upper.has(w)) {
         in_b.add(v);
         s.boundary.push_back(v);
-        s.boundary_bytes += g.nodes[v].bytes + (keep_state ? g.nodes[v].state_bytes : 0);
+        s.boundary_bytes += g.nodes[v].bytes + (keep_state ? g.nodes[v].state_bytes() : 0);
         if (g.nodes[v].backward_reads_state) s.boundary_state = true;
         break;
       }
