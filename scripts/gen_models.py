@@ -299,8 +299,10 @@ def googlenet():
     return n
 
 
-def resnet50():
-    n = Net("ResNet-50", [8, 3, 224, 224], 1000)
+def resnet(title, blocks_per_stage):
+    """The bottleneck ResNets (He et al. 2016) with Caffe's names: blocks a, b, c, ... or, in a stage of more than
+    six (ResNet-101 and -152, as KaimingHe's deploy files name them), a, b1, b2, ..."""
+    n = Net(title, [8, 3, 224, 224], 1000)
     x = n.conv("conv1", "data", 64, 7, s=2, p=3, bias=False)
     x = n.bn_scale("bn_conv1", "scale_conv1", x)
     x = n.relu("conv1_relu", x)
@@ -321,10 +323,11 @@ def resnet50():
         z = n.eltwise_sum(f"res{name}", sc, y)
         return n.relu(f"res{name}_relu", z)
 
-    for stage, (blocks, mid, out, stride) in enumerate([(3, 64, 256, 1), (4, 128, 512, 2), (6, 256, 1024, 2),
-                                                         (3, 512, 2048, 2)], start=2):
+    widths = [(64, 256, 1), (128, 512, 2), (256, 1024, 2), (512, 2048, 2)]
+    for stage, (blocks, (mid, out, stride)) in enumerate(zip(blocks_per_stage, widths), start=2):
         for b in range(blocks):
-            x = block(f"{stage}{chr(ord('a') + b)}", x, mid, out, stride if b == 0 else 1, b == 0)
+            letter = chr(ord('a') + b) if blocks <= 6 or b == 0 else f"b{b}"
+            x = block(f"{stage}{letter}", x, mid, out, stride if b == 0 else 1, b == 0)
     x = n.pool("pool5", x, "AVE", 7, 1)
     x = n.fc("fc1000", x, 1000, weights='msra')
     n.head(x)
@@ -394,7 +397,8 @@ def fcn8s():
 
 if __name__ == "__main__":
     for name, build in [("lenet", lenet), ("cifar10_quick", cifar10_quick), ("alexnet", alexnet),
-                        ("googlenet", googlenet), ("resnet50", resnet50), ("unet", unet),
+                        ("googlenet", googlenet), ("resnet50", lambda: resnet("ResNet-50", [3, 4, 6, 3])),
+                        ("resnet152", lambda: resnet("ResNet-152", [3, 8, 36, 3])), ("unet", unet),
                         ("fcn8s", fcn8s)]:
         build().write(f"models/{name}/deploy.prototxt")
         print(f"wrote models/{name}/deploy.prototxt")

@@ -3,7 +3,7 @@
 # .gpu/strata-gpu.tar.xz here (docs/gpu.md). Logs go to /tmp/gpu-logs, packed into $OUT/gpu-logs.tgz (with
 # $OUT/summary.txt) when $OUT is set; the summary is printed last.
 #   bash scripts/gpu_checks.sh [tests] [mpigpu] [time] [pytorch] [train] [mpi2] [kfac] [bf16] [overlap] [units]
-#   [revnet]   (default: all)
+#   [revnet]   (default: all of these)   [table]   (issue 36's table: GPU_TABLE_NETS, about 2 minutes a net)
 set -uo pipefail
 out=/tmp/gpu-logs
 mkdir -p "$out"
@@ -88,6 +88,12 @@ for step in $steps; do
       say "strata time resnet50_64 tf32=true STRATA_FUSE_LAYERS=0: exit $? $(grep -E 'Average (Forward-Backward|SGD step)' \
         "$log" | tr '\n' ' ')"
       ;;
+    table)
+      # Issue 36's table (benchmarks/gpu_table.sh): Strata TF32 and bfloat16 beside PyTorch's three modes, per net.
+      NETS=${GPU_TABLE_NETS:-resnet50:64 resnet50:256} timeout "${TABLE_TIMEOUT:-540}" \
+        bash benchmarks/gpu_table.sh "$out/table" 2>>"$summary" | tee -a "$summary"
+      pack
+      ;;
     pytorch)
       # Without our LD_LIBRARY_PATH: PyTorch brings its own CUDA libraries. PYTORCH_NETS (net:batch ...) and
       # PYTORCH_MODES (nchw channels_last bf16) widen it, as issue 36's table asks, at about 20 s a run.
@@ -131,15 +137,18 @@ for step in $steps; do
       ;;
     bf16)
       # precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): the SGD step of AlexNet (256) and ResNet-50 (64) in
-      # bfloat16 beside TF32, then LeNet trained in both (issue 36: bfloat16 within 0.5 points of float).
+      # bfloat16, channels-last (the default) and channels-first, beside TF32; then LeNet trained in float and in
+      # bfloat16 (issue 36: bfloat16 within 0.5 points of float).
       timed_nets
       for net in /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
-        for precision in FP32 BF16; do
-          log=$out/time_$(basename "$net" .prototxt)_$precision.txt
+        for run in FP32:true BF16:true BF16:false; do
+          precision=${run%:*} last=${run#*:}
+          log=$out/time_$(basename "$net" .prototxt)_${precision}_last_$last.txt
           timeout "${TIME_TIMEOUT:-120}" strata time --model="$net" --gpu=0 --tf32=true --precision=$precision \
-            --iterations=20 --warmup=3 >"$log" 2>&1
-          say "strata time $(basename "$net") tf32=true precision=$precision: exit $? $(grep -E \
-            'Average (Forward-Backward|SGD step)|compute in bfloat16|convert them' "$log" | cut -c1-200 | tr '\n' ' ')"
+            --gpu_channels_last=$last --iterations=20 --warmup=3 >"$log" 2>&1
+          say "strata time $(basename "$net") tf32=true precision=$precision channels_last=$last: exit $? $(grep -E \
+            'Average (Forward-Backward|SGD step)|compute in bfloat16|convert them|convert each' "$log" |
+            cut -c1-200 | tr '\n' ' ')"
           pack
         done
       done

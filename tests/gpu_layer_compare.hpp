@@ -52,6 +52,10 @@ struct LayerCase {
   // Inputs, parameters and top gradients rounded to bfloat16 first: the float reference of a layer that computes
   // in bfloat16 (precision: BF16 on the GPU), which then differs from it by the rounding of what it stores.
   bool round_to_bf16 = false;
+  // On the GPU, the bottoms and top gradients of 4 axes handed to the layer channels-last in bfloat16 (as a
+  // convolution before it leaves them), and top 0 required to come out in that order when top_channels_last.
+  bool channels_last = false;
+  bool top_channels_last = false;
 };
 
 inline void RoundToBf16(std::vector<float>* v) {
@@ -124,6 +128,10 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   std::vector<std::vector<float>> dy;
   auto run = [&](Layer<float>* layer) {
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
+    const bool channels_last = c.channels_last && Strata::mode() == Strata::GPU;
+    for (size_t b = 0; b < bottom.size(); ++b) {
+      if (channels_last && bottom[b]->can_channels_last()) bottom[b]->gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+    }
     for (size_t i = 0; i < p0.size(); ++i) {
       std::copy(p0[i].begin(), p0[i].end(), layer->blobs()[i]->mutable_cpu_data());
       cpu_set(layer->blobs()[i]->count(), 0.f, layer->blobs()[i]->mutable_cpu_diff());
@@ -131,6 +139,9 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     layer->Reshape(bottom, top);
     Strata::set_random_seed(42);
     layer->Forward(bottom, top);
+    if (channels_last && c.top_channels_last) {
+      EXPECT_EQ(top[0]->data_device_format(), DeviceFormat::kBf16Nhwc) << "top 0 left channels-last";
+    }
     std::vector<std::vector<float>> out;
     for (auto* t : top) out.push_back(Copy(t->cpu_data(), t->count()));
     if (dy.empty()) {
@@ -140,7 +151,10 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
         if (c.round_to_bf16) RoundToBf16(&dy.back());
       }
     }
-    for (size_t t = 0; t < top.size(); ++t) std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());
+    for (size_t t = 0; t < top.size(); ++t) {
+      std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());
+      if (channels_last && top[t]->can_channels_last()) top[t]->gpu_diff_bf16(DeviceFormat::kBf16Nhwc);
+    }
     layer->Backward(top, down, bottom);
     for (size_t b = 0; b < bottom.size(); ++b) {
       if (down[b]) out.push_back(Copy(bottom[b]->cpu_diff(), bottom[b]->count()));

@@ -35,6 +35,16 @@ class GpuTestBf16 : public gpu_compare::GpuTest {
   }
 };
 
+// gpu_options().channels_last set for a scope, and put back.
+class ChannelsLastOption {
+ public:
+  explicit ChannelsLastOption(bool on) : was_(gpu_options().channels_last) { gpu_options().channels_last = on; }
+  ~ChannelsLastOption() { gpu_options().channels_last = was_; }
+
+ private:
+  bool was_;
+};
+
 // The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
 void CompareBf16WithCpu(LayerCase c) {
   c.round_to_bf16 = true;
@@ -92,7 +102,75 @@ TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
   EXPECT_EQ(from_bf16(to_bf16(1.00390625f)), 1.0f);
 }
 
+// The same, with the GPU's 4-axis bottoms and top gradients handed in channels-last (as a convolution before the
+// layer leaves them); `top_last`: the layer keeps that order (docs/gpu.md, "Channels-last").
+void CompareChannelsLastWithCpu(LayerCase c, bool top_last = true) {
+  c.channels_last = true;
+  c.top_channels_last = top_last;
+  CompareBf16WithCpu(c);
+}
+
+// Convolutions compute channels-last by default (gpu_options().channels_last); each case runs channels-first too.
+// Channels-last (kBf16Nhwc): made from float and from channels-first bfloat16 on the device, read back on the host
+// (widened and put back in order there) and on the device; made again for a new shape after a reshape; a blob of
+// another shape sharing the memory sees bfloat16 in no order of its own.
+TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
+  Strata::set_mode(Strata::GPU);
+  for (const std::vector<int>& shape : std::vector<std::vector<int>>{{2, 37, 5, 13}, {3, 64, 1, 1}, {2, 1, 9, 7}}) {
+    SCOPED_TRACE(::testing::PrintToString(shape));
+    Blob<float> b(shape);
+    b.set_memory_category(MemoryCategory::kActivation);
+    std::mt19937 gen(5);
+    std::uniform_real_distribution<float> u(-10, 10);
+    std::vector<float> rounded(b.count());
+    float* h = b.mutable_cpu_data();
+    for (int i = 0; i < b.count(); ++i) {
+      h[i] = u(gen);
+      rounded[i] = from_bf16(to_bf16(h[i]));
+    }
+    b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+    EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16Nhwc);
+    EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(bfloat16));
+    const float* got = b.cpu_data();  // widened and reordered on the host
+    for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
+    EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16Nhwc) << "a host read leaves the device copy";
+    b.gpu_data_bf16(DeviceFormat::kBf16);  // reordered on the device
+    EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16);
+    b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);  // and back
+    b.gpu_data();                             // to float on the device
+    EXPECT_EQ(b.data_device_format(), DeviceFormat::kPlain);
+    got = b.cpu_data();
+    for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
+  }
+  // Gradients too, and a writer of every value gets channels-last memory directly.
+  Blob<float> g({2, 8, 3, 3});
+  g.set_memory_category(MemoryCategory::kActivation);
+  g.mutable_gpu_diff_bf16(/*keep_values=*/false, DeviceFormat::kBf16Nhwc);
+  EXPECT_EQ(g.diff_device_format(), DeviceFormat::kBf16Nhwc);
+  EXPECT_EQ(g.diff()->device_bytes(), g.count() * sizeof(bfloat16));
+  // Reshaped (same count), the memory made for the old shape is no order of the new one's: a read converts it.
+  Blob<float> r({2, 6, 4, 4});
+  r.set_memory_category(MemoryCategory::kActivation);
+  float* rh = r.mutable_cpu_data();
+  for (int i = 0; i < r.count(); ++i) rh[i] = static_cast<float>(i % 251);  // exact in bfloat16
+  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+  Blob<float> flat({2, 96});
+  flat.ShareData(r);
+  EXPECT_EQ(flat.data_device_format(), DeviceFormat::kBf16);
+  const float* fh = flat.cpu_data();
+  for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(fh[i], static_cast<float>(i % 251)) << i;
+  r.Reshape({2, 24, 2, 2});
+  EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16);
+  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+  EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16Nhwc);
+  const float* rb = r.cpu_data();
+  for (int i = 0; i < r.count(); ++i) ASSERT_EQ(rb[i], static_cast<float>(i % 251)) << i;
+}
+
 TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
+  for (bool channels_last : {true, false}) {
+  SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
+  const ChannelsLastOption order(channels_last);
   const std::string conv = R"(name: "conv" type: "Convolution" convolution_param { weight_filler { type: "gaussian"
       std: 0.3 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
   // LeNet's first layer (one input channel), strides and padding, groups, no bias, a 1x1, a deep one.
@@ -111,6 +189,7 @@ TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
                       kBf16Bound});
   CompareBf16WithCpu({deconv + "num_output: 8 kernel_size: 3 group: 2 bias_term: false }", {{2, 6, 5, 5}}, 1, -1,
                       0, false, kBf16Bound});
+  }
 }
 
 TEST_F(GpuTestBf16, InnerProductMatchesTheCpuOnRoundedOperands) {
@@ -154,6 +233,46 @@ TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperand
                       -1, 0, false, kBf16Bound});
 }
 
+// Every layer with bfloat16 GPU code that follows its bottom's order keeps channels-last through forward and
+// backward; those that read channels-first (InnerProduct, Dropout, a Concat along a spatial axis) convert.
+TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
+  CompareChannelsLastWithCpu({R"(name: "relu" type: "ReLU")", {{2, 6, 5, 7}}, 1, -1, 0, /*in_place=*/true,
+                              kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 6, 5, 7}}, 1,
+                              -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })",
+                              {{2, 5, 12, 10}}, 1, -1, 0, false, 1e-7});
+  // With the mask as a second top, which stays plain.
+  CompareChannelsLastWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2
+                                 pad: 1 })", {{2, 5, 11, 10}}, 2, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 })",
+                              {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "global" type: "Pooling" pooling_param { pool: AVE global_pooling: true })",
+                              {{3, 17, 7, 7}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "bn" type: "BatchNorm")", {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
+                              {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
+                              {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1,
+                              0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 })",
+                              {{2, 7, 5, 4}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL })",
+                              {{2, 3, 6, 5}}, 1, -1, 0, false, kBf16Bound});
+  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat")", {{2, 3, 4, 5}, {2, 5, 4, 5}}, 1, -1, 0, false,
+                              1e-7});
+  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat" concat_param { axis: 0 })",
+                              {{2, 3, 4, 5}, {1, 3, 4, 5}}, 1, -1, 0, false, 1e-7});
+  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat" concat_param { axis: 2 })",
+                              {{2, 3, 4, 5}, {2, 3, 2, 5}}, 1, -1, 0, false, 1e-7}, /*top_last=*/false);
+  CompareChannelsLastWithCpu({R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", {{3, 7, 5, 4}},
+                              1, -1, 0, false, kBf16Bound}, /*top_last=*/false);
+  CompareChannelsLastWithCpu({R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 10
+                                 weight_filler { type: "gaussian" std: 0.2 } })", {{8, 50, 4, 4}}, 1, -1, 0, false,
+                              kBf16Bound}, /*top_last=*/false);
+}
+
 const char* kNet = R"(
 name: "bf16net"
 layer { name: "data" type: "Input" top: "data" top: "label"
@@ -189,6 +308,11 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: 
 )";
 
 TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
+  for (bool channels_last : {true, false}) {
+  SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
+  const ChannelsLastOption order(channels_last);
+  // Between the convolutions and the first InnerProduct, activations are in the convolutions' order.
+  const DeviceFormat images = channels_last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
   Strata::set_mode(Strata::GPU);
   NetParameter param;
   ReadProtoFromTextString(kNet, &param);
@@ -229,17 +353,22 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
     EXPECT_NEAR(losses[1], losses[0], 0.02 * std::fabs(losses[0])) << "step " << step;
     // Activations between bfloat16 layers stay in bfloat16 (through the residual block and its Split); the weights
     // and the loss's input are float.
-    EXPECT_EQ(net.blob_by_name("pool1")->data()->device_format(), DeviceFormat::kBf16);
-    EXPECT_EQ(net.blob_by_name("pool1")->diff()->device_format(), DeviceFormat::kBf16);
-    EXPECT_EQ(net.blob_by_name("conv_a")->data()->device_format(), DeviceFormat::kBf16);
-    EXPECT_EQ(net.blob_by_name("conv2")->diff()->device_format(), DeviceFormat::kBf16);
-    EXPECT_EQ(net.blob_by_name("ip2")->data()->device_format(), DeviceFormat::kPlain);
+    EXPECT_EQ(net.blob_by_name("pool1")->data_device_format(), images);
+    EXPECT_EQ(net.blob_by_name("pool1")->diff_device_format(), images);
+    EXPECT_EQ(net.blob_by_name("conv_a")->data_device_format(), images);
+    EXPECT_EQ(net.blob_by_name("res")->diff_device_format(), images);
+    EXPECT_EQ(net.blob_by_name("conv2")->diff_device_format(), images);
+    // InnerProduct reads channels-first, so pool2 was converted for it.
+    EXPECT_EQ(net.blob_by_name("pool2")->data_device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("ip1")->data_device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("ip2")->data_device_format(), DeviceFormat::kPlain);
     for (Blob<float>* p : net.learnable_params()) EXPECT_EQ(p->data()->device_format(), DeviceFormat::kPlain);
   }
   for (size_t i = 0; i < net.learnable_params().size(); ++i) {
     const Blob<float>& got = *net.learnable_params()[i];
     const Blob<float>& want = *reference.learnable_params()[i];
     EXPECT_LT(NormalisedError(got.cpu_data(), want.cpu_data(), got.count()), kBf16Bound) << "parameter " << i;
+  }
   }
 }
 

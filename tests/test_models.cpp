@@ -65,6 +65,11 @@ TEST(Models, ResNet50ParameterCount) {
   EXPECT_EQ(BuildAndCount(kModels + "resnet50/deploy.prototxt", TRAIN, 1, false), 25557032u);
 }
 
+// torchvision's resnet152 has the same 60,192,808 learnable values (its BatchNorm weights are the Scales here).
+TEST(Models, ResNet152ParameterCount) {
+  EXPECT_EQ(BuildAndCount(kModels + "resnet152/deploy.prototxt", TRAIN, 1, false), 60192808u);
+}
+
 TEST(Models, SmallModelsRunForwardBackward) {
   for (const char* m : {"lenet", "cifar10_quick"}) {
     for (Phase phase : {TRAIN, TEST}) BuildAndCount(kModels + m + "/deploy.prototxt", phase, 2, true);

@@ -10,7 +10,9 @@
 #include "gradient_checker.hpp"
 #include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
+#include "strata/layers/pool_order.hpp"
 #include "strata/layers/pooling_layer.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -367,6 +369,80 @@ TYPED_TEST(PoolingOn, GradientCheck) {
       {R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })", {{2, 3, 7, 7}}});
   layer_engines::CheckGradient<TypeParam>(
       {R"(name: "global_ave" type: "Pooling" pooling_param { pool: AVE global_pooling: true })", {{2, 3, 4, 5}}});
+}
+
+// The GPU's per-element rules (pool_order.hpp), run here on the host in both orders, against the CPU layer: MAX's
+// outputs and argmax exactly, AVE's within float rounding, and the gradients of both, through the channels-last
+// conversions of the host (memory_format.hpp). So the index rules of the channels-last kernels are checked
+// without a GPU; tests/test_gpu_bf16.cpp runs the kernels themselves.
+TEST(PoolingOrder, PerElementRulesMatchTheCpuLayerInEitherOrder) {
+  struct Case {
+    PoolingParameter::PoolMethod method;
+    int kernel, stride, pad;
+    std::vector<int> shape;
+  };
+  for (const Case& c : {Case{PoolingParameter::MAX, 3, 2, 1, {2, 5, 11, 10}}, Case{PoolingParameter::MAX, 2, 2, 0,
+                        {3, 4, 8, 6}}, Case{PoolingParameter::AVE, 3, 2, 0, {2, 5, 11, 10}},
+                        Case{PoolingParameter::AVE, 3, 1, 1, {1, 7, 6, 5}}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.shape) + (c.method == PoolingParameter::MAX ? " MAX" : " AVE"));
+    const bool max_pool = c.method == PoolingParameter::MAX;
+    Blob<float> x(c.shape), y, mask_top;
+    std::mt19937 gen(13);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int i = 0; i < x.count(); ++i) x.mutable_cpu_data()[i] = u(gen);
+    LayerParameter param = PoolParam(c.method, c.kernel, c.stride, c.pad);
+    auto layer = LayerRegistry<float>::CreateLayer(param);
+    std::vector<Blob<float>*> bottom{&x}, top{&y};
+    if (max_pool) top.push_back(&mask_top);
+    layer->SetUp(bottom, top);
+    layer->Forward(bottom, top);
+    for (int i = 0; i < y.count(); ++i) y.mutable_cpu_diff()[i] = u(gen);
+    layer->Backward(top, {true}, bottom);
+
+    PoolingLayer<float>::Window w{};
+    w.height = c.shape[2];
+    w.width = c.shape[3];
+    w.pooled_h = y.shape(2);
+    w.pooled_w = y.shape(3);
+    w.kernel_h = w.kernel_w = c.kernel;
+    w.stride_h = w.stride_w = c.stride;
+    w.pad_h = w.pad_w = c.pad;
+    const int N = c.shape[0], C = c.shape[1];
+    const LayoutShape in_shape{N, C, w.height * w.width, 4}, out_shape{N, C, w.pooled_h * w.pooled_w, 4};
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(last ? "channels-last" : "channels-first");
+      std::vector<float> xs(x.cpu_data(), x.cpu_data() + x.count()), dys(y.cpu_diff(), y.cpu_diff() + y.count());
+      if (last) {
+        std::vector<float> plain = xs;
+        ToChannelsLast(in_shape, plain.data(), xs.data());
+        plain = dys;
+        ToChannelsLast(out_shape, plain.data(), dys.data());
+      }
+      std::vector<float> ys(y.count()), masks(y.count(), -2.f), dxs(x.count());
+      std::vector<int> mask(y.count());
+      for (long long k = 0; k < y.count(); ++k) {
+        pool_order::Forward(k, xs.data(), w, C, last, max_pool, ys.data(), mask.data(), max_pool ? masks.data() : nullptr);
+      }
+      for (long long k = 0; k < x.count(); ++k) {
+        pool_order::Backward(k, dys.data(), w, C, last, max_pool, mask.data(), dxs.data());
+      }
+      if (last) {
+        std::vector<float> ordered = ys;
+        FromChannelsLast(out_shape, ordered.data(), ys.data());
+        ordered = dxs;
+        FromChannelsLast(in_shape, ordered.data(), dxs.data());
+      }
+      for (int i = 0; i < y.count(); ++i) {
+        if (max_pool) {
+          ASSERT_EQ(ys[i], y.cpu_data()[i]) << "output " << i;
+          ASSERT_EQ(masks[i], mask_top.cpu_data()[i]) << "mask top " << i;
+        } else {
+          ASSERT_NEAR(ys[i], y.cpu_data()[i], 1e-6f) << "output " << i;
+        }
+      }
+      for (int i = 0; i < x.count(); ++i) ASSERT_NEAR(dxs[i], x.cpu_diff()[i], 1e-6f) << "input gradient " << i;
+    }
+  }
 }
 
 }  // namespace

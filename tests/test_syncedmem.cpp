@@ -87,6 +87,91 @@ TEST(Bfloat16, WidensInPlaceOverSeveralChunks) {
   }
 }
 
+// ImageLayout, the index rule of every kernel that runs in either order: channels-first is the plain row-major order,
+// channels-last puts the channels innermost, and each is a one-to-one map onto the blob's places.
+TEST(ChannelsLast, ImageLayoutPlacesEveryElementOnce) {
+  for (bool last : {false, true}) {
+    const long long N = 3, C = 5, S = 7;
+    const ImageLayout o{C, S, last};
+    std::vector<int> hits(N * C * S, 0);
+    for (long long n = 0; n < N; ++n) {
+      for (long long c = 0; c < C; ++c) {
+        for (long long s = 0; s < S; ++s) {
+          const long long k = o.at(n, c, s);
+          ASSERT_GE(k, 0);
+          ASSERT_LT(k, N * C * S);
+          ++hits[k];
+          EXPECT_EQ(k, last ? (n * S + s) * C + c : (n * C + c) * S + s);
+          EXPECT_EQ(o.channel_of(k), c);
+          EXPECT_EQ(k, o.base(n, c) + s * o.pixel_stride());
+          if (c > 0) EXPECT_EQ(k - o.at(n, c - 1, s), o.channel_stride());
+        }
+      }
+    }
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+}
+
+template <typename T>
+void CheckChannelsLastRoundTrip(const LayoutShape& shape) {
+  const size_t n = shape.count();
+  std::vector<T> plain(n), last(n), back(n);
+  for (size_t i = 0; i < n; ++i) plain[i] = static_cast<T>(i * 2654435761u);
+  ToChannelsLast(shape, plain.data(), last.data());
+  const ImageLayout o{shape.channels, shape.spatial, true};
+  for (int m = 0; m < shape.num; ++m) {
+    for (int c = 0; c < shape.channels; ++c) {
+      for (int s = 0; s < shape.spatial; ++s) {
+        const size_t i = (static_cast<size_t>(m) * shape.channels + c) * shape.spatial + s;
+        ASSERT_EQ(last[o.at(m, c, s)], plain[i]) << m << " " << c << " " << s;
+      }
+    }
+  }
+  FromChannelsLast(shape, last.data(), back.data());
+  EXPECT_EQ(back, plain);
+}
+
+// The host's conversions, the references for the device's and the path of a host read: shapes past and short of
+// the 32 x 32 tiles, one channel, one position, every element size a blob or its bfloat16 copy has.
+TEST(ChannelsLast, HostConversionsFollowTheRuleBothWays) {
+  for (LayoutShape s : {LayoutShape{2, 37, 65, 0}, LayoutShape{3, 64, 1, 0}, LayoutShape{1, 1, 50, 0},
+                        LayoutShape{4, 3, 33, 0}, LayoutShape{0, 8, 8, 0}}) {
+    s.elem_size = 2;
+    CheckChannelsLastRoundTrip<uint16_t>(s);
+    s.elem_size = 4;
+    CheckChannelsLastRoundTrip<uint32_t>(s);
+    s.elem_size = 8;
+    CheckChannelsLastRoundTrip<uint64_t>(s);
+  }
+}
+
+// A host read of device memory in each format: the device's bytes copied into the host block, then made the plain
+// floats in place; channels-last made for fewer values than the block holds (a blob's memory keeps the room of
+// its largest shape) puts back only those.
+TEST(ChannelsLast, AHostReadOfBfloat16DeviceBytesGivesThePlainFloats) {
+  const LayoutShape shape{2, 5, 6, 2};
+  const size_t count = shape.count(), room = count + 9;
+  std::vector<float> values(count), rounded(count);
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (size_t i = 0; i < count; ++i) {
+    values[i] = normal(gen);
+    rounded[i] = from_bf16(to_bf16(values[i]));
+  }
+  std::vector<bfloat16> plain16(count), last16(count);
+  for (size_t i = 0; i < count; ++i) plain16[i] = to_bf16(values[i]);
+  ToChannelsLast(shape, plain16.data(), last16.data());
+  for (DeviceFormat f : {DeviceFormat::kBf16, DeviceFormat::kBf16Nhwc}) {
+    std::vector<float> memory(room, 0.f);
+    std::memcpy(memory.data(), f == DeviceFormat::kBf16 ? plain16.data() : last16.data(), count * sizeof(bfloat16));
+    device_copy_to_plain_in_place(f, room, shape, memory.data());
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(memory[i], rounded[i]) << format_name(f) << " " << i;
+  }
+  std::vector<float> floats = values;
+  device_copy_to_plain_in_place(DeviceFormat::kPlain, count, {}, floats.data());
+  EXPECT_EQ(floats, values) << "float bytes are already plain";
+}
+
 TEST(SyncedMemory, VersionCountsTheAccessesThatMayWrite) {
   SyncedMemory m(64);
   const uint64_t v0 = m.version();

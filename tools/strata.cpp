@@ -85,6 +85,8 @@ DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time); device_query: the GP
 DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for float (faster, ~1e-3 relative "
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
+DEFINE_bool(gpu_channels_last, true, "GPU, precision BF16: convolutions compute channels-last (NHWC) and the "
+                                     "layers after them keep it (false: every activation channels-first).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
 DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\", \"12G\", \"512MiB\") or "
                           "as a fraction of store-all with a decimal point (\"0.5\").");
@@ -155,11 +157,12 @@ bool setup_gpu(bool wanted) {
   GpuOptions& o = gpu_options();
   o.allow_tf32 = FLAGS_tf32;
   o.deterministic = FLAGS_gpu_deterministic;
+  o.channels_last = FLAGS_gpu_channels_last;
   o.workspace_limit = static_cast<size_t>(FLAGS_cudnn_workspace_mb) << 20;
   const int device = select_gpu_device(FLAGS_gpu);
   Strata::set_mode(Strata::GPU);
   LOG(INFO) << "Using GPU " << device << (o.allow_tf32 ? " (TF32 allowed)" : "")
-            << (o.deterministic ? " (deterministic cuDNN)" : "");
+            << (o.deterministic ? " (deterministic cuDNN)" : "") << (o.channels_last ? "" : " (channels-first)");
   return true;
 }
 

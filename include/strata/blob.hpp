@@ -82,12 +82,19 @@ class Blob {
   const Dtype* cpu_diff_as_is() const;
   Dtype* mutable_cpu_data_as_is();
   Dtype* mutable_cpu_diff_as_is();
-  // bfloat16 on the device (DeviceFormat::kBf16), for layers that compute in it on the GPU; float blobs only. The
-  // memory is converted in place when it is in float (rounding), and every accessor above converts it back.
-  const bfloat16* gpu_data_bf16() const;
-  const bfloat16* gpu_diff_bf16() const;
-  bfloat16* mutable_gpu_data_bf16(bool keep_values = true);
-  bfloat16* mutable_gpu_diff_bf16(bool keep_values = true);
+  // bfloat16 on the device, for layers that compute in it on the GPU; float blobs only. `format` is kBf16 (the
+  // plain order) or kBf16Nhwc (channels-last: blobs that can_channels_last()). The memory is converted in place when
+  // it is in another format (rounding, from float), and every accessor above converts it back.
+  const bfloat16* gpu_data_bf16(DeviceFormat format = DeviceFormat::kBf16) const;
+  const bfloat16* gpu_diff_bf16(DeviceFormat format = DeviceFormat::kBf16) const;
+  bfloat16* mutable_gpu_data_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
+  bfloat16* mutable_gpu_diff_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
+  // 4 axes: (N, C, H, W), channels-last as (N, H, W, C).
+  bool can_channels_last() const { return num_axes() == 4; }
+  // The format the device memory is in now, for this blob's shape: memory left channels-last for a blob of another
+  // shape that shares it (Flatten, Reshape) is bfloat16 in no order of this one's, kBf16 to it (a read converts).
+  DeviceFormat data_device_format() const;
+  DeviceFormat diff_device_format() const;
   // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.
   void set_cpu_data(Dtype* data);
 
@@ -132,8 +139,11 @@ class Blob {
   size_t resident_bytes() const;
 
  private:
-  BlockedShape blocked_shape() const;
+  LayoutShape blocked_shape() const;
   MemoryFormat layout_of(const SyncedMemory& m) const;
+  // What `format` is made for: this blob's (N, C, H x W) for channels-last, nothing otherwise.
+  LayoutShape device_shape(DeviceFormat format) const;
+  DeviceFormat device_format_of(const SyncedMemory& m) const;
 
   std::shared_ptr<SyncedMemory> data_;
   std::shared_ptr<SyncedMemory> diff_;

@@ -45,6 +45,10 @@ struct GpuOptions {
   bool allow_tf32 = false;
   // Choose only deterministic cuDNN algorithms, so repeated runs give bit-identical gradients.
   bool deterministic = false;
+  // In bfloat16 (precision: BF16), convolutions compute with their activations channels-last (NHWC), which cuDNN's
+  // tensor-core kernels read without a transpose, and the layers after them keep that layout (docs/gpu.md,
+  // "Channels-last"); off, every activation stays channels-first.
+  bool channels_last = true;
   // The most device memory one convolution algorithm may use as workspace.
   size_t workspace_limit = size_t(1) << 30;
 };

@@ -77,6 +77,11 @@ class Layer {
   // CPU, oneDNN's multiplications: docs/onednn.md; on the GPU, bfloat16 activations: docs/gpu.md); a layer asked
   // for BF16 without them computes in float.
   virtual bool ComputesInBf16() const { return false; }
+  // The order such a layer keeps its activations in on the GPU (docs/gpu.md, "Channels-last"): convolutions make
+  // them channels-last (NHWC), the layers after them keep the order of their first bottom, and every other layer
+  // reads them channels-first, converting. Net reports where they convert; the layers' passes apply the rule.
+  enum class GpuOrder { kChannelsFirst, kFollowsBottom, kMakesChannelsLast };
+  virtual GpuOrder Bf16GpuOrder() const { return GpuOrder::kChannelsFirst; }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
   virtual bool IsBatchSource() const { return false; }

@@ -50,19 +50,20 @@ bool SameFormat(const CustomFormat* a, const CustomFormat* b);
 
 constexpr int kChannelBlock16 = 16;
 
-// The (N, C, S) a blocked layout was made for, and the size of one element in bytes (4 or 8).
-struct BlockedShape {
+// The (N, C, S) a layout that rearranges channels was made for (the host's blocked layout, the device's
+// channels-last one), and the size of one element in bytes.
+struct LayoutShape {
   int num = 0, channels = 0, spatial = 0;
   int elem_size = 0;
   size_t count() const { return static_cast<size_t>(num) * channels * spatial; }
-  bool operator==(const BlockedShape& o) const {
+  bool operator==(const LayoutShape& o) const {
     return num == o.num && channels == o.channels && spatial == o.spatial && elem_size == o.elem_size;
   }
 };
 
 // Rearranges count() elements of `shape` between the layouts (`from` and `to` must not overlap).
-void ToBlocked16(const BlockedShape& shape, const void* plain, void* blocked);
-void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain);
+void ToBlocked16(const LayoutShape& shape, const void* plain, void* blocked);
+void FromBlocked16(const LayoutShape& shape, const void* blocked, void* plain);
 
 // Whether layers may leave blobs blocked at all: on unless STRATA_BLOCKED_LAYOUTS=0. Read when a Net is built;
 // tests and benchmarks set it to compare the two (a net built while it is off keeps every blob plain).
@@ -104,19 +105,67 @@ STRATA_HOST_DEVICE inline float from_bf16(bfloat16 b) {
 #endif
 }
 
+// A stored value read as the type it is computed in, and a computed value stored (rounded to bfloat16 where that is
+// how it is stored): so one template of a kernel, or of its host reference, serves every element type.
+STRATA_HOST_DEVICE inline float value_of(float v) { return v; }
+STRATA_HOST_DEVICE inline double value_of(double v) { return v; }
+STRATA_HOST_DEVICE inline float value_of(bfloat16 v) { return from_bf16(v); }
+STRATA_HOST_DEVICE inline void put(float* p, float v) { *p = v; }
+STRATA_HOST_DEVICE inline void put(double* p, double v) { *p = v; }
+STRATA_HOST_DEVICE inline void put(bfloat16* p, float v) { *p = to_bf16(v); }
+
 // How a blob's device memory holds its values: in the blob's own type, or (a float blob only) each rounded to
 // bfloat16 in half the bytes, for the activations and gradients that pass between layers computing in bfloat16 on
 // the GPU (precision: BF16; docs/gpu.md, "bfloat16"). A plain read converts back to float.
-enum class DeviceFormat { kPlain, kBf16 };
+//
+// kBf16Nhwc is bfloat16 with the channels innermost (channels-last, cuDNN's NHWC) for a blob of (N, C, S...): element
+// (n, c, s) at (n * S + s) * C + c. Convolutions on the GPU compute in it, and the layers around them keep it (docs/gpu.md,
+// "Channels-last"); it is made for the LayoutShape the memory is asked in, and converts back with that shape.
+enum class DeviceFormat { kPlain, kBf16, kBf16Nhwc };
+
+// Whether a format holds bfloat16 values (in either order).
+inline bool is_bf16(DeviceFormat f) { return f != DeviceFormat::kPlain; }
+// The name for messages: "float", "bfloat16", "bfloat16 channels-last".
+const char* format_name(DeviceFormat f);
+
+// Where element (n, c, s) of an (N, C, S) blob lies, channels-first (the plain order) or channels-last: the one
+// index rule of every kernel that runs in either (a channel's plane is base(n, c) + s * pixel_stride()), and of the
+// host's conversions.
+struct ImageLayout {
+  long long C = 0, S = 0;
+  bool channels_last = false;
+  STRATA_HOST_DEVICE long long base(long long n, long long c) const {
+    return channels_last ? n * S * C + c : (n * C + c) * S;
+  }
+  STRATA_HOST_DEVICE long long pixel_stride() const { return channels_last ? C : 1; }
+  STRATA_HOST_DEVICE long long channel_stride() const { return channels_last ? 1 : S; }
+  STRATA_HOST_DEVICE long long at(long long n, long long c, long long s) const {
+    return base(n, c) + s * pixel_stride();
+  }
+  // Element k's channel.
+  STRATA_HOST_DEVICE long long channel_of(long long k) const { return channels_last ? k % C : (k / S) % C; }
+};
+
+// Rearranges count() elements of `shape` (elem_size 2, 4 or 8) between channels-first and channels-last (`from` and
+// `to` must not overlap): the host's references for the device's conversions, and its reads of such device memory.
+void ToChannelsLast(const LayoutShape& shape, const void* plain, void* last);
+void FromChannelsLast(const LayoutShape& shape, const void* last, void* plain);
 
 // Widens the n bfloat16 values at the start of `memory` into n floats over the same bytes (4n of them): a host read
 // of a blob whose device copy is in bfloat16 copies its 2n bytes and widens them in place.
 void widen_bf16_in_place(void* memory, size_t n);
+// A host copy of n values' device bytes in `format`, turned into the plain floats in place: widened, and for
+// channels-last the shape.count() values it was made for put back in channels-first order (n may be more: a blob's
+// memory keeps the room of its largest shape). `memory` has room for the floats.
+void device_copy_to_plain_in_place(DeviceFormat format, size_t n, const LayoutShape& shape, void* memory);
 
 #ifdef STRATA_USE_CUDA
 // n values converted on the device, on the compute stream (memory_format.cu).
 void gpu_to_bf16(size_t n, const float* x, bfloat16* y);
 void gpu_from_bf16(size_t n, const bfloat16* x, float* y);
+// n values of a float blob's device memory converted between two formats (`shape`: the channels-last side's, its
+// elem_size ignored), from `x` into `y` (not overlapping), on the compute stream.
+void gpu_reformat(size_t n, const LayoutShape& shape, DeviceFormat from, const void* x, DeviceFormat to, void* y);
 #endif
 
 }  // namespace strata

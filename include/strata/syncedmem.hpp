@@ -27,8 +27,8 @@ class SyncedMemory {
   // The host bytes in `layout`; a blocked layout is made for `shape`. The mutable form converts the current
   // contents unless `keep_values` is false: the caller overwrites them all, so memory allocated for it is not
   // zeroed (every layout is a permutation of the same bytes, with no padding to leave unwritten).
-  const void* cpu_data_in(MemoryFormat layout, const BlockedShape& shape);
-  void* mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values = true);
+  const void* cpu_data_in(MemoryFormat layout, const LayoutShape& shape);
+  void* mutable_cpu_data_in(MemoryFormat layout, const LayoutShape& shape, bool keep_values = true);
   MemoryFormat layout() const { return layout_; }
   // The host bytes in a parameter's CustomFormat (memory_format.hpp), converted in place when they are in another.
   const void* cpu_data_as(const CustomFormatPtr& layout);
@@ -40,7 +40,7 @@ class SyncedMemory {
   const void* cpu_data_as_is();
   void* mutable_cpu_data_as_is();
   // What the blocked layout was made for (meaningful while layout() is kBlocked16).
-  const BlockedShape& blocked_shape() const { return blocked_shape_; }
+  const LayoutShape& blocked_shape() const { return blocked_shape_; }
   // Points the host side at memory owned by someone else (not freed, not counted).
   void set_cpu_data(void* data);
   // The device bytes in the plain layout and the blob's own element type (converted back first if a layer left
@@ -48,13 +48,16 @@ class SyncedMemory {
   const void* gpu_data();
   void* mutable_gpu_data();
   void set_gpu_data(void* data);
-  // The device bytes in `format`, converted in place when they are in the other (memory_format.hpp). Converting
-  // to kBf16 rounds, so even a read leaves only the rounded values (the host copy becomes stale). Only a float
-  // block of activations, gradients or scratch, in device memory of its own, may be held in kBf16: never a
+  // The device bytes in `format`, converted in place when they are in another (memory_format.hpp); kBf16Nhwc is
+  // made for `shape` (its elem_size ignored), and converts back with the shape it was made for. Converting to
+  // bfloat16 rounds, so even a read leaves only the rounded values (the host copy becomes stale). Only a float
+  // block of activations, gradients or scratch, in device memory of its own, may be held in bfloat16: never a
   // parameter, which the solver updates in float.
-  const void* gpu_data_in(DeviceFormat format);
-  void* mutable_gpu_data_in(DeviceFormat format, bool keep_values = true);
+  const void* gpu_data_in(DeviceFormat format, const LayoutShape& shape = {});
+  void* mutable_gpu_data_in(DeviceFormat format, bool keep_values = true, const LayoutShape& shape = {});
   DeviceFormat device_format() const { return device_format_; }
+  // What channels-last device memory was made for (meaningful while device_format() is kBf16Nhwc).
+  const LayoutShape& device_shape() const { return device_shape_; }
   // Counts the accesses that may change the contents (the mutable accessors, set_*_data, release): a copy made
   // from the contents (a layer's bfloat16 weights) is current while it is unchanged.
   uint64_t version() const { return version_; }
@@ -77,7 +80,7 @@ class SyncedMemory {
   void set_category(MemoryCategory c);
   // Bytes this block currently holds on the host (0 when released or not yet touched).
   size_t resident_bytes() const { return (cpu_ptr_ && own_cpu_data_) ? size_ : 0; }
-  // The device bytes this block owns (half of size() while they are in bfloat16).
+  // The device bytes this block owns (half of size() while they are in bfloat16, in either order).
   size_t device_bytes() const { return (gpu_ptr_ && own_gpu_data_) ? gpu_bytes_ : 0; }
 
 #ifdef STRATA_USE_CUDA
@@ -90,12 +93,14 @@ class SyncedMemory {
   void to_cpu(bool zero_fresh = true);
   void to_gpu();
   // Rearranges the host bytes into `to` (for `shape` when that is blocked, as `custom` says when that is custom).
-  void relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom = nullptr);
+  void relayout(MemoryFormat to, const LayoutShape& shape, const CustomFormatPtr& custom = nullptr);
   void free_cpu();
   void free_gpu();
-  void alloc_gpu(DeviceFormat format = DeviceFormat::kPlain);  // device memory of our own, on the current device
+  // Device memory of our own, on the current device, in `format` (for `shape` when channels-last).
+  void alloc_gpu(DeviceFormat format = DeviceFormat::kPlain, const LayoutShape& shape = {});
+  bool in_device_format(DeviceFormat format, const LayoutShape& shape) const;
   // Converts the device bytes into `format` in a new allocation (GPU builds).
-  void reformat_gpu(DeviceFormat format);
+  void reformat_gpu(DeviceFormat format, const LayoutShape& shape);
 
   void* cpu_ptr_ = nullptr;
   void* gpu_ptr_ = nullptr;
@@ -108,9 +113,10 @@ class SyncedMemory {
   [[maybe_unused]] int device_ = -1;  // where gpu_ptr_ lives (read in GPU builds only)
   size_t gpu_bytes_ = 0;
   DeviceFormat device_format_ = DeviceFormat::kPlain;
+  LayoutShape device_shape_;
   uint64_t version_ = 0;
   MemoryFormat layout_ = MemoryFormat::kPlain;
-  BlockedShape blocked_shape_;
+  LayoutShape blocked_shape_;
   CustomFormatPtr custom_;
   std::atomic<int> host_views_{0};  // changed by Python's threads while a pass releases
 };

@@ -113,7 +113,7 @@ bool Blob<Dtype>::can_block() const {
 }
 
 template <typename Dtype>
-BlockedShape Blob<Dtype>::blocked_shape() const {
+LayoutShape Blob<Dtype>::blocked_shape() const {
   CHECK(can_block()) << "a blob of shape " << shape_string() << " has no blocked layout";
   return {shape_[0], shape_[1], shape_[2] * shape_[3], static_cast<int>(sizeof(Dtype))};
 }
@@ -152,13 +152,13 @@ template <typename Dtype>
 Dtype* Blob<Dtype>::mutable_cpu_data_in(MemoryFormat layout, bool keep_values) {
   CHECK(data_);
   return static_cast<Dtype*>(data_->mutable_cpu_data_in(
-      layout, layout == MemoryFormat::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+      layout, layout == MemoryFormat::kPlain ? LayoutShape{} : blocked_shape(), keep_values));
 }
 template <typename Dtype>
 Dtype* Blob<Dtype>::mutable_cpu_diff_in(MemoryFormat layout, bool keep_values) {
   CHECK(diff_);
   return static_cast<Dtype*>(diff_->mutable_cpu_data_in(
-      layout, layout == MemoryFormat::kPlain ? BlockedShape{} : blocked_shape(), keep_values));
+      layout, layout == MemoryFormat::kPlain ? LayoutShape{} : blocked_shape(), keep_values));
 }
 
 template <typename Dtype>
@@ -255,20 +255,49 @@ SyncedMemory& bf16_memory(const std::shared_ptr<SyncedMemory>& m) {
 }  // namespace
 
 template <typename Dtype>
-const bfloat16* Blob<Dtype>::gpu_data_bf16() const {
-  return static_cast<const bfloat16*>(bf16_memory<Dtype>(data_).gpu_data_in(DeviceFormat::kBf16));
+LayoutShape Blob<Dtype>::device_shape(DeviceFormat format) const {
+  if (format != DeviceFormat::kBf16Nhwc) return {};
+  CHECK(can_channels_last()) << "a blob of shape " << shape_string() << " has no channels-last layout";
+  return {shape_[0], shape_[1], shape_[2] * shape_[3], static_cast<int>(sizeof(bfloat16))};
 }
 template <typename Dtype>
-const bfloat16* Blob<Dtype>::gpu_diff_bf16() const {
-  return static_cast<const bfloat16*>(bf16_memory<Dtype>(diff_).gpu_data_in(DeviceFormat::kBf16));
+DeviceFormat Blob<Dtype>::device_format_of(const SyncedMemory& m) const {
+  const DeviceFormat f = m.device_format();
+  if (f == DeviceFormat::kBf16Nhwc && !(can_channels_last() && m.device_shape() == device_shape(f))) {
+    return DeviceFormat::kBf16;
+  }
+  return f;
 }
 template <typename Dtype>
-bfloat16* Blob<Dtype>::mutable_gpu_data_bf16(bool keep_values) {
-  return static_cast<bfloat16*>(bf16_memory<Dtype>(data_).mutable_gpu_data_in(DeviceFormat::kBf16, keep_values));
+DeviceFormat Blob<Dtype>::data_device_format() const {
+  return data_ ? device_format_of(*data_) : DeviceFormat::kPlain;
 }
 template <typename Dtype>
-bfloat16* Blob<Dtype>::mutable_gpu_diff_bf16(bool keep_values) {
-  return static_cast<bfloat16*>(bf16_memory<Dtype>(diff_).mutable_gpu_data_in(DeviceFormat::kBf16, keep_values));
+DeviceFormat Blob<Dtype>::diff_device_format() const {
+  return diff_ ? device_format_of(*diff_) : DeviceFormat::kPlain;
+}
+
+template <typename Dtype>
+const bfloat16* Blob<Dtype>::gpu_data_bf16(DeviceFormat format) const {
+  CHECK(is_bf16(format)) << "gpu_data_bf16 in " << format_name(format);
+  return static_cast<const bfloat16*>(bf16_memory<Dtype>(data_).gpu_data_in(format, device_shape(format)));
+}
+template <typename Dtype>
+const bfloat16* Blob<Dtype>::gpu_diff_bf16(DeviceFormat format) const {
+  CHECK(is_bf16(format)) << "gpu_diff_bf16 in " << format_name(format);
+  return static_cast<const bfloat16*>(bf16_memory<Dtype>(diff_).gpu_data_in(format, device_shape(format)));
+}
+template <typename Dtype>
+bfloat16* Blob<Dtype>::mutable_gpu_data_bf16(bool keep_values, DeviceFormat format) {
+  CHECK(is_bf16(format)) << "mutable_gpu_data_bf16 in " << format_name(format);
+  return static_cast<bfloat16*>(
+      bf16_memory<Dtype>(data_).mutable_gpu_data_in(format, keep_values, device_shape(format)));
+}
+template <typename Dtype>
+bfloat16* Blob<Dtype>::mutable_gpu_diff_bf16(bool keep_values, DeviceFormat format) {
+  CHECK(is_bf16(format)) << "mutable_gpu_diff_bf16 in " << format_name(format);
+  return static_cast<bfloat16*>(
+      bf16_memory<Dtype>(diff_).mutable_gpu_data_in(format, keep_values, device_shape(format)));
 }
 
 template <typename Dtype>

@@ -1,7 +1,10 @@
 #include "strata/memory_format.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "strata/common.hpp"
 #include "strata/util/flag_parsing.hpp"
@@ -12,7 +15,7 @@ namespace {
 
 // One (n, channel block) pair per task: its 16 channels' S values each, to or from one run of S * 16.
 template <typename T, bool kToBlocked>
-void Rearrange(const BlockedShape& shape, const T* in, T* out) {
+void Rearrange(const LayoutShape& shape, const T* in, T* out) {
   constexpr int B = kChannelBlock16;
   const int N = shape.num, CB = shape.channels / B, S = shape.spatial;
   const long long tasks = static_cast<long long>(N) * CB;
@@ -33,7 +36,7 @@ void Rearrange(const BlockedShape& shape, const T* in, T* out) {
 }
 
 template <bool kToBlocked>
-void Dispatch(const BlockedShape& shape, const void* in, void* out) {
+void Dispatch(const LayoutShape& shape, const void* in, void* out) {
   CHECK_EQ(shape.channels % kChannelBlock16, 0) << "a blocked layout needs channels in multiples of 16";
   switch (shape.elem_size) {
     case 4: Rearrange<uint32_t, kToBlocked>(shape, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
@@ -41,6 +44,45 @@ void Dispatch(const BlockedShape& shape, const void* in, void* out) {
     case 8: Rearrange<uint64_t, kToBlocked>(shape, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
       break;
     default: LOG(FATAL) << "no blocked layout for elements of " << shape.elem_size << " bytes";
+  }
+}
+
+// Each image's C x S matrix transposed to S x C (kToLast) or back, in tiles that keep both sides in cache.
+template <typename T, bool kToLast>
+void Transpose(const LayoutShape& shape, const T* in, T* out) {
+  constexpr int kTile = 32;
+  const long long C = shape.channels, S = shape.spatial, image = C * S;
+#pragma omp parallel for schedule(static) if (shape.count() >= (1u << 16))
+  for (int n = 0; n < shape.num; ++n) {
+    const T* src = in + n * image;
+    T* dst = out + n * image;
+    for (long long c0 = 0; c0 < C; c0 += kTile) {
+      for (long long s0 = 0; s0 < S; s0 += kTile) {
+        const long long c1 = std::min(C, c0 + kTile), s1 = std::min(S, s0 + kTile);
+        for (long long c = c0; c < c1; ++c) {
+          for (long long s = s0; s < s1; ++s) {
+            if (kToLast) {
+              dst[s * C + c] = src[c * S + s];
+            } else {
+              dst[c * S + s] = src[s * C + c];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <bool kToLast>
+void DispatchTranspose(const LayoutShape& shape, const void* in, void* out) {
+  switch (shape.elem_size) {
+    case 2: Transpose<uint16_t, kToLast>(shape, static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out));
+      break;
+    case 4: Transpose<uint32_t, kToLast>(shape, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
+      break;
+    case 8: Transpose<uint64_t, kToLast>(shape, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
+      break;
+    default: LOG(FATAL) << "no channels-last layout for elements of " << shape.elem_size << " bytes";
   }
 }
 
@@ -56,12 +98,29 @@ int& param_layouts_flag() {
 
 }  // namespace
 
-void ToBlocked16(const BlockedShape& shape, const void* plain, void* blocked) {
+void ToBlocked16(const LayoutShape& shape, const void* plain, void* blocked) {
   Dispatch<true>(shape, plain, blocked);
 }
 
-void FromBlocked16(const BlockedShape& shape, const void* blocked, void* plain) {
+void FromBlocked16(const LayoutShape& shape, const void* blocked, void* plain) {
   Dispatch<false>(shape, blocked, plain);
+}
+
+void ToChannelsLast(const LayoutShape& shape, const void* plain, void* last) {
+  DispatchTranspose<true>(shape, plain, last);
+}
+
+void FromChannelsLast(const LayoutShape& shape, const void* last, void* plain) {
+  DispatchTranspose<false>(shape, last, plain);
+}
+
+const char* format_name(DeviceFormat f) {
+  switch (f) {
+    case DeviceFormat::kPlain: return "float";
+    case DeviceFormat::kBf16: return "bfloat16";
+    case DeviceFormat::kBf16Nhwc: return "bfloat16 channels-last";
+  }
+  return "?";
 }
 
 bool blocked_layouts_enabled() { return enabled_flag() != 0; }
@@ -89,6 +148,20 @@ void widen_bf16_in_place(void* memory, size_t n) {
     std::memcpy(bytes + begin * sizeof(float), values, (end - begin) * sizeof(float));
     end = begin;
   }
+}
+
+void device_copy_to_plain_in_place(DeviceFormat format, size_t n, const LayoutShape& shape, void* memory) {
+  if (format == DeviceFormat::kPlain) return;
+  widen_bf16_in_place(memory, n);
+  if (format != DeviceFormat::kBf16Nhwc) return;
+  const size_t m = shape.count();  // the blob's values: the memory may have room for more
+  CHECK_LE(m, n) << "channels-last memory made for more values than it holds";
+  LayoutShape floats = shape;
+  floats.elem_size = sizeof(float);
+  std::unique_ptr<float, decltype(&std::free)> scratch(static_cast<float*>(std::malloc(m * sizeof(float))), &std::free);
+  CHECK(scratch || m == 0) << "cannot allocate " << m * sizeof(float) << " bytes to read channels-last memory";
+  FromChannelsLast(floats, memory, scratch.get());
+  std::memcpy(memory, scratch.get(), m * sizeof(float));
 }
 
 }  // namespace strata

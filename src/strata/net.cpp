@@ -374,13 +374,17 @@ void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
 
 // precision: BF16 is a request that a layer without bfloat16 kernels (or a device without them) meets in float:
 // say which layers compute in bfloat16. On the GPU those keep their tops in bfloat16, and a float layer reading one
-// converts it (and its gradient) each pass: name those boundaries once, here (docs/gpu.md, "bfloat16").
+// converts it (and its gradient) each pass: name those boundaries once, here (docs/gpu.md, "bfloat16"). Likewise the
+// layers that read channels-last activations channels-first (Layer::Bf16GpuOrder; docs/gpu.md, "Channels-last").
 template <typename Dtype>
 void Net<Dtype>::LogBf16Layers() const {
+  using Order = typename Layer<Dtype>::GpuOrder;
   std::vector<std::string> asked, bf16;
-  std::vector<bool> held_in_bf16(blobs_.size(), false);
-  std::string boundaries;
-  int converting = 0;
+  std::vector<bool> held_in_bf16(blobs_.size(), false), channels_last(blobs_.size(), false);
+  std::string boundaries, reorders;
+  int converting = 0, reordering = 0;
+  bool makes_channels_last = false;
+  const auto name_of = [](const Layer<Dtype>& layer) { return layer.layer_param().name() + " (" + layer.type() + ")"; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer<Dtype>& layer = *layers_[l];
     const bool in_bf16 = layer.ComputesInBf16();
@@ -388,14 +392,30 @@ void Net<Dtype>::LogBf16Layers() const {
     if (in_bf16) bf16.push_back(layer.layer_param().name());
     // A layer computed inside another (Layer::Absorb) reads nothing itself.
     if (Strata::mode() != Strata::GPU || (layer.absorbed() && layer.backward_absorbed())) continue;
-    bool reads_bf16 = false;
-    for (int b : bottom_id_vecs_[l]) reads_bf16 = reads_bf16 || held_in_bf16[b];
+    bool reads_bf16 = false, reads_last = false, reorders_bytes = false;
+    for (int b : bottom_id_vecs_[l]) {
+      reads_bf16 = reads_bf16 || held_in_bf16[b];
+      reads_last = reads_last || channels_last[b];
+      // With one channel or one position per image both orders are the same bytes: no conversion runs.
+      reorders_bytes = reorders_bytes || (channels_last[b] && blobs_[b]->shape(1) > 1 && blobs_[b]->count(2) > 1);
+    }
     // A Split sums its tops' gradients in bfloat16 when they all are (split_layer.cu): it converts nothing.
     if (reads_bf16 && !in_bf16 && !layer.IsSplit() && converting++ < 8) {
-      boundaries += (boundaries.empty() ? "" : ", ") + layer.layer_param().name() + " (" + layer.type() + ")";
+      boundaries += (boundaries.empty() ? "" : ", ") + name_of(layer);
     }
-    // A Split's tops share its bottom's memory, in whatever element type.
-    for (int t : top_id_vecs_[l]) held_in_bf16[t] = in_bf16 || (layer.IsSplit() && reads_bf16);
+    const Order order = layer.Bf16GpuOrder();
+    makes_channels_last = makes_channels_last || order == Order::kMakesChannelsLast;
+    if (reorders_bytes && in_bf16 && order == Order::kChannelsFirst && reordering++ < 8) {
+      reorders += (reorders.empty() ? "" : ", ") + name_of(layer);
+    }
+    const bool bottom_last = !bottom_id_vecs_[l].empty() && channels_last[bottom_id_vecs_[l][0]];
+    // A Split's tops share its bottom's memory, in whatever element type and order.
+    for (int t : top_id_vecs_[l]) {
+      held_in_bf16[t] = in_bf16 || (layer.IsSplit() && reads_bf16);
+      const bool image = blobs_[t]->can_channels_last();
+      channels_last[t] = image && ((order == Order::kMakesChannelsLast) ||
+                                   ((order == Order::kFollowsBottom || layer.IsSplit()) && bottom_last));
+    }
   }
   if (asked.empty()) return;
   std::string names;
@@ -407,6 +427,13 @@ void Net<Dtype>::LogBf16Layers() const {
     LOG(INFO) << "net '" << name_ << "': " << converting << " float layer" << (converting == 1 ? "" : "s")
               << " read blobs kept in bfloat16 on the GPU and convert them each pass: " << boundaries
               << (converting > 8 ? ", ..." : "");
+  }
+  if (makes_channels_last) {
+    LOG(INFO) << "net '" << name_ << "': the convolutions keep their activations channels-last (NHWC) on the GPU"
+              << (reordering == 0 ? "" : "; " + std::to_string(reordering) + " bfloat16 layer" +
+                                             (reordering == 1 ? " reads" : "s read") +
+                                             " them channels-first and converts each pass: " + reorders +
+                                             (reordering > 8 ? ", ..." : ""));
   }
 }
 

@@ -103,43 +103,63 @@ void SyncedMemory::free_gpu() {
   gpu_bytes_ = 0;
   own_gpu_data_ = false;
   device_format_ = DeviceFormat::kPlain;
+  device_shape_ = {};
 }
 
-void SyncedMemory::alloc_gpu(DeviceFormat format) {
+void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
 #ifdef STRATA_USE_CUDA
-  if (format == DeviceFormat::kBf16) {
+  if (is_bf16(format)) {
     CHECK(category_ != MemoryCategory::kParameter) << "a parameter's device memory is never held in bfloat16";
     CHECK_EQ(size_ % sizeof(float), 0u) << "only float memory is held in bfloat16";
   }
+  if (format == DeviceFormat::kBf16Nhwc) {
+    CHECK_LE(shape.count() * sizeof(float), size_) << "a channels-last layout larger than its memory";
+  }
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-  gpu_bytes_ = format == DeviceFormat::kBf16 ? size_ / 2 : size_;
+  gpu_bytes_ = is_bf16(format) ? size_ / 2 : size_;
   gpu_ptr_ = cuda::device_alloc(gpu_bytes_);
   own_gpu_data_ = true;
   device_format_ = format;
+  device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
   MemoryTracker::allocated(category_, gpu_bytes_, MemorySpace::kDevice);
 #else
   (void)format;
+  (void)shape;
   LOG(FATAL) << kNoGpuSupport;
 #endif
 }
 
-void SyncedMemory::reformat_gpu(DeviceFormat format) {
-  if (format == device_format_) return;
+bool SyncedMemory::in_device_format(DeviceFormat format, const LayoutShape& shape) const {
+  return format == device_format_ && (format != DeviceFormat::kBf16Nhwc || shape == device_shape_);
+}
+
+void SyncedMemory::reformat_gpu(DeviceFormat format, const LayoutShape& shape) {
+  if (in_device_format(format, shape)) return;
 #ifdef STRATA_USE_CUDA
-  CHECK(own_gpu_data_) << "cannot convert device memory owned elsewhere to another element type";
+  CHECK(own_gpu_data_) << "cannot convert device memory owned elsewhere to another format";
+  // Channels-last made for another shape (the blob was reshaped) goes back to channels-first first.
+  if (device_format_ == DeviceFormat::kBf16Nhwc && format == DeviceFormat::kBf16Nhwc) {
+    reformat_gpu(DeviceFormat::kBf16, {});
+  }
+  // The channels-last side of the conversion: the memory's own shape going back, the one asked for going there.
+  const LayoutShape last = device_format_ == DeviceFormat::kBf16Nhwc ? device_shape_ : shape;
+  const bool layout_change = format == DeviceFormat::kBf16Nhwc || device_format_ == DeviceFormat::kBf16Nhwc;
+  // With one channel, or one position per image (a global pooling's output), both orders are the same bytes.
+  if (layout_change && is_bf16(format) && is_bf16(device_format_) && (last.channels == 1 || last.spatial == 1)) {
+    device_format_ = format;
+    device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
+    return;
+  }
   // Stream-ordered: the old block returns to the pool once the conversion that reads it has run.
   void* from = gpu_ptr_;
   const size_t from_bytes = gpu_bytes_;
-  const size_t n = size_ / sizeof(float);
-  alloc_gpu(format);
-  if (format == DeviceFormat::kBf16) {
-    gpu_to_bf16(n, static_cast<const float*>(from), static_cast<bfloat16*>(gpu_ptr_));
-  } else {
-    gpu_from_bf16(n, static_cast<const bfloat16*>(from), static_cast<float*>(gpu_ptr_));
-  }
+  const DeviceFormat from_format = device_format_;
+  alloc_gpu(format, shape);
+  gpu_reformat(layout_change ? last.count() : size_ / sizeof(float), last, from_format, from, format, gpu_ptr_);
   cuda::device_free(from);
   MemoryTracker::released(category_, from_bytes, MemorySpace::kDevice);
 #else
+  (void)shape;
   LOG(FATAL) << "GPU memory in a CPU-only build";
 #endif
 }
@@ -170,12 +190,12 @@ void SyncedMemory::release() {
   custom_ = nullptr;
 }
 
-void SyncedMemory::relayout(MemoryFormat to, const BlockedShape& shape, const CustomFormatPtr& custom) {
+void SyncedMemory::relayout(MemoryFormat to, const LayoutShape& shape, const CustomFormatPtr& custom) {
   if (to == layout_ && (to != MemoryFormat::kCustom || SameFormat(custom.get(), custom_.get()))) return;
   if (to != MemoryFormat::kPlain && layout_ != MemoryFormat::kPlain) relayout(MemoryFormat::kPlain, {});
   size_t bytes = 0;
   if (to == MemoryFormat::kBlocked16 || layout_ == MemoryFormat::kBlocked16) {
-    const BlockedShape& s = to == MemoryFormat::kBlocked16 ? shape : blocked_shape_;
+    const LayoutShape& s = to == MemoryFormat::kBlocked16 ? shape : blocked_shape_;
     bytes = s.count() * s.elem_size;
   } else {
     bytes = (to == MemoryFormat::kCustom ? custom : custom_)->bytes();
@@ -225,7 +245,7 @@ void SyncedMemory::to_cpu(bool zero_fresh) {
         MemoryTracker::allocated(category_, size_);
       }
       STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, gpu_bytes_, cudaMemcpyDeviceToHost));
-      if (device_format_ == DeviceFormat::kBf16) widen_bf16_in_place(cpu_ptr_, size_ / sizeof(float));
+      device_copy_to_plain_in_place(device_format_, size_ / sizeof(float), device_shape_, cpu_ptr_);
       head_ = SYNCED;
       layout_ = MemoryFormat::kPlain;
       custom_ = nullptr;
@@ -266,7 +286,7 @@ const void* SyncedMemory::cpu_data() { return cpu_data_in(MemoryFormat::kPlain, 
 
 void* SyncedMemory::mutable_cpu_data() { return mutable_cpu_data_in(MemoryFormat::kPlain, {}); }
 
-const void* SyncedMemory::cpu_data_in(MemoryFormat layout, const BlockedShape& shape) {
+const void* SyncedMemory::cpu_data_in(MemoryFormat layout, const LayoutShape& shape) {
   to_cpu();
   if (layout != layout_ || (layout == MemoryFormat::kBlocked16 && !(shape == blocked_shape_))) {
     // Converting keeps the values, so a read may do it; the device copy (if any) is plain and stays valid.
@@ -310,7 +330,7 @@ void* SyncedMemory::mutable_cpu_data_as_is() {
   return cpu_ptr_;
 }
 
-void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const BlockedShape& shape, bool keep_values) {
+void* SyncedMemory::mutable_cpu_data_in(MemoryFormat layout, const LayoutShape& shape, bool keep_values) {
   ++version_;
   if (keep_values && head_ != UNINITIALIZED) {
     cpu_data_in(layout, shape);
@@ -336,27 +356,27 @@ void SyncedMemory::set_cpu_data(void* data) {
   head_ = HEAD_AT_CPU;
 }
 
-const void* SyncedMemory::gpu_data() { return gpu_data_in(DeviceFormat::kPlain); }
+const void* SyncedMemory::gpu_data() { return gpu_data_in(DeviceFormat::kPlain, {}); }
 
-void* SyncedMemory::mutable_gpu_data() { return mutable_gpu_data_in(DeviceFormat::kPlain); }
+void* SyncedMemory::mutable_gpu_data() { return mutable_gpu_data_in(DeviceFormat::kPlain, true, {}); }
 
-const void* SyncedMemory::gpu_data_in(DeviceFormat format) {
+const void* SyncedMemory::gpu_data_in(DeviceFormat format, const LayoutShape& shape) {
   if (layout_ != MemoryFormat::kPlain) cpu_data();  // the host's blocked layouts never reach the device
   to_gpu();
-  if (format != device_format_) {
-    reformat_gpu(format);
-    if (format == DeviceFormat::kBf16) head_ = HEAD_AT_GPU;  // the host's copy has values the device rounded
+  if (!in_device_format(format, shape)) {
+    reformat_gpu(format, shape);
+    if (is_bf16(format)) head_ = HEAD_AT_GPU;  // the host's copy may have values the device rounded
   }
   return gpu_ptr_;
 }
 
-void* SyncedMemory::mutable_gpu_data_in(DeviceFormat format, bool keep_values) {
+void* SyncedMemory::mutable_gpu_data_in(DeviceFormat format, bool keep_values, const LayoutShape& shape) {
   ++version_;
   if (keep_values || (gpu_ptr_ && !own_gpu_data_)) {
-    gpu_data_in(format);
-  } else if (gpu_ptr_ == nullptr || format != device_format_) {
+    gpu_data_in(format, shape);
+  } else if (gpu_ptr_ == nullptr || !in_device_format(format, shape)) {
     free_gpu();  // the caller overwrites every value: nothing to convert or zero
-    alloc_gpu(format);
+    alloc_gpu(format, shape);
 #ifdef STRATA_USE_CUDA
     if (poison_fresh_writes) STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, kPoisonByte, gpu_bytes_));
 #endif

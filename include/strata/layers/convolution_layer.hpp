@@ -59,6 +59,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
   bool ComputesInBf16() const override;
+  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override;
   // On oneDNN: its kernels read and write the channel-blocked layout themselves.
   bool AcceptsBlockedBottoms() const override;
   // On the oneDNN engine, absorbs (Layer::Absorb) the forward of a ReLU without slope in place after it: the
@@ -76,7 +77,9 @@ class ConvolutionLayer : public Layer<Dtype> {
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
   // cuDNN's description of the current shape, in float or bfloat16, made on first use.
-  const cudnn_conv::Convolution& Cudnn(bool bf16);
+  // In bfloat16 `order` is the order asked for (channels-last, or channels-first); where cuDNN has no
+  // channels-last algorithm for the shape it becomes channels-first (said once).
+  const cudnn_conv::Convolution& Cudnn(bool bf16, DeviceFormat* order = nullptr);
   void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
   void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
 #endif

@@ -50,6 +50,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   // The oneDNN engine reads and writes the channel-blocked layout.
   bool AcceptsBlockedBottoms() const override;
   bool ComputesInBf16() const override;
+  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override;
   bool uses_onednn() const { return onednn_ != nullptr; }
 
   // The convolution this layer transposes, over one top image: channels num_output, the top's height and width,
@@ -80,7 +81,9 @@ class DeconvolutionLayer : public Layer<Dtype> {
   std::shared_ptr<onednn_conv::Convolution> onednn_;  // null: the CAFFE path
 #ifdef STRATA_USE_CUDNN
   // cuDNN's description of the current shape, in float or bfloat16, made on first use.
-  const cudnn_conv::Convolution& Cudnn(bool bf16);
+  // In bfloat16 `order` is the order asked for (channels-last, or channels-first); where cuDNN has no
+  // channels-last algorithm for the shape it becomes channels-first (said once).
+  const cudnn_conv::Convolution& Cudnn(bool bf16, DeviceFormat* order = nullptr);
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
   std::shared_ptr<Bf16Copy> bf16_weights_;  // in bfloat16 on the GPU: the weights' copy
   Blob<float> weight_diff_bf16_;             // and the weight gradient before it is added to the float one

@@ -36,6 +36,9 @@ class LRNLayer : public Layer<Dtype> {
   const char* type() const override { return "LRN"; }
   // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); its scale stays float.
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
+    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
+  }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&scale_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
@@ -65,6 +68,7 @@ class LRNLayer : public Layer<Dtype> {
   bool across_ = true;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   Blob<Dtype> scale_;      // the scale of every input value, kept for backward
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;  // the order of the last GPU forward, scale_'s
   Blob<Dtype> workspace_;  // WITHIN_CHANNEL: per-thread planes for the separable window sums
   int thread_slots_ = 1;
   // Set when the engine picks oneDNN (float only); onednn_active_ when the current shape runs through it.

@@ -51,6 +51,9 @@ class PoolingLayer : public Layer<Dtype> {
   bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
   // MAX and AVE read and write bfloat16 on the GPU (Layer::Bf16OnGpu); STOCHASTIC computes in float.
   bool ComputesInBf16() const override { return this->Bf16OnGpu() && !stochastic(); }
+  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
+    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
+  }
 
   // Whether the CPU passes for the current shape run through oneDNN (pooling_param.engine, above).
   bool uses_onednn() const { return onednn_active_; }
@@ -85,6 +88,8 @@ class PoolingLayer : public Layer<Dtype> {
   // MAX: the argmax of each output as an int (h*W + w, -1 for an empty window) in a Dtype blob's memory; the
   // optional mask top gets the same values as Dtype.
   Blob<Dtype> mask_;
+  // The order of the last GPU forward (mask_ is indexed in it), which backward runs in.
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;
   // AVE: for each output, the window size Caffe divides by (clipped to the padded image), planar.
   std::vector<Dtype> divisor_;
   // MAX: per OpenMP thread, one input row of column maxima and their indices.

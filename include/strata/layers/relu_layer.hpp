@@ -33,6 +33,9 @@ class ReLULayer : public NeuronLayer<Dtype> {
   Dtype negative_slope() const { return negative_slope_; }
   // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
+    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
+  }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 

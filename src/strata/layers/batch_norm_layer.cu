@@ -36,19 +36,20 @@ struct BnPost {
   __device__ Dtype gamma_of(int c) const { return gamma ? gamma[c] : Dtype(1); }
 };
 
-// Element k's channel, in 32-bit arithmetic where the blob allows (64-bit division costs several times more).
+// Element k's channel, in 32-bit arithmetic where the blob allows (64-bit division costs several times more), with
+// the channels innermost when `last` (bfloat16 channels-last: ImageLayout's rule).
 template <typename Index>
-__device__ __forceinline__ int channel_of(Index k, int C, int S) {
-  return static_cast<int>((k / static_cast<Index>(S)) % static_cast<Index>(C));
+__device__ __forceinline__ int channel_of(Index k, int C, int S, bool last) {
+  return static_cast<int>(last ? k % static_cast<Index>(C) : (k / static_cast<Index>(S)) % static_cast<Index>(C));
 }
 
 // T: how x, y, x_hat and the gradients are stored (Dtype, or bfloat16 with float arithmetic: ComputeType).
 template <typename T, typename Index>
-__global__ void bn_normalise(Index n, int C, int S, const T* x, const ComputeType<T>* mean,
+__global__ void bn_normalise(Index n, int C, int S, bool last, const T* x, const ComputeType<T>* mean,
                              const ComputeType<T>* inv_std, BnPost<ComputeType<T>> post, T* x_hat, T* y) {
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
-    const int c = channel_of(k, C, S);
+    const int c = channel_of(k, C, S, last);
     const ComputeType<T> v = (value_of(x[k]) - mean[c]) * inv_std[c];
     put(&x_hat[k], v);
     put(&y[k], post(v, c));
@@ -58,11 +59,11 @@ __global__ void bn_normalise(Index n, int C, int S, const T* x, const ComputeTyp
 // y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in bfloat16 (float
 // blobs use gpu_broadcast_affine).
 template <typename Index>
-__global__ void bn_affine_bf16(Index n, int C, int S, const bfloat16* x, const float* scale, const float* shift,
-                               bfloat16* y) {
+__global__ void bn_affine_bf16(Index n, int C, int S, bool last, const bfloat16* x, const float* scale,
+                               const float* shift, bfloat16* y) {
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
-    const int c = channel_of(k, C, S);
+    const int c = channel_of(k, C, S, last);
     y[k] = to_bf16(from_bf16(x[k]) * scale[c] + (shift ? shift[c] : 0.f));
   }
 }
@@ -83,13 +84,13 @@ __global__ void bn_global(int C, const Dtype* run_mean, const Dtype* run_var, co
 // (dy through the ReLU), or g' = dy alone; the two means come in mean_g and mean_g_xhat. In place dx is dy, read
 // and written per element.
 template <typename T, typename Index>
-__global__ void bn_backward(Index n, int C, int S, const T* dy, const T* x_hat, const ComputeType<T>* inv_std,
-                            BnPost<ComputeType<T>> post, const ComputeType<T>* mean_g,
+__global__ void bn_backward(Index n, int C, int S, bool last, const T* dy, const T* x_hat,
+                            const ComputeType<T>* inv_std, BnPost<ComputeType<T>> post, const ComputeType<T>* mean_g,
                             const ComputeType<T>* mean_g_xhat, T* dx) {
   using Dtype = ComputeType<T>;
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
-    const int c = channel_of(k, C, S);
+    const int c = channel_of(k, C, S, last);
     const Dtype v = value_of(x_hat[k]);
     const Dtype g = post.gamma_of(c) * (value_of(dy[k]) * post.relu_factor(v, c));
     put(&dx[k], inv_std[c] * (g - mean_g[c] - v * mean_g_xhat[c]));
@@ -106,24 +107,26 @@ void launch_indexed(long long n, const Launch& launch) {
   }
 }
 
-// TRAIN statistics per channel: the sums of d = x - x0 and d^2, shifted by the channel's first value x0
-// against cancellation (the CPU's method), then the running sums (Caffe's unbiased variance). In place, x0 is
-// still intact: the output is written by the next kernel. (Free functions: nvcc allows device lambdas only in
-// functions with public access.)
+// TRAIN statistics per channel: the sums of d = x - x0 and d^2, shifted by the channel's first value x0 (image 0,
+// position 0) against cancellation (the CPU's method), then the running sums (Caffe's unbiased variance). In place,
+// x0 is still intact: the output is written by the next kernel. (Free functions: nvcc allows device lambdas only
+// in functions with public access.)
 template <typename T, typename Dtype>
-void bn_statistics(int num, int C, int S, const T* x, Dtype eps, Dtype maf, Dtype* mean, Dtype* variance,
-                   Dtype* inv_std, Dtype* run_mean, Dtype* run_var, Dtype* factor) {
+void bn_statistics(int num, int C, int S, bool last, const T* x, Dtype eps, Dtype maf, Dtype* mean,
+                   Dtype* variance, Dtype* inv_std, Dtype* run_mean, Dtype* run_var, Dtype* factor) {
   const double m = static_cast<double>(num) * S;
+  const long long first_stride = last ? 1 : S;  // x0 of channel c at c * first_stride
+  // Channels-last, the blob is num x S rows of C channels.
   channel_reduce(
-      num, C, S,
+      last ? num * S : num, C, last ? 1 : S,
       [=] __device__(long long k, int c) {
-        const double d = static_cast<double>(value_of(x[k]) - value_of(x[static_cast<long long>(c) * S]));
+        const double d = static_cast<double>(value_of(x[k]) - value_of(x[c * first_stride]));
         return make_double2(d, d * d);
       },
       [=] __device__(int c, double sum_d, double sum_d2) {
         const double mean_d = sum_d / m;
         const double var = max(0.0, sum_d2 / m - mean_d * mean_d);
-        const Dtype mc = static_cast<Dtype>(value_of(x[static_cast<long long>(c) * S]) + mean_d);
+        const Dtype mc = static_cast<Dtype>(value_of(x[c * first_stride]) + mean_d);
         mean[c] = mc;
         variance[c] = static_cast<Dtype>(var);
         inv_std[c] = static_cast<Dtype>(1.0 / sqrt(var + eps));
@@ -138,11 +141,11 @@ void bn_statistics(int num, int C, int S, const T* x, Dtype eps, Dtype maf, Dtyp
 // accumulate them (d gamma += sum(g * x_hat), d beta += sum(g), as its backward would), and mean_g, mean_g_xhat
 // get gamma times their means.
 template <typename T, typename Dtype>
-void bn_grad_means(int num, int C, int S, const T* dy, const T* x_hat, BnPost<Dtype> post, Dtype* dgamma,
-                   Dtype* dbeta, Dtype* mean_g, Dtype* mean_g_xhat) {
+void bn_grad_means(int num, int C, int S, bool last, const T* dy, const T* x_hat, BnPost<Dtype> post,
+                   Dtype* dgamma, Dtype* dbeta, Dtype* mean_g, Dtype* mean_g_xhat) {
   const double m = static_cast<double>(num) * S;
   channel_reduce(
-      num, C, S,
+      last ? num * S : num, C, last ? 1 : S,
       [=] __device__(long long k, int c) {
         const Dtype v = value_of(x_hat[k]);
         const double g = static_cast<double>(value_of(dy[k]) * post.relu_factor(v, c));
@@ -194,8 +197,11 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const int C = channels_, S = spatial_;
-  const T* x = gpu_data_as<T>(*bottom[0]);
-  T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);  // in place, x: read before it is written
+  // bfloat16 follows the bottom's order (bf16_device.cuh), and x_hat is kept in it.
+  const DeviceFormat f = std::is_same<T, bfloat16>::value ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
+  const bool last = f == DeviceFormat::kBf16Nhwc;
+  const T* x = gpu_data_as<T>(*bottom[0], f);
+  T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);  // in place, x: read before it is written
   Dtype* mean = mean_.mutable_gpu_data();
   Dtype* variance = variance_.mutable_gpu_data();
   Dtype* inv_std = inv_std_.mutable_gpu_data();
@@ -205,7 +211,7 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
     STRATA_CUDA_KERNEL_CHECK();
     if constexpr (std::is_same<T, bfloat16>::value) {
       launch_indexed(n, [&](auto count) {
-        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, x, inv_std, variance, y);
+        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, x, inv_std, variance, y);
       });
       STRATA_CUDA_KERNEL_CHECK();
     } else {
@@ -213,13 +219,13 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
     }
     return;
   }
-  bn_statistics(num_, C, S, x, eps_, moving_average_fraction_, mean, variance, inv_std,
+  bn_statistics(num_, C, S, last, x, eps_, moving_average_fraction_, mean, variance, inv_std,
                 this->blobs_[0]->mutable_gpu_data(), this->blobs_[1]->mutable_gpu_data(),
                 this->blobs_[2]->mutable_gpu_data());
   const BnPost<Dtype> post = device_post(scale_, relu_);
-  T* x_hat = mutable_gpu_data_as<T>(x_hat_, /*keep_values=*/false);
+  T* x_hat = mutable_gpu_data_as<T>(x_hat_, /*keep_values=*/false, f);
   launch_indexed(n, [&](auto count) {
-    bn_normalise<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, x, mean, inv_std, post, x_hat, y);
+    bn_normalise<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, x, mean, inv_std, post, x_hat, y);
   });
   STRATA_CUDA_KERNEL_CHECK();
 }
@@ -232,13 +238,16 @@ void BatchNormLayer<Dtype>::BackwardGpuAs(const BlobVec& top, const std::vector<
   // With an absorbed Scale its parameter gradients are due even without the bottom's.
   if (n == 0 || (!propagate_down[0] && !scale_)) return;
   const int C = channels_, S = spatial_;
-  const T* dy = gpu_diff_as<T>(*top[0]);
+  // In the order forward wrote the top in.
+  const DeviceFormat f = std::is_same<T, bfloat16>::value ? bf16_format_following(*top[0]) : DeviceFormat::kPlain;
+  const bool last = f == DeviceFormat::kBf16Nhwc;
+  const T* dy = gpu_diff_as<T>(*top[0], f);
   const Dtype* inv_std = inv_std_.gpu_data();
   if (use_global_stats_) {
-    T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false);
+    T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f);
     if constexpr (std::is_same<T, bfloat16>::value) {
       launch_indexed(n, [&](auto count) {
-        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, dy, inv_std, nullptr, dx);
+        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, dy, inv_std, nullptr, dx);
       });
       STRATA_CUDA_KERNEL_CHECK();
     } else {
@@ -251,12 +260,13 @@ void BatchNormLayer<Dtype>::BackwardGpuAs(const BlobVec& top, const std::vector<
   Dtype* dbeta = scale_ && scale_->blobs().size() > 1 && scale_->param_propagate_down(1)
                      ? scale_->blobs()[1]->mutable_gpu_diff() : nullptr;
   Dtype* mean_g = grad_mean_.mutable_gpu_data();
-  const T* x_hat = gpu_data_as<T>(x_hat_);
-  bn_grad_means(num_, C, S, dy, x_hat, post, dgamma, dbeta, mean_g, mean_g + C);
+  const T* x_hat = gpu_data_as<T>(x_hat_, f);
+  bn_grad_means(num_, C, S, last, dy, x_hat, post, dgamma, dbeta, mean_g, mean_g + C);
   if (!propagate_down[0]) return;
   launch_indexed(n, [&](auto count) {
-    bn_backward<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, dy, x_hat, inv_std, post, mean_g, mean_g + C,
-                                                     mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false));
+    bn_backward<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, dy, x_hat, inv_std, post, mean_g,
+                                                     mean_g + C,
+                                                     mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f));
   });
   STRATA_CUDA_KERNEL_CHECK();
 }

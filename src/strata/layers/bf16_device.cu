@@ -14,6 +14,14 @@ __global__ void add_bf16_kernel(long long n, const bfloat16* x, float* y) {
   STRATA_KERNEL_LOOP(i, n) y[i] += from_bf16(x[i]);
 }
 
+// y in the plain order, x channels-last: y's element (m, c, s) is x's at x_order.at(m, c, s).
+__global__ void add_bf16_from_channels_last_kernel(long long n, const bfloat16* x, ImageLayout x_order, float* y) {
+  STRATA_KERNEL_LOOP(i, n) {
+    const long long s = i % x_order.S, c = (i / x_order.S) % x_order.C, m = i / (x_order.S * x_order.C);
+    y[i] += from_bf16(x[x_order.at(m, c, s)]);
+  }
+}
+
 // Up to kTerms summands at a time, passed by value.
 constexpr int kTerms = 8;
 struct Terms {
@@ -31,10 +39,12 @@ __global__ void sum_bf16_kernel(long long n, Terms t, bool accumulate, bfloat16*
 
 // Index: 32 bits where the blob fits (a 64-bit division per value would bound the kernel).
 template <typename Index>
-__global__ void bias_relu_kernel(Index n, Index spatial, Index channels, const float* bias, bool relu, bfloat16* y) {
+__global__ void bias_relu_kernel(Index n, Index spatial, Index channels, const float* bias, bool relu, bfloat16* y,
+                                 bool channels_last) {
   STRATA_KERNEL_LOOP(i, n) {
     float v = from_bf16(y[i]);
-    if (bias) v += bias[(static_cast<Index>(i) / spatial) % channels];
+    const Index k = static_cast<Index>(i);
+    if (bias) v += bias[channels_last ? k % channels : (k / spatial) % channels];
     if (relu) v = relu_value(v, 0.f);
     y[i] = to_bf16(v);
   }
@@ -42,13 +52,17 @@ __global__ void bias_relu_kernel(Index n, Index spatial, Index channels, const f
 
 }  // namespace
 
-void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y) {
+void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y,
+                        bool channels_last) {
   if (n <= 0) return;
   if (n < (1LL << 31)) {
-    bias_relu_kernel<unsigned><<<cuda::blocks(n), cuda::kThreads>>>(
-        static_cast<unsigned>(n), static_cast<unsigned>(spatial), static_cast<unsigned>(channels), bias, relu, y);
+    bias_relu_kernel<unsigned><<<cuda::blocks(n), cuda::kThreads>>>(static_cast<unsigned>(n),
+                                                                     static_cast<unsigned>(spatial),
+                                                                     static_cast<unsigned>(channels), bias, relu, y,
+                                                                     channels_last);
   } else {
-    bias_relu_kernel<long long><<<cuda::blocks(n), cuda::kThreads>>>(n, spatial, channels, bias, relu, y);
+    bias_relu_kernel<long long><<<cuda::blocks(n), cuda::kThreads>>>(n, spatial, channels, bias, relu, y,
+                                                                      channels_last);
   }
   STRATA_CUDA_KERNEL_CHECK();
 }
@@ -71,9 +85,14 @@ void gpu_sum_bf16(long long n, const std::vector<const bfloat16*>& terms, bfloat
   }
 }
 
-void gpu_add_bf16(long long n, const bfloat16* x, float* y) {
+void gpu_add_bf16(long long n, const bfloat16* x, float* y, ImageLayout x_order) {
   if (n <= 0) return;
-  add_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, y);
+  if (x_order.channels_last) {
+    CHECK_EQ(n % (x_order.C * x_order.S), 0) << "a channels-last gradient of " << n << " values";
+    add_bf16_from_channels_last_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, x_order, y);
+  } else {
+    add_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, y);
+  }
   STRATA_CUDA_KERNEL_CHECK();
 }
 

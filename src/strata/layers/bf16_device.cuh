@@ -1,6 +1,6 @@
 // What the layers that compute in bfloat16 on the GPU share (precision: BF16; docs/gpu.md, "bfloat16"). Private
 // to src/strata/layers. Values are stored in bfloat16 and computed in float: a kernel reads an element through
-// value_of and writes it through put, so one template serves blobs held in float and in bfloat16.
+// value_of and writes it through put (memory_format.hpp), so one template serves blobs held in float and in bfloat16.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include "strata/blob.hpp"
 #include "strata/cuda.hpp"
 #include "strata/cuda_libraries.hpp"
+#include "strata/device.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/memory_format.hpp"
 
@@ -19,35 +20,28 @@ namespace strata {
 template <typename T>
 using ComputeType = std::conditional_t<std::is_same<T, bfloat16>::value, float, T>;
 
-__device__ __forceinline__ float value_of(float v) { return v; }
-__device__ __forceinline__ double value_of(double v) { return v; }
-__device__ __forceinline__ float value_of(bfloat16 v) { return from_bf16(v); }
-
-__device__ __forceinline__ void put(float* p, float v) { *p = v; }
-__device__ __forceinline__ void put(double* p, double v) { *p = v; }
-__device__ __forceinline__ void put(bfloat16* p, float v) { *p = to_bf16(v); }
-
-// A blob's device memory with its values stored as T: the blob's own type, or bfloat16 (Blob's *_bf16
-// accessors), so that one template of a layer's GPU pass serves both.
+// A blob's device memory with its values stored as T: the blob's own type, or bfloat16 (Blob's *_bf16 accessors,
+// in `format`: kBf16 or kBf16Nhwc), so that one template of a layer's GPU pass serves both. The format is ignored
+// where T is the blob's own type (always plain).
 template <typename T, typename Dtype>
-const T* gpu_data_as(const Blob<Dtype>& b) {
-  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_data_bf16();
+const T* gpu_data_as(const Blob<Dtype>& b, DeviceFormat format = DeviceFormat::kBf16) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_data_bf16(format);
   else return b.gpu_data();
 }
 template <typename T, typename Dtype>
-const T* gpu_diff_as(const Blob<Dtype>& b) {
-  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_diff_bf16();
+const T* gpu_diff_as(const Blob<Dtype>& b, DeviceFormat format = DeviceFormat::kBf16) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.gpu_diff_bf16(format);
   else return b.gpu_diff();
 }
 // keep_values: as the *_bf16 accessors' (a plain accessor keeps them anyway).
 template <typename T, typename Dtype>
-T* mutable_gpu_data_as(Blob<Dtype>& b, bool keep_values) {
-  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_data_bf16(keep_values);
+T* mutable_gpu_data_as(Blob<Dtype>& b, bool keep_values, DeviceFormat format = DeviceFormat::kBf16) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_data_bf16(keep_values, format);
   else return b.mutable_gpu_data();
 }
 template <typename T, typename Dtype>
-T* mutable_gpu_diff_as(Blob<Dtype>& b, bool keep_values) {
-  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_diff_bf16(keep_values);
+T* mutable_gpu_diff_as(Blob<Dtype>& b, bool keep_values, DeviceFormat format = DeviceFormat::kBf16) {
+  if constexpr (std::is_same<T, bfloat16>::value) return b.mutable_gpu_diff_bf16(keep_values, format);
   else return b.mutable_gpu_diff();
 }
 
@@ -62,22 +56,49 @@ void with_storage(bool bf16, Pass pass) {
   }
 }
 
+// The order of a bfloat16 pass (docs/gpu.md, "Channels-last"). Convolutions choose it: channels-last for images
+// (4 axes) unless gpu_options().channels_last is off. Every other layer with bfloat16 GPU code follows the blob it
+// reads (its first bottom forward, its first top backward: what its forward wrote), so the order a convolution sets
+// carries through the ReLUs, BatchNorms, sums and poolings after it; a follower converts its other operands to it.
+template <typename Dtype>
+DeviceFormat bf16_format_for_images(const Blob<Dtype>& x) {
+  return gpu_options().channels_last && x.can_channels_last() ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
+}
+template <typename Dtype>
+DeviceFormat bf16_format_following(const Blob<Dtype>& x) {
+  return x.data_device_format() == DeviceFormat::kBf16Nhwc ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
+}
+// The layout a kernel indexes an (N, C, S...) blob by in `format`.
+template <typename Dtype>
+ImageLayout image_layout(const Blob<Dtype>& x, DeviceFormat format) {
+  return {x.shape(1), x.count(2), format == DeviceFormat::kBf16Nhwc};
+}
+
 // A parameter's bfloat16 copy for a layer's multiplications: made again only when the parameter has changed
-// (SyncedMemory::version: once per update), not on every pass.
+// (SyncedMemory::version: once per update), not on every pass. `channels_last`: a convolution's (K, C, R, S) weights
+// as (K, R, S, C), the filter order cuDNN reads with channels-last activations.
 class Bf16Copy {
  public:
-  const bfloat16* of(const Blob<float>& param) {
+  const bfloat16* of(const Blob<float>& param, bool channels_last = false) {
     const std::shared_ptr<SyncedMemory>& m = param.data();
     const size_t count = static_cast<size_t>(param.count());
-    if (source_.lock() != m || m->version() != version_ || count != count_) {
+    if (source_.lock() != m || m->version() != version_ || count != count_ || channels_last != channels_last_) {
       const float* x = param.gpu_data();
       if (!copy_ || copy_->size() < count * sizeof(bfloat16)) {
         copy_ = std::make_unique<SyncedMemory>(count * sizeof(bfloat16), MemoryCategory::kParameter);
       }
-      gpu_to_bf16(count, x, static_cast<bfloat16*>(copy_->mutable_gpu_data()));
+      bfloat16* y = static_cast<bfloat16*>(copy_->mutable_gpu_data());
+      if (channels_last) {
+        CHECK_EQ(param.num_axes(), 4) << "a channels-last copy of a parameter of shape " << param.shape_string();
+        const LayoutShape shape{param.shape(0), param.shape(1), param.count(2), sizeof(bfloat16)};
+        gpu_reformat(count, shape, DeviceFormat::kPlain, x, DeviceFormat::kBf16Nhwc, y);
+      } else {
+        gpu_to_bf16(count, x, y);
+      }
       source_ = m;
       version_ = m->version();
       count_ = count;
+      channels_last_ = channels_last;
     }
     return static_cast<const bfloat16*>(copy_->gpu_data());
   }
@@ -86,6 +107,7 @@ class Bf16Copy {
   std::weak_ptr<SyncedMemory> source_;
   uint64_t version_ = 0;
   size_t count_ = 0;
+  bool channels_last_ = false;
   std::unique_ptr<SyncedMemory> copy_;
 };
 
@@ -101,11 +123,15 @@ inline void gpu_gemm_bf16(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, 
                 lda, &beta, C, c_bf16 ? CUDA_R_16BF : CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-// y = ReLU(y + bias[c]) over n values of `channels` x `spatial` each image (bias may be null, relu false), in float
-// and rounded once more: a convolution's epilogue after cuDNN's bfloat16 output.
-void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y);
-// y[i] += x[i] over n values: a gradient computed in bfloat16 added to its float accumulator (bf16_device.cu).
-void gpu_add_bf16(long long n, const bfloat16* x, float* y);
+// y = ReLU(y + bias[c]) over n values of `channels` x `spatial` each image, channels-first or (channels_last)
+// channels-last (bias may be null, relu false), in float and rounded once more: a convolution's epilogue after
+// cuDNN's bfloat16 output.
+void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y,
+                        bool channels_last = false);
+// y[i] += x[i] over n values: a gradient computed in bfloat16 added to its float accumulator (bf16_device.cu). With
+// x_order.channels_last, x holds y's (n / (C S), C, S) values channels-last (a convolution's weight gradient in the
+// filter order of channels-last activations).
+void gpu_add_bf16(long long n, const bfloat16* x, float* y, ImageLayout x_order = {});
 // Copies `rows` rows of `width` values between strided bfloat16 matrices (gpu_copy_rows's bfloat16 form).
 void gpu_copy_rows_bf16(int rows, int width, const bfloat16* src, int src_stride, bfloat16* dst, int dst_stride);
 // gpu_copy_rows for values stored as T (Dtype, or bfloat16).

@@ -5,17 +5,37 @@
 
 namespace strata {
 
+namespace {
+// Each bottom is `rows` rows of its width, placed side by side in the top's rows.
+struct ConcatRows {
+  int rows = 0;
+  int scale = 0;  // a bottom's width is its extent along the axis times this
+};
+
+// bfloat16 follows `x` (bf16_device.cuh) where its order keeps each bottom a run of rows: channels-last concatenates
+// along the channels (N x S rows of C) or the images (each image one run), not along a spatial axis.
+template <typename Dtype>
+DeviceFormat concat_format(bool bf16, const Blob<Dtype>& x, int axis) {
+  if (!bf16) return DeviceFormat::kPlain;
+  const DeviceFormat f = bf16_format_following(x);
+  return f == DeviceFormat::kBf16Nhwc && axis > 1 ? DeviceFormat::kBf16 : f;
+}
+}  // namespace
+
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  const DeviceFormat f = concat_format(ComputesInBf16(), *bottom[0], axis_);
+  const bool by_channel_last = f == DeviceFormat::kBf16Nhwc && axis_ == 1;
+  const ConcatRows r = by_channel_last ? ConcatRows{outer_ * inner_, 1} : ConcatRows{outer_, inner_};
+  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
-    T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);
-    const int top_width = top[0]->shape(axis_) * inner_;
+    T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);
+    const int top_width = top[0]->shape(axis_) * r.scale;
     int offset = 0;
     for (Blob<Dtype>* x : bottom) {
-      const int width = x->shape(axis_) * inner_;
-      gpu_copy_rows_as(outer_, width, gpu_data_as<T>(*x), width, y + offset, top_width);
+      const int width = x->shape(axis_) * r.scale;
+      gpu_copy_rows_as(r.rows, width, gpu_data_as<T>(*x, f), width, y + offset, top_width);
       offset += width;
     }
   });
@@ -25,16 +45,19 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  const DeviceFormat f = concat_format(ComputesInBf16(), *top[0], axis_);
+  const bool by_channel_last = f == DeviceFormat::kBf16Nhwc && axis_ == 1;
+  const ConcatRows r = by_channel_last ? ConcatRows{outer_ * inner_, 1} : ConcatRows{outer_, inner_};
+  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
-    const T* dy = gpu_diff_as<T>(*top[0]);
-    const int top_width = top[0]->shape(axis_) * inner_;
+    const T* dy = gpu_diff_as<T>(*top[0], f);
+    const int top_width = top[0]->shape(axis_) * r.scale;
     int offset = 0;
     for (size_t b = 0; b < bottom.size(); ++b) {
-      const int width = bottom[b]->shape(axis_) * inner_;
+      const int width = bottom[b]->shape(axis_) * r.scale;
       if (propagate_down[b]) {
-        gpu_copy_rows_as(outer_, width, dy + offset, top_width,
-                         mutable_gpu_diff_as<T>(*bottom[b], /*keep_values=*/false), width);
+        gpu_copy_rows_as(r.rows, width, dy + offset, top_width,
+                         mutable_gpu_diff_as<T>(*bottom[b], /*keep_values=*/false, f), width);
       }
       offset += width;
     }

@@ -6,6 +6,7 @@
 #include "conv_window_param.hpp"
 #include "cpu_engine.hpp"
 #include "onednn_convolution.hpp"
+#include "strata/device.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/memory_format.hpp"
@@ -77,6 +78,13 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
   // bfloat16 (precision: BF16) is oneDNN's: DEFAULT then means oneDNN; CAFFE (and a double net) compute in float.
   bf16_ = std::is_same<Dtype, float>::value && this->layer_param_.precision() == BF16;
   onednn_ = MakeOneDnnEngine<onednn_conv::Convolution, Dtype>(p, "Convolution", this->layer_param_.name(), bf16_);
+}
+
+template <typename Dtype>
+typename Layer<Dtype>::GpuOrder ConvolutionLayer<Dtype>::Bf16GpuOrder() const {
+  const bool gpu = Strata::mode() == Strata::GPU && ComputesInBf16();
+  return gpu && gpu_options().channels_last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast
+                                            : Layer<Dtype>::GpuOrder::kChannelsFirst;
 }
 
 template <typename Dtype>

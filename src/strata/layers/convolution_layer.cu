@@ -1,7 +1,8 @@
 // Convolution on the GPU through cuDNN's convolution API, with the descriptors and the measured, cached choice of
 // algorithms that Deconvolution shares (cudnn_convolution.cuh). In bfloat16 (Layer::Bf16OnGpu) the input, the
-// output and their gradients are held in bfloat16 and the weights multiply through their bfloat16 copy; the bias,
-// its gradient and the weight gradient's accumulation are in float.
+// output and their gradients are held in bfloat16, channels-last unless gpu_options().channels_last is off, and the
+// weights multiply through their bfloat16 copy (in KRSC order with channels-last activations); the bias, its
+// gradient and the weight gradient's accumulation are in float.
 #ifdef STRATA_USE_CUDNN
 
 #include <algorithm>
@@ -15,9 +16,17 @@
 namespace strata {
 
 template <typename Dtype>
-const cudnn_conv::Convolution& ConvolutionLayer<Dtype>::Cudnn(bool bf16) {
+const cudnn_conv::Convolution& ConvolutionLayer<Dtype>::Cudnn(bool bf16, DeviceFormat* order) {
   if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
   if (bf16 && !bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+  if (order && *order == DeviceFormat::kBf16Nhwc) {
+    if (cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, num_output_, group_, bf16, /*channels_last=*/true)) {
+      return *cudnn_;
+    }
+    LOG_FIRST_N(WARNING, 4) << this->describe() << ": cuDNN has no channels-last bfloat16 algorithm for its shape "
+                            << "within the limits; it computes channels-first";
+    *order = DeviceFormat::kBf16;
+  }
   cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, num_output_, group_, bf16);
   return *cudnn_;
 }
@@ -75,18 +84,22 @@ void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top) {
   if constexpr (std::is_same<Dtype, float>::value) {
-    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true);
+    DeviceFormat f = bf16_format_for_images(*bottom[0]);
+    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true, &f);
+    const bool last = f == DeviceFormat::kBf16Nhwc;
     cudnnHandle_t h = cuda::cudnn();
     void* ws = cuda::workspace(c.algo.fwd_bytes);
     const float one = 1, zero = 0;
-    const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
+    const bfloat16* w = bf16_weights_->of(*this->blobs_[0], last);
     const float* bias = bias_term_ ? this->blobs_[1]->gpu_data() : nullptr;
     for (size_t i = 0; i < bottom.size(); ++i) {
-      const bfloat16* x = bottom[i]->gpu_data_bf16();
-      bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false);
+      const bfloat16* x = bottom[i]->gpu_data_bf16(f);
+      bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false, f);
       STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, x, c.w, w, c.fwd, c.algo.fwd, ws, c.algo.fwd_bytes, &zero,
                    c.y, y);
-      if (bias || relu_) gpu_bias_relu_bf16(top[i]->count(), out_count_, num_output_, bias, relu_ != nullptr, y);
+      if (bias || relu_) {
+        gpu_bias_relu_bf16(top[i]->count(), out_count_, num_output_, bias, relu_ != nullptr, y, last);
+      }
     }
   }
 }
@@ -95,16 +108,21 @@ template <typename Dtype>
 void ConvolutionLayer<Dtype>::BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down,
                                               const BlobVec& bottom) {
   if constexpr (std::is_same<Dtype, float>::value) {
-    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true);
+    DeviceFormat f = bf16_format_for_images(*bottom[0]);
+    const cudnn_conv::Convolution& c = Cudnn(/*bf16=*/true, &f);
+    const bool last = f == DeviceFormat::kBf16Nhwc;
     cudnnHandle_t h = cuda::cudnn();
     const float one = 1, zero = 0;
-    const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
-    const int weights = this->blobs_[0]->count();
+    const Blob<Dtype>& weight = *this->blobs_[0];
+    const bfloat16* w = bf16_weights_->of(weight, last);
+    const int weights = weight.count();
     for (size_t i = 0; i < top.size(); ++i) {
-      const bfloat16* dy = top[i]->gpu_diff_bf16();
+      const bfloat16* dy = top[i]->gpu_diff_bf16(f);
       // Parameter gradients accumulate, in float, as the float path's do.
       if (bias_term_ && this->param_propagate_down(1)) {
-        gpu_channel_sums_bf16(num_, num_output_, out_count_, dy, this->blobs_[1]->mutable_gpu_diff());
+        // Channels-last, the output is (num x out_count) rows of num_output channels.
+        gpu_channel_sums_bf16(last ? num_ * out_count_ : num_, num_output_, last ? 1 : out_count_, dy,
+                              this->blobs_[1]->mutable_gpu_diff());
       }
       // After the bias's reduction, which takes the workspace for its partial sums.
       void* ws = cuda::workspace(std::max(c.algo.bwd_data_bytes, c.algo.bwd_filter_bytes));
@@ -112,13 +130,15 @@ void ConvolutionLayer<Dtype>::BackwardGpuBf16(const BlobVec& top, const std::vec
         weight_diff_bf16_.set_memory_category(MemoryCategory::kWorkspace);
         weight_diff_bf16_.Reshape({weights});
         bfloat16* dw = weight_diff_bf16_.mutable_gpu_data_bf16(/*keep_values=*/false);
-        STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, bottom[i]->gpu_data_bf16(), c.y, dy, c.bwd_filter,
-                     c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
-        gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff());
+        STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, bottom[i]->gpu_data_bf16(f), c.y, dy,
+                     c.bwd_filter, c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
+        // In the filter order of channels-last activations (KRSC) when they are.
+        gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff(),
+                     ImageLayout{weight.shape(1), weight.count(2), last});
       }
       if (propagate_down[i]) {
         STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, w, c.y, dy, c.bwd_data, c.algo.bwd_data, ws,
-                     c.algo.bwd_data_bytes, &zero, c.x, bottom[i]->mutable_gpu_diff_bf16(/*keep_values=*/false));
+                     c.algo.bwd_data_bytes, &zero, c.x, bottom[i]->mutable_gpu_diff_bf16(/*keep_values=*/false, f));
       }
     }
   }

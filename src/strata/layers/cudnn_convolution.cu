@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace strata {
@@ -12,17 +13,18 @@ namespace cudnn_conv {
 namespace {
 
 std::mutex g_cache_mutex;
-std::map<std::string, Algorithms> g_cache;
+// By shape: the algorithms, or (channels-last only) none, when a direction has none there.
+std::map<std::string, std::optional<Algorithms>> g_cache;
 
 template <typename Dtype>
 cudnnDataType_t data_type() {
   return sizeof(Dtype) == 4 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
 }
 
-// The first (fastest: cuDNN sorts by time) usable result of a Find call. Without TF32, a result measured with
-// FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
+// The first (fastest: cuDNN sorts by time) usable result of a Find call, or null. Without TF32, a result measured
+// with FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
 template <typename Perf>
-const Perf* pick(const Perf* perf, int returned, const char* direction, const std::string& key, bool bf16) {
+const Perf* pick(const Perf* perf, int returned, bool bf16) {
   const GpuOptions& o = gpu_options();
   const bool prefer_fma = !o.allow_tf32 && !bf16;  // bfloat16 is on tensor cores by design
   for (int pass = 0; pass < 2; ++pass) {
@@ -33,35 +35,45 @@ const Perf* pick(const Perf* perf, int returned, const char* direction, const st
       return &perf[i];
     }
   }
-  STRATA_FAIL() << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << direction
-                << " convolution algorithm within the workspace limit of " << human_bytes(o.workspace_limit)
-                << " for " << key;
   return nullptr;
 }
 
-// Measures the three directions' algorithms on the described shape.
-Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16) {
+// Measures the three directions' algorithms on the described shape; `missing` names a direction without one.
+Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16, const char** missing) {
   Algorithms a{};
   cudnnHandle_t h = cuda::cudnn();
   int returned = 0;
+  *missing = nullptr;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionForwardAlgorithm, h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                &returned, fp);
-  const auto* f = pick(fp, returned, "forward", key, bf16);
+  const auto* f = pick(fp, returned, bf16);
+  if (!f) {
+    *missing = "forward";
+    return a;
+  }
   a.fwd = f->algo;
   a.fwd_math = f->mathType;
   a.fwd_bytes = f->memory;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm, h, c.w, c.y, c.bwd_data, c.x,
                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
-  const auto* d = pick(dp, returned, "backward-data", key, bf16);
+  const auto* d = pick(dp, returned, bf16);
+  if (!d) {
+    *missing = "backward-data";
+    return a;
+  }
   a.bwd_data = d->algo;
   a.bwd_data_math = d->mathType;
   a.bwd_data_bytes = d->memory;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   STRATA_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm, h, c.x, c.y, c.bwd_filter, c.w,
                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
-  const auto* wf = pick(wp, returned, "backward-filter", key, bf16);
+  const auto* wf = pick(wp, returned, bf16);
+  if (!wf) {
+    *missing = "backward-filter";
+    return a;
+  }
   a.bwd_filter = wf->algo;
   a.bwd_filter_math = wf->mathType;
   a.bwd_filter_bytes = wf->memory;
@@ -96,27 +108,30 @@ Convolution::~Convolution() {
 }
 
 template <typename Dtype>
-void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16) {
+bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
+               bool channels_last) {
   const GpuOptions& o = gpu_options();
   CHECK(!bf16 || sizeof(Dtype) == 4) << "bfloat16 convolutions are for float nets";
+  CHECK(!channels_last || bf16) << "channels-last convolutions are bfloat16 ones";
   const int out_h = g.out_h(), out_w = g.out_w();
   std::ostringstream k;
-  k << (bf16 ? "bfloat16" : sizeof(Dtype) == 4 ? "float" : "double") << " x " << num << "x" << g.channels << "x"
+  k << (bf16 ? "bfloat16" : sizeof(Dtype) == 4 ? "float" : "double") << (channels_last ? " NHWC" : "") << " x " << num << "x" << g.channels << "x"
     << g.height << "x" << g.width << " w " << num_output << "x" << g.channels / group << "x" << g.kernel_h << "x"
     << g.kernel_w
     << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << "," << g.stride_w << " dilation "
     << g.dilation_h << "," << g.dilation_w << " group " << group << (o.allow_tf32 ? " tf32" : "")
     << (o.deterministic ? " deterministic" : "") << " limit " << o.workspace_limit;
   const std::string key = k.str();
-  if (c->key == key) return;
+  if (c->key == key) return true;
   c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
   const cudnnDataType_t b = data_type<Dtype>();  // the bias's and the sums' type
   const cudnnDataType_t t = bf16 ? CUDNN_DATA_BFLOAT16 : b;
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, CUDNN_TENSOR_NCHW, t, num, g.channels, g.height, g.width);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, CUDNN_TENSOR_NCHW, t, num, num_output, out_h, out_w);
+  const cudnnTensorFormat_t order = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, order, t, num, g.channels, g.height, g.width);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, order, t, num, num_output, out_h, out_w);
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, b, 1, g.channels, 1, 1);
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, b, 1, num_output, 1, 1);
-  STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, CUDNN_TENSOR_NCHW, num_output, g.channels / group, g.kernel_h,
+  STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, order, num_output, g.channels / group, g.kernel_h,
                g.kernel_w);
   // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores (and is what
   // bfloat16 runs on).
@@ -128,31 +143,42 @@ void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
     STRATA_CUDNN(cudnnSetConvolutionMathType, d, math);
   }
 
-  Algorithms a{};
+  std::optional<Algorithms> found;
   bool cached = false;
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) {
-      a = it->second;
+      found = it->second;
       cached = true;
     }
   }
   if (!cached) {
-    a = find_algorithms(*c, key, bf16);
+    const char* missing = nullptr;
+    found = find_algorithms(*c, key, bf16, &missing);
+    if (missing) {
+      // Channels-first is the layout every algorithm takes; channels-last the caller may do without.
+      STRATA_REQUIRE(channels_last) << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << missing
+                                    << " convolution algorithm within the workspace limit of "
+                                    << human_bytes(o.workspace_limit) << " for " << key;
+      found.reset();
+    }
     std::lock_guard<std::mutex> lock(g_cache_mutex);
-    g_cache[key] = a;
+    g_cache[key] = found;
   }
+  if (!found) return false;
+  const Algorithms& a = *found;
   // Run each direction with the math type its algorithm was measured with.
   STRATA_CUDNN(cudnnSetConvolutionMathType, c->fwd, a.fwd_math);
   STRATA_CUDNN(cudnnSetConvolutionMathType, c->bwd_data, a.bwd_data_math);
   STRATA_CUDNN(cudnnSetConvolutionMathType, c->bwd_filter, a.bwd_filter_math);
   c->algo = a;
   c->key = key;
+  return true;
 }
 
-template void configure<float>(Convolution*, const ConvGeometry&, int, int, int, bool);
-template void configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool);
+template bool configure<float>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
+template bool configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
 
 }  // namespace cudnn_conv
 }  // namespace strata

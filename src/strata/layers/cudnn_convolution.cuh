@@ -47,9 +47,13 @@ struct Convolution {
 // Describes the convolution of `num` images of g.channels x g.height x g.width into num_output channels of
 // g.out_h() x g.out_w() in `group` groups, and finds (or recalls) its algorithms. Does nothing when the shape is
 // the one already described. With `bf16` (float only) x, w and y are bfloat16 and the products are summed in
-// float on tensor cores (cuDNN's pseudo-bfloat16 configuration); the bias descriptors stay float.
+// float on tensor cores (cuDNN's pseudo-bfloat16 configuration); the bias descriptors stay float. With
+// `channels_last` (bfloat16 only) x and y are NHWC and w is KRSC (Bf16Copy's channels-last copy), and the result is
+// false where cuDNN has no such algorithm for a direction within the limits (the caller computes channels-first);
+// channels-first, that is an Error naming the shape.
 template <typename Dtype>
-void configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false);
+bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false,
+               bool channels_last = false);
 
 }  // namespace cudnn_conv
 }  // namespace strata

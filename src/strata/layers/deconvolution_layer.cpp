@@ -5,6 +5,7 @@
 #include "conv_window_param.hpp"
 #include "cpu_engine.hpp"
 #include "onednn_convolution.hpp"
+#include "strata/device.hpp"
 #include "strata/filler.hpp"
 #include "strata/layer_factory.hpp"
 #include "weight_and_bias.hpp"
@@ -42,6 +43,13 @@ void DeconvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec&
 template <typename Dtype>
 bool DeconvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
   return onednn_ != nullptr;
+}
+
+template <typename Dtype>
+typename Layer<Dtype>::GpuOrder DeconvolutionLayer<Dtype>::Bf16GpuOrder() const {
+  const bool gpu = Strata::mode() == Strata::GPU && ComputesInBf16();
+  return gpu && gpu_options().channels_last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast
+                                            : Layer<Dtype>::GpuOrder::kChannelsFirst;
 }
 
 template <typename Dtype>

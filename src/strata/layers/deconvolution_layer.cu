@@ -15,9 +15,17 @@
 namespace strata {
 
 template <typename Dtype>
-const cudnn_conv::Convolution& DeconvolutionLayer<Dtype>::Cudnn(bool bf16) {
+const cudnn_conv::Convolution& DeconvolutionLayer<Dtype>::Cudnn(bool bf16, DeviceFormat* order) {
   if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
   if (bf16 && !bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+  if (order && *order == DeviceFormat::kBf16Nhwc) {
+    if (cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16, /*channels_last=*/true)) {
+      return *cudnn_;
+    }
+    LOG_FIRST_N(WARNING, 4) << this->describe() << ": cuDNN has no channels-last bfloat16 algorithm for its shape "
+                            << "within the limits; it computes channels-first";
+    *order = DeviceFormat::kBf16;
+  }
   cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16);
   return *cudnn_;
 }
@@ -26,20 +34,22 @@ template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
   const bool bf16 = this->Bf16OnGpu();
-  const cudnn_conv::Convolution& c = Cudnn(bf16);
+  DeviceFormat f = bf16 ? bf16_format_for_images(*bottom[0]) : DeviceFormat::kPlain;
+  const cudnn_conv::Convolution& c = Cudnn(bf16, &f);
+  const bool last = f == DeviceFormat::kBf16Nhwc;
   cudnnHandle_t h = cuda::cudnn();
   void* ws = cuda::workspace(c.algo.bwd_data_bytes);
   const Dtype one = 1, zero = 0;
   for (size_t i = 0; i < bottom.size(); ++i) {
     if constexpr (std::is_same<Dtype, float>::value) {
       if (bf16) {
-        const bfloat16* x = bottom[i]->gpu_data_bf16();
-        bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false);
-        STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, bf16_weights_->of(*this->blobs_[0]), c.y, x,
+        const bfloat16* x = bottom[i]->gpu_data_bf16(f);
+        bfloat16* y = top[i]->mutable_gpu_data_bf16(/*keep_values=*/false, f);
+        STRATA_CUDNN(cudnnConvolutionBackwardData, h, &one, c.w, bf16_weights_->of(*this->blobs_[0], last), c.y, x,
                      c.bwd_data, c.algo.bwd_data, ws, c.algo.bwd_data_bytes, &zero, c.x, y);
         if (bias_term_) {
           gpu_bias_relu_bf16(top[i]->count(), geom_.height * geom_.width, num_output_, this->blobs_[1]->gpu_data(),
-                             false, y);
+                             false, y, last);
         }
         continue;
       }
@@ -58,16 +68,20 @@ void DeconvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vect
                                              const BlobVec& bottom) {
   if (num_ == 0) return;
   const bool bf16 = this->Bf16OnGpu();
-  const cudnn_conv::Convolution& c = Cudnn(bf16);
+  DeviceFormat f = bf16 ? bf16_format_for_images(*bottom[0]) : DeviceFormat::kPlain;
+  const cudnn_conv::Convolution& c = Cudnn(bf16, &f);
+  const bool last = f == DeviceFormat::kBf16Nhwc;
   cudnnHandle_t h = cuda::cudnn();
   const Dtype one = 1, zero = 0;
   for (size_t i = 0; i < top.size(); ++i) {
     if constexpr (std::is_same<Dtype, float>::value) {
       if (bf16) {
-        const bfloat16* dy = top[i]->gpu_diff_bf16();
+        const bfloat16* dy = top[i]->gpu_diff_bf16(f);
         // Parameter gradients accumulate, in float; the bias's first (its sums take the workspace).
         if (bias_term_ && this->param_propagate_down(1)) {
-          gpu_channel_sums_bf16(num_, num_output_, geom_.height * geom_.width, dy, this->blobs_[1]->mutable_gpu_diff());
+          const int spatial = geom_.height * geom_.width;
+          gpu_channel_sums_bf16(last ? num_ * spatial : num_, num_output_, last ? 1 : spatial, dy,
+                                this->blobs_[1]->mutable_gpu_diff());
         }
         void* ws = cuda::workspace(std::max(c.algo.fwd_bytes, c.algo.bwd_filter_bytes));
         if (this->param_propagate_down(0)) {
@@ -75,13 +89,15 @@ void DeconvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vect
           weight_diff_bf16_.set_memory_category(MemoryCategory::kWorkspace);
           weight_diff_bf16_.Reshape({weights});
           bfloat16* dw = weight_diff_bf16_.mutable_gpu_data_bf16(/*keep_values=*/false);
-          STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, dy, c.y, bottom[i]->gpu_data_bf16(), c.bwd_filter,
-                       c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
-          gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff());
+          STRATA_CUDNN(cudnnConvolutionBackwardFilter, h, &one, c.x, dy, c.y, bottom[i]->gpu_data_bf16(f),
+                       c.bwd_filter, c.algo.bwd_filter, ws, c.algo.bwd_filter_bytes, &zero, c.w, dw);
+          const Blob<Dtype>& weight = *this->blobs_[0];
+          gpu_add_bf16(weights, dw, this->blobs_[0]->mutable_gpu_diff(),
+                       ImageLayout{weight.shape(1), weight.count(2), last});
         }
         if (propagate_down[i]) {
-          STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, dy, c.w, bf16_weights_->of(*this->blobs_[0]), c.fwd,
-                       c.algo.fwd, ws, c.algo.fwd_bytes, &zero, c.y, bottom[i]->mutable_gpu_diff_bf16(false));
+          STRATA_CUDNN(cudnnConvolutionForward, h, &one, c.x, dy, c.w, bf16_weights_->of(*this->blobs_[0], last),
+                       c.fwd, c.algo.fwd, ws, c.algo.fwd_bytes, &zero, c.y, bottom[i]->mutable_gpu_diff_bf16(false, f));
         }
         continue;
       }

@@ -71,9 +71,11 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (ComputesInBf16()) {
-      const bfloat16* x0 = bottom[0]->gpu_data_bf16();
-      const bfloat16* x1 = bottom[1]->gpu_data_bf16();
-      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false);  // may be x0 (in place)
+      // In bottom 0's order (a value at a time), the others converted to it.
+      const DeviceFormat f = bf16_format_following(*bottom[0]);
+      const bfloat16* x0 = bottom[0]->gpu_data_bf16(f);
+      const bfloat16* x1 = bottom[1]->gpu_data_bf16(f);
+      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false, f);  // may be x0 (in place)
       const float slope = relu_ ? relu_->negative_slope() : 0.f;
       const bool relu_now = relu_ && bottom.size() == 2;
       sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, relu_now,
@@ -81,7 +83,7 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
       STRATA_CUDA_KERNEL_CHECK();
       for (size_t b = 2; b < bottom.size(); ++b) {
         sum_more_bf16<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b],
-                                                           bottom[b]->gpu_data_bf16(),
+                                                           bottom[b]->gpu_data_bf16(f),
                                                            relu_ && b + 1 == bottom.size(), slope, y);
         STRATA_CUDA_KERNEL_CHECK();
       }
@@ -133,14 +135,15 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   if (n == 0) return;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (ComputesInBf16()) {
-      const bfloat16* dy = top[0]->gpu_diff_bf16();
-      const bfloat16* y = relu_ ? top[0]->gpu_data_bf16() : nullptr;
+      const DeviceFormat f = bf16_format_following(*top[0]);
+      const bfloat16* dy = top[0]->gpu_diff_bf16(f);
+      const bfloat16* y = relu_ ? top[0]->gpu_data_bf16(f) : nullptr;
       const float slope = relu_ ? relu_->negative_slope() : 0.f;
       // Bottom 0 last: in place, its gradient is the top's.
       for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
         if (!propagate_down[b]) continue;
         sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy, y, slope,
-                                                               bottom[b]->mutable_gpu_diff_bf16(false));
+                                                               bottom[b]->mutable_gpu_diff_bf16(false, f));
         STRATA_CUDA_KERNEL_CHECK();
       }
       return;

@@ -2,6 +2,7 @@
 
 #include "bf16_device.cuh"
 #include "counter_rng.hpp"
+#include "pool_order.hpp"
 #include "stochastic_pool.hpp"
 #include "strata/cuda.hpp"
 #include "strata/layers/pooling_layer.hpp"
@@ -10,79 +11,20 @@ namespace strata {
 
 namespace {
 
-// One thread per output. MAX scans its window in row-major order with a strict >, so of equal maxima the first
-// (smallest index) wins, as on the CPU; an empty window gives -FLT_MAX and index -1. AVE divides by Caffe's
-// window size: the window clipped to the padded image, never below 1. T: how x and y are stored (Dtype, or
-// bfloat16 for a float layer computing in it, with float arithmetic).
+// One thread per output (pool_order.hpp: MAX and AVE in either order, as the host tests check them). T: how x and
+// y are stored (Dtype, or bfloat16 for a float layer computing in it, with float arithmetic); `last`: channels-last,
+// C channels.
 template <typename T, typename Dtype, typename Window>
-__global__ void pool_forward(long long n, const T* x, Window w, bool max_pool, T* y, int* mask, Dtype* mask_top) {
-  using C = ComputeType<T>;
-  STRATA_KERNEL_LOOP(k, n) {
-    const int pw = k % w.pooled_w;
-    const int ph = (k / w.pooled_w) % w.pooled_h;
-    const long long c = k / (static_cast<long long>(w.pooled_w) * w.pooled_h);
-    const T* xc = x + c * w.height * w.width;
-    const int hs = ph * w.stride_h - w.pad_h, ws = pw * w.stride_w - w.pad_w;
-    const int h0 = max(hs, 0), w0 = max(ws, 0);
-    const int h1 = min(hs + w.kernel_h, w.height), w1 = min(ws + w.kernel_w, w.width);
-    if (max_pool) {
-      C best = -FLT_MAX;
-      int arg = -1;
-      for (int h = h0; h < h1; ++h) {
-        for (int x_w = w0; x_w < w1; ++x_w) {
-          const C v = value_of(xc[h * w.width + x_w]);
-          if (v > best) {
-            best = v;
-            arg = h * w.width + x_w;
-          }
-        }
-      }
-      put(&y[k], best);
-      mask[k] = arg;
-      if (mask_top) mask_top[k] = Dtype(arg);
-    } else {
-      C sum = 0;
-      for (int h = h0; h < h1; ++h)
-        for (int x_w = w0; x_w < w1; ++x_w) sum += value_of(xc[h * w.width + x_w]);
-      const int rows = min(hs + w.kernel_h, w.height + w.pad_h) - hs;
-      const int cols = min(ws + w.kernel_w, w.width + w.pad_w) - ws;
-      put(&y[k], sum / C(max(rows * cols, 1)));
-    }
-  }
+__global__ void pool_forward(long long n, const T* x, Window w, int C, bool last, bool max_pool, T* y, int* mask,
+                             Dtype* mask_top) {
+  STRATA_KERNEL_LOOP(k, n) pool_order::Forward(k, x, w, C, last, max_pool, y, mask, mask_top);
 }
 
-// One thread per input: it gathers from the outputs whose windows cover it (no atomics, so deterministic), in
-// the CPU's order (output rows, then columns, ascending).
+// One thread per input.
 template <typename T, typename Window>
-__global__ void pool_backward(long long n, const T* dy, Window w, bool max_pool, const int* mask, T* dx) {
-  using C = ComputeType<T>;
-  STRATA_KERNEL_LOOP(k, n) {
-    const int iw = k % w.width;
-    const int ih = (k / w.width) % w.height;
-    const long long c = k / (static_cast<long long>(w.width) * w.height);
-    const int index = ih * w.width + iw;
-    // Outputs ph with ph*stride - pad <= ih < ph*stride - pad + kernel.
-    const int ph0 = ih + w.pad_h < w.kernel_h ? 0 : (ih + w.pad_h - w.kernel_h) / w.stride_h + 1;
-    const int ph1 = min((ih + w.pad_h) / w.stride_h + 1, w.pooled_h);
-    const int pw0 = iw + w.pad_w < w.kernel_w ? 0 : (iw + w.pad_w - w.kernel_w) / w.stride_w + 1;
-    const int pw1 = min((iw + w.pad_w) / w.stride_w + 1, w.pooled_w);
-    const long long out0 = c * w.pooled_h * w.pooled_w;
-    C g = 0;
-    for (int ph = ph0; ph < ph1; ++ph) {
-      for (int pw = pw0; pw < pw1; ++pw) {
-        const long long o = out0 + ph * w.pooled_w + pw;
-        if (max_pool) {
-          if (mask[o] == index) g += value_of(dy[o]);
-        } else {
-          const int hs = ph * w.stride_h - w.pad_h, ws = pw * w.stride_w - w.pad_w;
-          const int rows = min(hs + w.kernel_h, w.height + w.pad_h) - hs;
-          const int cols = min(ws + w.kernel_w, w.width + w.pad_w) - ws;
-          g += value_of(dy[o]) / C(max(rows * cols, 1));
-        }
-      }
-    }
-    put(&dx[k], g);
-  }
+__global__ void pool_backward(long long n, const T* dy, Window w, int C, bool last, bool max_pool, const int* mask,
+                              T* dx) {
+  STRATA_KERNEL_LOOP(k, n) pool_order::Backward(k, dy, w, C, last, max_pool, mask, dx);
 }
 
 // STOCHASTIC pooling, one thread per output, with the CPU's per-window functions (stochastic_pool.hpp): TRAIN
@@ -151,11 +93,16 @@ void PoolingLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_gpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_gpu_data() : nullptr;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  // bfloat16 follows the bottom's order (bf16_device.cuh).
+  const DeviceFormat f = ComputesInBf16() ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
+  const bool last = f == DeviceFormat::kBf16Nhwc;
+  gpu_format_ = f;
+  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
-    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0]), win_, max_,
-                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false), mask,
-                                                      mask_top);
+    pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0], f), win_, bottom[0]->shape(1),
+                                                      last, max_,
+                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f),
+                                                      mask, mask_top);
   });
   STRATA_CUDA_KERNEL_CHECK();
 }
@@ -174,10 +121,14 @@ void PoolingLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   }
   // MAX and TRAIN STOCHASTIC route each output's gradient to its kept index.
   const int* mask = keeps_index_ ? reinterpret_cast<const int*>(mask_.gpu_data()) : nullptr;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  // In forward's order, the mask's (the top may have been converted since, by a reader in another).
+  const DeviceFormat f = gpu_format_;
+  const bool last = f == DeviceFormat::kBf16Nhwc;
+  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
-    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_diff_as<T>(*top[0]), win_, keeps_index_, mask,
-                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false));
+    pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_diff_as<T>(*top[0], f), win_, bottom[0]->shape(1),
+                                                       last, keeps_index_, mask,
+                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f));
   });
   STRATA_CUDA_KERNEL_CHECK();
 }

@@ -26,9 +26,10 @@ void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (n == 0) return;
   with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
     using T = decltype(stored);
-    const T* x = gpu_data_as<T>(*bottom[0]);  // before the top's pointer: they may be one blob
+    const DeviceFormat f = bf16_format_following(*bottom[0]);  // any order: a value at a time
+    const T* x = gpu_data_as<T>(*bottom[0], f);  // before the top's pointer: they may be one blob
     relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x,
-                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false),
+                                                      mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f),
                                                       static_cast<ComputeType<T>>(negative_slope_));
   });
   STRATA_CUDA_KERNEL_CHECK();
@@ -45,11 +46,12 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
   const Blob<Dtype>* source = slope >= 0 ? top[0] : bottom[0];
   with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
     using T = decltype(stored);
+    const DeviceFormat f = bf16_format_following(*top[0]);
     // The reads first: in place, the gradients are one blob, which the write must find converted already.
-    const T* s = gpu_data_as<T>(*source);
-    const T* dy = gpu_diff_as<T>(*top[0]);
+    const T* s = gpu_data_as<T>(*source, f);
+    const T* dy = gpu_diff_as<T>(*top[0], f);
     relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), s, dy,
-                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false),
+                                                       mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f),
                                                        static_cast<ComputeType<T>>(slope));
   });
   STRATA_CUDA_KERNEL_CHECK();

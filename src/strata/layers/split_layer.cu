@@ -19,13 +19,15 @@ void SplitLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>
   if (!propagate_down[0]) return;
   const int n = bottom[0]->count();
   if constexpr (std::is_same<Dtype, float>::value) {
-    // A Split follows its consumers: their gradients in bfloat16 (layers computing in it) are summed in it.
+    // A Split follows its consumers: their gradients in bfloat16 (layers computing in it) are summed in it, in the
+    // order of the first (the others converted to it, where they differ).
     bool bf16 = true;
-    for (Blob<Dtype>* t : top) bf16 = bf16 && t->diff()->device_format() == DeviceFormat::kBf16;
+    for (Blob<Dtype>* t : top) bf16 = bf16 && is_bf16(t->diff_device_format());
     if (bf16) {
+      const DeviceFormat f = top[0]->diff_device_format();
       std::vector<const bfloat16*> terms;
-      for (Blob<Dtype>* t : top) terms.push_back(t->gpu_diff_bf16());
-      return gpu_sum_bf16(n, terms, bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false));
+      for (Blob<Dtype>* t : top) terms.push_back(t->gpu_diff_bf16(f));
+      return gpu_sum_bf16(n, terms, bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false, f));
     }
   }
   Dtype* bottom_diff = bottom[0]->mutable_gpu_diff();
