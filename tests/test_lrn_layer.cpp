@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "layer_engines.hpp"
 #include "strata/layer_factory.hpp"
 #include "strata/layers/lrn_layer.hpp"
+#include "strata/layers/lrn_window.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -156,6 +159,51 @@ TYPED_TEST(LRNBesideCaffe, MatchesCaffeOnCpu) {
 TYPED_TEST(LRNOn, GradientCheck) {
   layer_engines::CheckGradient<TypeParam>(
       {R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 })", {{2, 5, 3, 3}}});
+}
+
+// The GPU's per-value rules (lrn_window.hpp), run here on the host in both orders of the activations, against the
+// CPU layer (its running sums, or oneDNN's): the index rules of the channels-last kernels, checked without a GPU.
+TEST(LRNWindow, PerValueRulesMatchTheCpuLayerInEitherOrder) {
+  for (bool within : {false, true}) {
+    SCOPED_TRACE(within ? "WITHIN_CHANNEL" : "ACROSS_CHANNELS");
+    const std::vector<int> shape{2, 7, 5, 4};
+    Blob<float> x(shape), y;
+    std::mt19937 gen(17);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int i = 0; i < x.count(); ++i) x.mutable_cpu_data()[i] = u(gen);
+    const float alpha = 0.1f, beta = 0.75f, k = 2.f;
+    const int size = within ? 3 : 5;
+    auto layer = LayerRegistry<float>::CreateLayer(LrnParam(size, alpha, beta, k, within));
+    std::vector<Blob<float>*> bottom{&x}, top{&y};
+    layer->SetUp(bottom, top);
+    layer->Forward(bottom, top);
+    for (int i = 0; i < y.count(); ++i) y.mutable_cpu_diff()[i] = u(gen);
+    layer->Backward(top, {true}, bottom);
+    const float coef = 2 * alpha * beta / (within ? size * size : size);
+    const LayoutShape order_shape{shape[0], shape[1], shape[2] * shape[3], 4};
+    for (bool last : {false, true}) {
+      SCOPED_TRACE(last ? "channels-last" : "channels-first");
+      auto in_order = [&](const float* plain) {
+        std::vector<float> v(plain, plain + x.count());
+        if (last) ToChannelsLast(order_shape, plain, v.data());
+        return v;
+      };
+      const std::vector<float> xs = in_order(x.cpu_data()), dys = in_order(y.cpu_diff());
+      std::vector<float> ys(x.count()), scale(x.count()), dxs(x.count());
+      const lrn_window::Window w{ImageLayout{shape[1], shape[2] * shape[3], last}, shape[3], size, !within};
+      for (long long i = 0; i < x.count(); ++i) {
+        lrn_window::Forward(i, xs.data(), w, alpha, beta, k, scale.data(), ys.data());
+      }
+      for (long long i = 0; i < x.count(); ++i) {
+        lrn_window::Backward(i, xs.data(), ys.data(), dys.data(), scale.data(), w, coef, beta, dxs.data());
+      }
+      const std::vector<float> want_y = in_order(y.cpu_data()), want_dx = in_order(x.cpu_diff());
+      for (int i = 0; i < x.count(); ++i) {
+        ASSERT_NEAR(ys[i], want_y[i], 1e-5f) << "output " << i;
+        ASSERT_NEAR(dxs[i], want_dx[i], 1e-5f) << "input gradient " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -421,7 +421,8 @@ TEST(PoolingOrder, PerElementRulesMatchTheCpuLayerInEitherOrder) {
       std::vector<float> ys(y.count()), masks(y.count(), -2.f), dxs(x.count());
       std::vector<int> mask(y.count());
       for (long long k = 0; k < y.count(); ++k) {
-        pool_order::Forward(k, xs.data(), w, C, last, max_pool, ys.data(), mask.data(), max_pool ? masks.data() : nullptr);
+        pool_order::Forward(k, xs.data(), w, C, last, max_pool, ys.data(), mask.data(),
+                            max_pool ? masks.data() : nullptr);
       }
       for (long long k = 0; k < x.count(); ++k) {
         pool_order::Backward(k, dys.data(), w, C, last, max_pool, mask.data(), dxs.data());

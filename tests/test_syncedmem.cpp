@@ -103,6 +103,7 @@ TEST(ChannelsLast, ImageLayoutPlacesEveryElementOnce) {
           ++hits[k];
           EXPECT_EQ(k, last ? (n * S + s) * C + c : (n * C + c) * S + s);
           EXPECT_EQ(o.channel_of(k), c);
+          EXPECT_EQ(o.pixel_of(k), s);
           EXPECT_EQ(k, o.base(n, c) + s * o.pixel_stride());
           if (c > 0) EXPECT_EQ(k - o.at(n, c - 1, s), o.channel_stride());
         }

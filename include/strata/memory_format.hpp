@@ -118,9 +118,10 @@ STRATA_HOST_DEVICE inline void put(bfloat16* p, float v) { *p = to_bf16(v); }
 // bfloat16 in half the bytes, for the activations and gradients that pass between layers computing in bfloat16 on
 // the GPU (precision: BF16; docs/gpu.md, "bfloat16"). A plain read converts back to float.
 //
-// kBf16Nhwc is bfloat16 with the channels innermost (channels-last, cuDNN's NHWC) for a blob of (N, C, S...): element
-// (n, c, s) at (n * S + s) * C + c. Convolutions on the GPU compute in it, and the layers around them keep it (docs/gpu.md,
-// "Channels-last"); it is made for the LayoutShape the memory is asked in, and converts back with that shape.
+// kBf16Nhwc is bfloat16 with the channels innermost (channels-last, cuDNN's NHWC) for a blob of (N, C, S...):
+// element (n, c, s) at (n * S + s) * C + c. Convolutions on the GPU compute in it, and the layers around them keep
+// it (docs/gpu.md, "Channels-last"); it is made for the LayoutShape the memory is asked in, and converts back with
+// that shape.
 enum class DeviceFormat { kPlain, kBf16, kBf16Nhwc };
 
 // Whether a format holds bfloat16 values (in either order).
@@ -142,8 +143,9 @@ struct ImageLayout {
   STRATA_HOST_DEVICE long long at(long long n, long long c, long long s) const {
     return base(n, c) + s * pixel_stride();
   }
-  // Element k's channel.
+  // Element k's channel, and its position s in its image.
   STRATA_HOST_DEVICE long long channel_of(long long k) const { return channels_last ? k % C : (k / S) % C; }
+  STRATA_HOST_DEVICE long long pixel_of(long long k) const { return channels_last ? (k / C) % S : k % S; }
 };
 
 // Rearranges count() elements of `shape` (elem_size 2, 4 or 8) between channels-first and channels-last (`from` and

@@ -20,12 +20,14 @@ __global__ void from_bf16_kernel(long long n, const bfloat16* x, float* y) {
 
 constexpr int kTile = 32, kTileRows = 8;
 
-// y[n] = x[n]^T for every image n, x[n] a rows x cols matrix, each value converted from In to Out on the way.
+// y[n] = x[n]^T for every image n, x[n] a rows x cols matrix, each value converted from In to Out on the way. The
+// grid's x runs over the tiles of the longer side (`rows_on_x`): y and z stop at 65,535, and an image's positions
+// (a side once channels-last goes back) may need more tiles than that.
 template <typename In, typename Out>
-__global__ void transpose_images(int images, int rows, int cols, const In* x, Out* y) {
+__global__ void transpose_images(int images, int rows, int cols, bool rows_on_x, const In* x, Out* y) {
   __shared__ float tile[kTile][kTile + 1];  // +1: a column of the tile falls in 32 different banks
   const long long image = static_cast<long long>(rows) * cols;
-  const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
+  const int r0 = (rows_on_x ? blockIdx.x : blockIdx.y) * kTile, c0 = (rows_on_x ? blockIdx.y : blockIdx.x) * kTile;
   for (int n = blockIdx.z; n < images; n += gridDim.z) {
     const In* src = x + n * image;
     Out* dst = y + n * image;
@@ -45,9 +47,11 @@ __global__ void transpose_images(int images, int rows, int cols, const In* x, Ou
 template <typename In, typename Out>
 void transpose(int images, int rows, int cols, const void* x, void* y) {
   if (images <= 0 || rows <= 0 || cols <= 0) return;
-  const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile, std::min(images, 65535));
-  CHECK_LE(grid.y, 65535u) << "an image too tall to transpose";
-  transpose_images<<<grid, dim3(kTile, kTileRows)>>>(images, rows, cols, static_cast<const In*>(x),
+  const unsigned row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const bool rows_on_x = row_tiles > col_tiles;
+  const dim3 grid(rows_on_x ? row_tiles : col_tiles, rows_on_x ? col_tiles : row_tiles, std::min(images, 65535));
+  CHECK_LE(grid.y, 65535u) << "an image of " << rows << " x " << cols << " values is too large to transpose";
+  transpose_images<<<grid, dim3(kTile, kTileRows)>>>(images, rows, cols, rows_on_x, static_cast<const In*>(x),
                                                       static_cast<Out*>(y));
   STRATA_CUDA_KERNEL_CHECK();
 }
@@ -72,8 +76,12 @@ void gpu_reformat(size_t n, const LayoutShape& shape, DeviceFormat from, const v
   CHECK(from != to) << "gpu_reformat: nothing to convert";
   CHECK((from != F::kBf16Nhwc && to != F::kBf16Nhwc) || shape.count() == n)
       << "a channels-last conversion of " << n << " values for a shape of " << shape.count();
-  if (from == F::kPlain && to == F::kBf16) return gpu_to_bf16(n, static_cast<const float*>(x), static_cast<bfloat16*>(y));
-  if (from == F::kBf16 && to == F::kPlain) return gpu_from_bf16(n, static_cast<const bfloat16*>(x), static_cast<float*>(y));
+  if (from == F::kPlain && to == F::kBf16) {
+    return gpu_to_bf16(n, static_cast<const float*>(x), static_cast<bfloat16*>(y));
+  }
+  if (from == F::kBf16 && to == F::kPlain) {
+    return gpu_from_bf16(n, static_cast<const bfloat16*>(x), static_cast<float*>(y));
+  }
   // To channels-last, each image's C x S becomes S x C; back, S x C becomes C x S.
   if (to == F::kBf16Nhwc) {
     if (from == F::kPlain) return transpose<float, bfloat16>(N, C, S, x, y);
