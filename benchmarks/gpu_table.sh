@@ -23,7 +23,11 @@ out=${1:-/tmp/gpu_table}
 nets=${NETS:-resnet50:64 resnet50:256 alexnet:256 googlenet:128 resnet152:64}
 iters=${ITERS:-20}
 modes="nchw channels_last bf16"
-mkdir -p "$out"
+if [ "$table_only" = 1 ]; then
+  [ -d "$out" ] || { echo "gpu_table: no such folder of logs: $out" >&2; exit 1; }
+else
+  mkdir -p "$out"
+fi
 
 # The first value of a pattern's group in a log (empty when the run printed none).
 value() { sed -nE "s#.*$2.*#\1#p" "$1" 2>/dev/null | head -1; }

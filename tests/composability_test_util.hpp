@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/device.hpp"
 #include "strata/memory_format.hpp"
 #include "strata/net.hpp"
 #include "strata/solver.hpp"
@@ -42,6 +43,7 @@ struct Features {
   bool stochastic_pool = false;
   bool batch_norm = true;     // off where a cell splits the batch: its statistics depend on the split by design
   bool gpu = false;
+  bool channels_last = true;  // gpu_options().channels_last: bfloat16 activations NHWC on the GPU (the default)
   // How the iteration runs on several ranks (tests/mpi/test_composability.cpp): off, the whole batch on one rank.
   enum Engine { kOneRank, kDataParallel, kPipelineSync, kPipelineAsync } engine = kOneRank;
 };
@@ -146,8 +148,9 @@ class Switches {
  public:
   explicit Switches(const Features& f)
       : fusion_(Net<float>::layer_fusion_enabled()), blocked_(blocked_layouts_enabled()),
-        param_(param_layouts_enabled()) {
+        param_(param_layouts_enabled()), channels_last_(gpu_options().channels_last) {
     Net<float>::set_layer_fusion_enabled(f.fusion);
+    gpu_options().channels_last = f.channels_last;
     set_blocked_layouts_enabled(f.layouts);
     set_param_layouts_enabled(f.layouts);
     Strata::set_mode(f.gpu ? Strata::GPU : Strata::CPU);
@@ -156,11 +159,12 @@ class Switches {
     Net<float>::set_layer_fusion_enabled(fusion_);
     set_blocked_layouts_enabled(blocked_);
     set_param_layouts_enabled(param_);
+    gpu_options().channels_last = channels_last_;
     Strata::set_mode(Strata::CPU);
   }
 
  private:
-  bool fusion_, blocked_, param_;
+  bool fusion_, blocked_, param_, channels_last_;
 };
 
 // Each feature: how a cell turns it on or off.
@@ -186,6 +190,11 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       {"dropout", {[](Features* f, bool on) { f->dropout = on; }}},
       {"stochastic_pool", {[](Features* f, bool on) { f->stochastic_pool = on; }}},
       {"gpu", {[](Features* f, bool on) { f->gpu = on; }}},
+      // Both runs in bfloat16 on the GPU; off: every activation channels-first (docs/gpu.md, "Channels-last").
+      {"gpu_channels_last", {[](Features* f, bool on) {
+         f->gpu = f->bf16 = true;
+         f->channels_last = on;
+       }}},
       {"data_parallel", {[](Features* f, bool on) { f->engine = on ? Features::kDataParallel : Features::kOneRank; }}},
       {"pipeline_sync", {[](Features* f, bool on) { f->engine = on ? Features::kPipelineSync : Features::kOneRank; }}},
       {"pipeline_async", {[](Features* f, bool on) { f->engine = on ? Features::kPipelineAsync : Features::kOneRank; }}},

@@ -35,16 +35,25 @@ void Rearrange(const LayoutShape& shape, const T* in, T* out) {
   }
 }
 
-template <bool kToBlocked>
-void Dispatch(const LayoutShape& shape, const void* in, void* out) {
-  CHECK_EQ(shape.channels % kChannelBlock16, 0) << "a blocked layout needs channels in multiples of 16";
-  switch (shape.elem_size) {
-    case 4: Rearrange<uint32_t, kToBlocked>(shape, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
-      break;
-    case 8: Rearrange<uint64_t, kToBlocked>(shape, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
-      break;
-    default: LOG(FATAL) << "no blocked layout for elements of " << shape.elem_size << " bytes";
+// Calls rearrange(T{}) with T the unsigned type of `elem_size` bytes: the layouts move bits, never values.
+template <typename Fn>
+void ByElementSize(int elem_size, const char* layout, Fn rearrange) {
+  switch (elem_size) {
+    case 2: rearrange(uint16_t{}); break;
+    case 4: rearrange(uint32_t{}); break;
+    case 8: rearrange(uint64_t{}); break;
+    default: LOG(FATAL) << "no " << layout << " layout for elements of " << elem_size << " bytes";
   }
+}
+
+template <bool kToBlocked>
+void DispatchBlocked(const LayoutShape& shape, const void* in, void* out) {
+  CHECK_EQ(shape.channels % kChannelBlock16, 0) << "a blocked layout needs channels in multiples of 16";
+  CHECK_NE(shape.elem_size, 2) << "no blocked layout for elements of 2 bytes";  // parameters and activations only
+  ByElementSize(shape.elem_size, "blocked", [&](auto type) {
+    using T = decltype(type);
+    Rearrange<T, kToBlocked>(shape, static_cast<const T*>(in), static_cast<T*>(out));
+  });
 }
 
 // Each image's C x S matrix transposed to S x C (kToLast) or back, in tiles that keep both sides in cache.
@@ -75,15 +84,10 @@ void Transpose(const LayoutShape& shape, const T* in, T* out) {
 
 template <bool kToLast>
 void DispatchTranspose(const LayoutShape& shape, const void* in, void* out) {
-  switch (shape.elem_size) {
-    case 2: Transpose<uint16_t, kToLast>(shape, static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out));
-      break;
-    case 4: Transpose<uint32_t, kToLast>(shape, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out));
-      break;
-    case 8: Transpose<uint64_t, kToLast>(shape, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out));
-      break;
-    default: LOG(FATAL) << "no channels-last layout for elements of " << shape.elem_size << " bytes";
-  }
+  ByElementSize(shape.elem_size, "channels-last", [&](auto type) {
+    using T = decltype(type);
+    Transpose<T, kToLast>(shape, static_cast<const T*>(in), static_cast<T*>(out));
+  });
 }
 
 int& enabled_flag() {
@@ -99,11 +103,11 @@ int& param_layouts_flag() {
 }  // namespace
 
 void ToBlocked16(const LayoutShape& shape, const void* plain, void* blocked) {
-  Dispatch<true>(shape, plain, blocked);
+  DispatchBlocked<true>(shape, plain, blocked);
 }
 
 void FromBlocked16(const LayoutShape& shape, const void* blocked, void* plain) {
-  Dispatch<false>(shape, blocked, plain);
+  DispatchBlocked<false>(shape, blocked, plain);
 }
 
 void ToChannelsLast(const LayoutShape& shape, const void* plain, void* last) {

@@ -6,28 +6,30 @@
 namespace strata {
 
 namespace {
-// Each bottom is `rows` rows of its width, placed side by side in the top's rows.
+// Each bottom is `rows` rows of its extent along the axis times `scale`, placed side by side in the top's rows.
 struct ConcatRows {
+  DeviceFormat format = DeviceFormat::kPlain;
   int rows = 0;
-  int scale = 0;  // a bottom's width is its extent along the axis times this
+  int scale = 0;
 };
 
 // bfloat16 follows `x` (bf16_device.cuh) where its order keeps each bottom a run of rows: channels-last concatenates
 // along the channels (N x S rows of C) or the images (each image one run), not along a spatial axis.
 template <typename Dtype>
-DeviceFormat concat_format(bool bf16, const Blob<Dtype>& x, int axis) {
-  if (!bf16) return DeviceFormat::kPlain;
+ConcatRows concat_rows(bool bf16, const Blob<Dtype>& x, int axis, int outer, int inner) {
+  if (!bf16) return {DeviceFormat::kPlain, outer, inner};
   const DeviceFormat f = bf16_format_following(x);
-  return f == DeviceFormat::kBf16Nhwc && axis > 1 ? DeviceFormat::kBf16 : f;
+  if (f != DeviceFormat::kBf16Nhwc) return {f, outer, inner};
+  if (axis > 1) return {DeviceFormat::kBf16, outer, inner};
+  return axis == 1 ? ConcatRows{f, outer * inner, 1} : ConcatRows{f, outer, inner};
 }
 }  // namespace
 
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
-  const DeviceFormat f = concat_format(ComputesInBf16(), *bottom[0], axis_);
-  const bool by_channel_last = f == DeviceFormat::kBf16Nhwc && axis_ == 1;
-  const ConcatRows r = by_channel_last ? ConcatRows{outer_ * inner_, 1} : ConcatRows{outer_, inner_};
+  const ConcatRows r = concat_rows(ComputesInBf16(), *bottom[0], axis_, outer_, inner_);
+  const DeviceFormat f = r.format;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
     T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);
@@ -45,9 +47,8 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
-  const DeviceFormat f = concat_format(ComputesInBf16(), *top[0], axis_);
-  const bool by_channel_last = f == DeviceFormat::kBf16Nhwc && axis_ == 1;
-  const ConcatRows r = by_channel_last ? ConcatRows{outer_ * inner_, 1} : ConcatRows{outer_, inner_};
+  const ConcatRows r = concat_rows(ComputesInBf16(), *top[0], axis_, outer_, inner_);
+  const DeviceFormat f = r.format;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
     const T* dy = gpu_diff_as<T>(*top[0], f);
