@@ -152,6 +152,14 @@ for step in $steps; do
           pack
         done
       done
+      # The planner's byte counts for bfloat16 blobs (docs/recompute.md): ResNet-50 under half of store-all, the
+      # predicted peak beside the measured one (the prediction must not be below it).
+      log=$out/time_resnet50_64_BF16_budget.txt
+      timeout "${TIME_TIMEOUT:-120}" strata time --model=/tmp/nets/resnet50_64.prototxt --gpu=0 --tf32=true \
+        --precision=BF16 --budget=0.5 --iterations=5 --warmup=2 >"$log" 2>&1
+      say "strata time resnet50_64 BF16 --budget=0.5: exit $? $(grep -E 'predicted peak|Peak activation' "$log" |
+        cut -c1-160 | tr '\n' ' ')"
+      pack
       if [ ! -d .gpudata ]; then
         say "no .gpudata (Fashion-MNIST): LeNet in bfloat16 skipped"
         continue

@@ -53,9 +53,16 @@ struct LayerCase {
   // in bfloat16 (precision: BF16 on the GPU), which then differs from it by the rounding of what it stores.
   bool round_to_bf16 = false;
   // On the GPU, the bottoms and top gradients of 4 axes handed to the layer channels-last in bfloat16 (as a
-  // convolution before it leaves them), and top 0 required to come out in that order when top_channels_last.
+  // convolution before it leaves them), and top 0 required to come out in that order when top_channels_last, and
+  // then each bottom's gradient too (backward runs in forward's order).
   bool channels_last = false;
   bool top_channels_last = false;
+  // With channels_last, which bottoms are handed channels-last (the others channels-first); empty: all of them.
+  std::vector<bool> bottoms_channels_last = {};
+  // Top 0's value dropped between forward and backward, as blob lifetimes do to a value no backward reads.
+  bool release_top = false;
+  // Overwrites the layer's parameters before both runs (BatchNorm's running statistics, which start at zero).
+  std::function<void(std::vector<std::vector<float>>*)> fill_params = nullptr;
 };
 
 inline void RoundToBf16(std::vector<float>* v) {
@@ -116,6 +123,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   std::vector<std::vector<float>> x0, p0;
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
   for (auto& p : want_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
+  if (c.fill_params) c.fill_params(&p0);
   if (c.round_to_bf16) {
     for (auto& v : x0) RoundToBf16(&v);
     for (auto& v : p0) RoundToBf16(&v);
@@ -130,7 +138,10 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
     const bool channels_last = c.channels_last && Strata::mode() == Strata::GPU;
     for (size_t b = 0; b < bottom.size(); ++b) {
-      if (channels_last && bottom[b]->can_channels_last()) bottom[b]->gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+      const bool last = c.bottoms_channels_last.empty() || c.bottoms_channels_last[b];
+      if (channels_last && bottom[b]->can_channels_last()) {
+        bottom[b]->gpu_data_bf16(last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16);
+      }
     }
     for (size_t i = 0; i < p0.size(); ++i) {
       std::copy(p0[i].begin(), p0[i].end(), layer->blobs()[i]->mutable_cpu_data());
@@ -155,8 +166,16 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
       std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());
       if (channels_last && top[t]->can_channels_last()) top[t]->gpu_diff_bf16(DeviceFormat::kBf16Nhwc);
     }
+    if (c.release_top) {
+      EXPECT_NE(top[0], bottom[0]) << "a value computed in place is its bottom's";
+      EXPECT_FALSE(layer->BackwardNeedsTopData()) << "the layer reads the value dropped";
+      top[0]->data()->release();
+    }
     layer->Backward(top, down, bottom);
     for (size_t b = 0; b < bottom.size(); ++b) {
+      if (channels_last && c.top_channels_last && down[b] && bottom[b]->can_channels_last()) {
+        EXPECT_EQ(bottom[b]->diff_device_format(), DeviceFormat::kBf16Nhwc) << "bottom " << b << "'s gradient";
+      }
       if (down[b]) out.push_back(Copy(bottom[b]->cpu_diff(), bottom[b]->count()));
     }
     for (auto& p : layer->blobs()) out.push_back(Copy(p->cpu_diff(), p->count()));

@@ -45,6 +45,26 @@ class ChannelsLastOption {
   bool was_;
 };
 
+// BatchNorm: batch statistics; global ones, distinct per channel (with the zeros a layer starts with, every channel
+// would be scaled alike and a wrong channel index could not show); more channels than one block of columns (32) and
+// rows split several ways, for the per-channel sums' partials.
+std::vector<LayerCase> BatchNormCases() {
+  LayerCase global{R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
+                   {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound};
+  global.fill_params = [](std::vector<std::vector<float>>* p) {
+    for (size_t i = 0; i < (*p)[0].size(); ++i) {
+      (*p)[0][i] = 0.4f * static_cast<float>(i) - 1.f;
+      (*p)[1][i] = 0.5f + 0.3f * static_cast<float>(i);
+    }
+    (*p)[2][0] = 2.f;
+  };
+  const std::string bn = R"(name: "bn" type: "BatchNorm")";
+  return {{bn, {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound},
+          global,
+          {bn, {{8, 40, 9, 9}}, 1, -1, 0, false, kBf16Bound},
+          {bn, {{16, 70, 8, 8}}, 1, -1, 0, false, kBf16Bound}};
+}
+
 // The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
 void CompareBf16WithCpu(LayerCase c) {
   c.round_to_bf16 = true;
@@ -98,6 +118,7 @@ TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
   b.mutable_cpu_data()[1] = 1.00390625f;  // 1 + 2^-8: a tie, rounds to even (1)
   b.gpu_data();
   EXPECT_EQ(b.data()->device_format(), DeviceFormat::kPlain);
+  b.mutable_gpu_data();  // the device's copy the only one, so that the read below copies it back
   EXPECT_EQ(b.cpu_data()[1], 1.00390625f);
   EXPECT_EQ(from_bf16(to_bf16(1.00390625f)), 1.0f);
 }
@@ -134,8 +155,16 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
     const float* got = b.cpu_data();  // widened and reordered on the host
     for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16Nhwc) << "a host read leaves the device copy";
-    b.gpu_data_bf16(DeviceFormat::kBf16);  // reordered on the device
+    // Reordered on the device, then read on the host (widened there, no reorder): the device's transpose alone. With
+    // one channel or one position per image the two orders are the same bytes, so only the label changes.
+    const bool same_bytes = shape[1] == 1 || shape[2] * shape[3] == 1;
+    const void* nhwc = b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+    const void* nchw = b.gpu_data_bf16(DeviceFormat::kBf16);
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(nchw == nhwc, same_bytes) << "relabelled rather than transposed";
+    b.mutable_gpu_data_bf16(/*keep_values=*/true);  // the device's copy the only one
+    got = b.cpu_data();
+    for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
     b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);  // and back
     b.gpu_data();                             // to float on the device
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kPlain);
@@ -159,6 +188,12 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
   EXPECT_EQ(flat.data_device_format(), DeviceFormat::kBf16);
   const float* fh = flat.cpu_data();
   for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(fh[i], static_cast<float>(i % 251)) << i;
+  // On the device, that blob converts the memory with the shape it was made for, into channels-first.
+  flat.mutable_gpu_data_bf16(/*keep_values=*/true);
+  EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16);
+  fh = flat.cpu_data();
+  for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(fh[i], static_cast<float>(i % 251)) << i;
+  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
   r.Reshape({2, 24, 2, 2});
   EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16);
   r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
@@ -171,24 +206,33 @@ TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
   for (bool channels_last : {true, false}) {
   SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
   const ChannelsLastOption order(channels_last);
+  // Channels-last, a case marked `nhwc` must keep its output channels-last (its bottom handed so too), so that the
+  // KRSC weights, their gradient's reorder and the channels-innermost bias run; the others (one input channel,
+  // groups) may compute channels-first, which cuDNN decides.
+  auto compare = [&](const LayerCase& c, bool nhwc) {
+    if (channels_last && nhwc) {
+      CompareChannelsLastWithCpu(c);
+    } else {
+      CompareBf16WithCpu(c);
+    }
+  };
   const std::string conv = R"(name: "conv" type: "Convolution" convolution_param { weight_filler { type: "gaussian"
       std: 0.3 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
   // LeNet's first layer (one input channel), strides and padding, groups, no bias, a 1x1, a deep one.
-  CompareBf16WithCpu({conv + "num_output: 20 kernel_size: 5 }", {{4, 1, 28, 28}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({conv + "num_output: 16 kernel_size: 3 stride: 2 pad: 1 }", {{2, 8, 13, 11}}, 1, -1, 0, false,
-                      kBf16Bound});
-  CompareBf16WithCpu({conv + "num_output: 32 kernel_size: 3 pad: 1 group: 4 }", {{2, 16, 9, 9}}, 1, -1, 0, false,
-                      kBf16Bound});
-  CompareBf16WithCpu({conv + "num_output: 24 kernel_size: 1 bias_term: false }", {{3, 32, 7, 7}}, 1, -1, 0, false,
-                      kBf16Bound});
-  CompareBf16WithCpu({conv + "num_output: 64 kernel_size: 3 pad: 1 }", {{2, 64, 14, 14}}, 1, -1, 0, false,
-                      kBf16Bound});
+  compare({conv + "num_output: 20 kernel_size: 5 }", {{4, 1, 28, 28}}, 1, -1, 0, false, kBf16Bound}, false);
+  compare({conv + "num_output: 16 kernel_size: 3 stride: 2 pad: 1 }", {{2, 8, 13, 11}}, 1, -1, 0, false, kBf16Bound},
+          true);
+  compare({conv + "num_output: 32 kernel_size: 3 pad: 1 group: 4 }", {{2, 16, 9, 9}}, 1, -1, 0, false, kBf16Bound},
+          false);
+  compare({conv + "num_output: 24 kernel_size: 1 bias_term: false }", {{3, 32, 7, 7}}, 1, -1, 0, false, kBf16Bound},
+          true);
+  compare({conv + "num_output: 64 kernel_size: 3 pad: 1 }", {{2, 64, 14, 14}}, 1, -1, 0, false, kBf16Bound}, true);
   const std::string deconv = R"(name: "deconv" type: "Deconvolution" convolution_param { weight_filler {
       type: "gaussian" std: 0.3 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
-  CompareBf16WithCpu({deconv + "num_output: 12 kernel_size: 4 stride: 2 pad: 1 }", {{2, 8, 7, 6}}, 1, -1, 0, false,
-                      kBf16Bound});
-  CompareBf16WithCpu({deconv + "num_output: 8 kernel_size: 3 group: 2 bias_term: false }", {{2, 6, 5, 5}}, 1, -1,
-                      0, false, kBf16Bound});
+  compare({deconv + "num_output: 16 kernel_size: 4 stride: 2 pad: 1 }", {{2, 8, 7, 6}}, 1, -1, 0, false, kBf16Bound},
+          true);
+  compare({deconv + "num_output: 8 kernel_size: 3 group: 2 bias_term: false }", {{2, 6, 5, 5}}, 1, -1, 0, false,
+          kBf16Bound}, false);
   }
 }
 
@@ -199,6 +243,8 @@ TEST_F(GpuTestBf16, InnerProductMatchesTheCpuOnRoundedOperands) {
   CompareBf16WithCpu({ip + "num_output: 33 bias_term: false }", {{5, 70}}, 1, -1, 0, false, kBf16Bound});
   CompareBf16WithCpu({ip + "num_output: 17 transpose: true }", {{6, 40}}, 1, -1, 0, false, kBf16Bound});
   CompareBf16WithCpu({ip + "num_output: 12 axis: 2 }", {{2, 3, 20}}, 1, -1, 0, false, kBf16Bound});
+  // The bias gradient's sum over many rows, of more outputs than one block of columns.
+  CompareBf16WithCpu({ip + "num_output: 40 }", {{600, 20}}, 1, -1, 0, false, kBf16Bound});
 }
 
 TEST_F(GpuTestBf16, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
@@ -216,9 +262,7 @@ TEST_F(GpuTestBf16, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
 }
 
 TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperands) {
-  CompareBf16WithCpu({R"(name: "bn" type: "BatchNorm")", {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
-                      {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  for (const LayerCase& c : BatchNormCases()) CompareBf16WithCpu(c);
   CompareBf16WithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
                       {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
   CompareBf16WithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0,
@@ -249,9 +293,7 @@ TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
                               {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
   CompareChannelsLastWithCpu({R"(name: "global" type: "Pooling" pooling_param { pool: AVE global_pooling: true })",
                               {{3, 17, 7, 7}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "bn" type: "BatchNorm")", {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
-                              {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound});
+  for (const LayerCase& c : BatchNormCases()) CompareChannelsLastWithCpu(c);
   CompareChannelsLastWithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
                               {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
   CompareChannelsLastWithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1,
@@ -271,12 +313,31 @@ TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
   CompareChannelsLastWithCpu({R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 10
                                  weight_filler { type: "gaussian" std: 0.2 } })", {{8, 50, 4, 4}}, 1, -1, 0, false,
                               kBf16Bound}, /*top_last=*/false);
+  // Backward in forward's order when the value between them was dropped (blob lifetimes free a value that no
+  // backward reads after its last reader): BatchNorm, a sum and a Concat do not read their top.
+  for (const char* layer : {R"(name: "bn" type: "BatchNorm")", R"(name: "sum" type: "Eltwise")",
+                            R"(name: "concat" type: "Concat")"}) {
+    LayerCase dropped{layer, {{2, 8, 5, 6}, {2, 8, 5, 6}}, 1, -1, 0, false, kBf16Bound};
+    if (std::string(layer).find("BatchNorm") != std::string::npos) dropped.bottoms.pop_back();
+    dropped.release_top = true;
+    CompareChannelsLastWithCpu(dropped);
+  }
+  // Bottoms in both orders: a sum and a Concat convert the others to bottom 0's (a convolution before one of them
+  // computed channels-first, where cuDNN had no channels-last algorithm).
+  for (const char* layer : {R"(name: "sum" type: "Eltwise")", R"(name: "concat" type: "Concat")",
+                            R"(name: "concat" type: "Concat" concat_param { axis: 0 })"}) {
+    for (bool first_last : {true, false}) {
+      LayerCase mixed{layer, {{2, 8, 5, 6}, {2, 8, 5, 6}}, 1, -1, 0, false, kBf16Bound};
+      mixed.bottoms_channels_last = {first_last, !first_last};
+      CompareChannelsLastWithCpu(mixed, /*top_last=*/first_last);
+    }
+  }
 }
 
 const char* kNet = R"(
 name: "bf16net"
 layer { name: "data" type: "Input" top: "data" top: "label"
-        input_param { shape { dim: 16 dim: 3 dim: 12 dim: 12 } shape { dim: 16 } } }
+        input_param { shape { dim: 16 dim: 8 dim: 12 dim: 12 } shape { dim: 16 } } }
 layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
         convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" }
                             bias_filler { type: "constant" value: 0.1 } } }
@@ -286,12 +347,16 @@ layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
 layer { name: "conv_a" type: "Convolution" bottom: "pool1" top: "conv_a"
         convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
 layer { name: "bn_a" type: "BatchNorm" bottom: "conv_a" top: "conv_a" }
-layer { name: "scale_a" type: "Scale" bottom: "conv_a" top: "conv_a" scale_param { bias_term: true } }
+layer { name: "scale_a" type: "Scale" bottom: "conv_a" top: "conv_a"
+        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
+                      bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
 layer { name: "relu_a" type: "ReLU" bottom: "conv_a" top: "conv_a" }
 layer { name: "conv_b" type: "Convolution" bottom: "conv_a" top: "conv_b"
         convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
 layer { name: "bn_b" type: "BatchNorm" bottom: "conv_b" top: "conv_b" }
-layer { name: "scale_b" type: "Scale" bottom: "conv_b" top: "conv_b" scale_param { bias_term: true } }
+layer { name: "scale_b" type: "Scale" bottom: "conv_b" top: "conv_b"
+        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
+                      bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
 layer { name: "res" type: "Eltwise" bottom: "pool1" bottom: "conv_b" top: "res" }
 layer { name: "res_relu" type: "ReLU" bottom: "res" top: "res" }
 layer { name: "conv2" type: "Convolution" bottom: "res" top: "conv2"
@@ -331,7 +396,7 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> label(0, 9);
-  std::vector<float> data(16 * 3 * 12 * 12), labels(16);
+  std::vector<float> data(16 * 8 * 12 * 12), labels(16);
   for (float& v : data) v = u(gen);
   for (float& v : labels) v = static_cast<float>(label(gen));
   const float lr = 0.05f;

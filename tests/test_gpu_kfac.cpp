@@ -280,14 +280,21 @@ Trained Train(bool gpu, const std::string& kfac_text) {
   for (int i = 0; i < x.count(); ++i) x.mutable_cpu_data()[i] = static_cast<Dtype>(normal(gen));
   for (int i = 0; i < label.count(); ++i) label.mutable_cpu_data()[i] = static_cast<Dtype>(i % 3);
   Trained t;
+  const uint64_t copies_before = SyncedMemory::copies_to_host(MemoryCategory::kParameter);
   for (int i = 0; i < 5; ++i) {
     solver->Step(1);
     t.losses.push_back(*solver->net()->blob_by_name("l")->cpu_data());
   }
+  if (gpu) {
+    // A host read of a weight or a gradient copies it from the device, which the next device write would hide from
+    // the heads: count the copies.
+    EXPECT_EQ(SyncedMemory::copies_to_host(MemoryCategory::kParameter), copies_before)
+        << "K-FAC copied weights or gradients to the host";
+  }
   for (Blob<Dtype>* w : solver->net()->learnable_params()) {
     if (gpu) {
-      EXPECT_EQ(w->data()->head(), SyncedMemory::HEAD_AT_GPU) << "K-FAC copied weights to the host";
-      EXPECT_EQ(w->diff()->head(), SyncedMemory::HEAD_AT_GPU) << "K-FAC copied gradients to the host";
+      EXPECT_EQ(w->data()->head(), SyncedMemory::HEAD_AT_GPU) << "K-FAC wrote weights on the host";
+      EXPECT_EQ(w->diff()->resident_bytes(), 0u) << "a gradient's host copy, which only a copy from the device makes";
     }
     t.weights.emplace_back(w->cpu_data(), w->cpu_data() + w->count());
   }

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "strata/layer_factory.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
@@ -274,6 +276,111 @@ TEST(Recompute, ExtractGraphFusesInPlaceAndAliasingLayers) {
   EXPECT_TRUE(dp.exact());
   EXPECT_LE(dp.Plan(g.total_bytes()).peak_bytes, g.total_bytes());
   EXPECT_LE(dp.MinFeasibleBytes(), SqrtPlan(g).peak_bytes);
+}
+
+// A per-element layer for the byte counts of a GPU bfloat16 pass: "Bf16Stub" says it computes in bfloat16 and keeps
+// its saved copy of the input in bfloat16, "FloatStub" computes in float. Neither runs: the graph reads shapes.
+template <typename Dtype>
+class StubLayer : public Layer<Dtype> {
+ public:
+  using typename Layer<Dtype>::BlobVec;
+  StubLayer(const LayerParameter& p, bool bf16) : Layer<Dtype>(p), bf16_(bf16) {}
+  void Reshape(const BlobVec& bottom, const BlobVec& top) override {
+    top[0]->ReshapeLike(*bottom[0]);
+    saved_.ReshapeLike(*bottom[0]);
+  }
+  const char* type() const override { return bf16_ ? "Bf16Stub" : "FloatStub"; }
+  bool ComputesInBf16() const override { return bf16_; }
+  std::vector<Blob<Dtype>*> SavedActivations() override { return {&saved_}; }
+  std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const override { return {&saved_}; }
+
+ protected:
+  void Forward_cpu(const BlobVec&, const BlobVec&) override { FAIL() << "the graph runs no layer"; }
+  void Backward_cpu(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {
+    FAIL() << "the graph runs no layer";
+  }
+
+ private:
+  bool bf16_;
+  Blob<Dtype> saved_;
+};
+template <typename Dtype>
+std::shared_ptr<Layer<Dtype>> CreateBf16Stub(const LayerParameter& p) {
+  return std::make_shared<StubLayer<Dtype>>(p, true);
+}
+template <typename Dtype>
+std::shared_ptr<Layer<Dtype>> CreateFloatStub(const LayerParameter& p) {
+  return std::make_shared<StubLayer<Dtype>>(p, false);
+}
+REGISTER_LAYER_CREATOR(Bf16Stub, CreateBf16Stub);
+REGISTER_LAYER_CREATOR(FloatStub, CreateFloatStub);
+
+// a feeds two bfloat16 layers (through a Split), b a float one, c a Flatten and then a bfloat16 layer.
+const char* kBf16StubNet = R"(
+name: "bf16_bytes"
+force_backward: true
+layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+layer { name: "a" type: "Bf16Stub" bottom: "x" top: "a" }
+layer { name: "b" type: "Bf16Stub" bottom: "a" top: "b" }
+layer { name: "c" type: "Bf16Stub" bottom: "a" top: "c" }
+layer { name: "d" type: "FloatStub" bottom: "b" top: "d" }
+layer { name: "flat" type: "Flatten" bottom: "c" top: "f" }
+layer { name: "e" type: "Bf16Stub" bottom: "f" top: "e" }
+)";
+
+// The node holding a layer, by the layer's name.
+const RecomputeGraph::Node& NodeOf(const RecomputeGraph& g, const Net<float>& net, const std::string& layer) {
+  const auto& names = net.layer_names();
+  const int l = static_cast<int>(std::find(names.begin(), names.end(), layer) - names.begin());
+  EXPECT_LT(l, net.num_layers()) << layer;
+  return g.nodes[g.node_of_layer[l]];
+}
+
+TEST(Recompute, CountsBlocksOnlyBfloat16LayersTouchInBf16OnTheGpu) {
+  NetParameter param;
+  ReadProtoFromTextString(kBf16StubNet, &param, "bf16_bytes.prototxt");
+  param.mutable_state()->set_phase(TRAIN);
+  constexpr size_t kCount = 2 * 3 * 4 * 4;
+  // GPU mode is only the flag here: building the net and its graph touches no memory, so no device is needed.
+  auto graph_in = [&](Strata::Mode mode) {
+    Strata::set_mode(mode);
+    Net<float> net(param);
+    RecomputeGraph g = ExtractGraph(net);
+    Strata::set_mode(Strata::CPU);
+    std::map<std::string, RecomputeGraph::Node> nodes;
+    for (const char* l : {"a", "b", "c", "d", "e"}) nodes[l] = NodeOf(g, net, l);
+    return std::make_pair(g.source_bytes, nodes);
+  };
+  const auto [cpu_sources, cpu] = graph_in(Strata::CPU);
+  const auto [gpu_sources, gpu] = graph_in(Strata::GPU);
+  // On the CPU every value, gradient and saved copy is float (oneDNN's bfloat16 is inside its multiplications). d's
+  // and e's values are the net's outputs, counted with the sources.
+  for (const auto& [name, n] : cpu) {
+    if (name != "d" && name != "e") {
+      EXPECT_EQ(n.bytes, kCount * sizeof(float)) << name;
+    }
+    EXPECT_EQ(n.state_bytes(), kCount * sizeof(float)) << name;
+    for (const auto& gr : n.gradients) EXPECT_EQ(gr.bytes, kCount * sizeof(float)) << name;
+  }
+  // a: written by a, read by b and c (through the Split, which touches no value): bfloat16. Its gradient: the
+  // Split sums b's and c's bottom gradients, both bfloat16, so it is too.
+  EXPECT_EQ(gpu.at("a").bytes, kCount * 2);
+  ASSERT_EQ(gpu.at("a").gradients.size(), 3u);  // a's, and each Split top's
+  for (const auto& gr : gpu.at("a").gradients) EXPECT_EQ(gr.bytes, kCount * 2);
+  // b: read by the float d, which converts it to float in place (and writes its gradient in float).
+  EXPECT_EQ(gpu.at("b").bytes, kCount * sizeof(float));
+  ASSERT_EQ(gpu.at("b").gradients.size(), 1u);
+  EXPECT_EQ(gpu.at("b").gradients[0].bytes, kCount * sizeof(float));
+  // c: read through the Flatten (an alias) by e: bfloat16, and its gradient, shared with the Flatten's top, too.
+  EXPECT_EQ(gpu.at("c").bytes, kCount * 2);
+  ASSERT_EQ(gpu.at("c").gradients.size(), 1u);
+  EXPECT_EQ(gpu.at("c").gradients[0].bytes, kCount * 2);
+  // A bfloat16 layer's saved copy is bfloat16, a float layer's float.
+  for (const char* l : {"a", "b", "c", "e"}) EXPECT_EQ(gpu.at(l).state_bytes(), kCount * 2) << l;
+  EXPECT_EQ(gpu.at("d").state_bytes(), kCount * sizeof(float));
+  // The outputs d (float) and e (bfloat16, but the net's output, read by the caller) and the input x are pinned;
+  // e's data and gradient are what changes between the two.
+  EXPECT_EQ(cpu_sources - gpu_sources, 2 * kCount * 2);
 }
 
 // conv -> BatchNorm -> Scale -> ReLU (in place) feeding a branch with Dropout (in place) and a sum: fusing (the

@@ -105,7 +105,9 @@ TEST(ChannelsLast, ImageLayoutPlacesEveryElementOnce) {
           EXPECT_EQ(o.channel_of(k), c);
           EXPECT_EQ(o.pixel_of(k), s);
           EXPECT_EQ(k, o.base(n, c) + s * o.pixel_stride());
-          if (c > 0) EXPECT_EQ(k - o.at(n, c - 1, s), o.channel_stride());
+          if (c > 0) {
+            EXPECT_EQ(k - o.at(n, c - 1, s), o.channel_stride());
+          }
         }
       }
     }
@@ -365,6 +367,18 @@ TEST(SyncedMemory, HostAndDeviceCopiesFollowTheHead) {
   EXPECT_EQ(overwritten.device_bytes(), 8 * sizeof(float) / 2) << "in bfloat16 directly";
   const float* w = static_cast<const float*>(overwritten.cpu_data());
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(std::isnan(w[i]));
+  // Released in either bfloat16 order (blob lifetimes free such values), memory reads back as zeros in float.
+  for (const DeviceFormat f : {DeviceFormat::kBf16, DeviceFormat::kBf16Nhwc}) {
+    const LayoutShape shape{2, 2, 2, static_cast<int>(sizeof(bfloat16))};
+    overwritten.mutable_gpu_data_in(f, /*keep_values=*/false, f == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{});
+    EXPECT_EQ(overwritten.device_format(), f);
+    overwritten.release();
+    EXPECT_EQ(overwritten.device_format(), DeviceFormat::kPlain);
+    EXPECT_EQ(overwritten.device_bytes(), 0u);
+    overwritten.gpu_data_in(f, f == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{});
+    w = static_cast<const float*>(overwritten.cpu_data());
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(w[i], 0.f) << i;
+  }
   mem.release();
   EXPECT_EQ(mem.device_bytes(), 0u);
 }

@@ -5,7 +5,7 @@
 //   strata train --solver=S [--weights=W | --snapshot=S]             (training issue)
 //   strata test  --model=NET --weights=W --iterations=N               (training issue)
 //   strata device_query [--gpu=N]                                     what the GPUs are
-//   strata plan  --model=NET --budget=B [--planner=P]                 recomputation plans within a budget
+//   strata plan  --model=NET --budget=B [--planner=P] [--gpu=N]       recomputation plans within a budget
 //   strata draw  --model=NET --out=PICTURE.png|.svg|.pdf|.dot        the net through Graphviz (draw_net.py)
 //   strata scale --model=NET [--times=F] [--network=M] [--nodes=...]  data-parallel speed-up predicted to many
 //                                                                   nodes (docs/scale.md)
@@ -62,7 +62,7 @@
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
 DEFINE_int32(level, 0, "Net state level.");
-DEFINE_string(precision, "", "time: FP32 or BF16, the precision of every layer that sets none (docs/onednn.md); "
+DEFINE_string(precision, "", "time, plan: FP32 or BF16, the precision of every layer that sets none (docs/onednn.md); "
               "default: what the model says.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
 DEFINE_int32(iterations, 50, "time: iterations to time; test: batches to score; train: overrides max_iter.");
@@ -80,8 +80,9 @@ DEFINE_string(sighup_effect, "snapshot", "What SIGHUP does during training: stop
 DEFINE_string(timeline, "", "train: write a Chrome-trace JSON of every layer's forward, backward, chunk "
                             "transfers and updates on every rank to this file; time: of every layer's forward and "
                             "backward in the timed iterations.");
-DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time); device_query: the GPU to describe (default all). "
-                      "train with solver_mode GPU and no --gpu: the GPU of this rank's local rank.");
+DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time; plan: count the bytes as there); device_query: the GPU "
+                      "to describe (default all). train with solver_mode GPU and no --gpu: the GPU of this rank's "
+                      "local rank.");
 DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for float (faster, ~1e-3 relative "
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
@@ -264,11 +265,8 @@ LayerTimes measure_layers(Net<float>& net, Timeline* timeline) {
   return MeasureLayerTimes(net, o);
 }
 
-// Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
-// on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
-// Returns the recompute plan it ran under (none without --budget).
-RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
-  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+// --model in the net state --phase, --level and the stages ask for, with --precision where given.
+NetParameter read_model(Phase phase, const std::vector<std::string>& stages) {
   NetParameter param;
   ReadNetParamsFromTextFile(FLAGS_model, &param);
   param.mutable_state()->set_phase(phase);
@@ -276,7 +274,15 @@ RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>&
   param.mutable_state()->clear_stage();
   for (const std::string& s : stages) param.mutable_state()->add_stage(s);
   if (!FLAGS_precision.empty()) param.set_precision(parse_precision());
-  Net<float> net(param);
+  return param;
+}
+
+// Caffe's `time`: forward and backward layer by layer. Each layer's span ends with a device synchronisation, so
+// on the GPU the totals here include one per layer; time_sgd_steps gives the undisturbed time of a step.
+// Returns the recompute plan it ran under (none without --budget).
+RecomputePlan time_layers(bool gpu, Phase phase, const std::vector<std::string>& stages) {
+  Strata::set_random_seed(static_cast<uint64_t>(FLAGS_seed));
+  Net<float> net(read_model(phase, stages));
   fill_inputs(net);
   RecomputePlan plan;
   if (!FLAGS_budget.empty()) plan = install_plan(&net);
@@ -795,7 +801,9 @@ int plan_command() {
   STRATA_REQUIRE(FLAGS_max_lower_sets > 0) << "--max_lower_sets must be positive";
   const Phase phase = parse_phase(FLAGS_phase);
   const std::vector<std::string> stages = parse_stages();
-  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  // On a GPU the layers that compute in bfloat16 keep their blobs in half the bytes, which the graph counts.
+  setup_gpu(false);
+  Net<float> net(read_model(phase, stages));
   const RecomputeGraph g = ExtractGraph(net);
   const size_t store_all = g.total_bytes();
   const size_t budget = parse_budget(FLAGS_budget, store_all);

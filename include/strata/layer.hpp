@@ -82,6 +82,9 @@ class Layer {
   // reads them channels-first, converting. Net reports where they convert; the layers' passes apply the rule.
   enum class GpuOrder { kChannelsFirst, kFollowsBottom, kMakesChannelsLast };
   virtual GpuOrder Bf16GpuOrder() const { return GpuOrder::kChannelsFirst; }
+  // Whether such a layer writes top `index` in bfloat16 on the GPU: every top, but for a top of indices (Pooling's
+  // mask), which stays float.
+  virtual bool WritesTopInBf16(int index) const { return ComputesInBf16(); }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
   virtual bool IsBatchSource() const { return false; }
@@ -114,6 +117,9 @@ class Layer {
   // counts their bytes; ReleaseActivations frees them for callers that run forward again before the backward
   // (reversible blocks, recomputation) or whose backward is done, and the next forward allocates them again.
   virtual std::vector<Blob<Dtype>*> SavedActivations() { return {}; }
+  // Those of them a layer that computes in bfloat16 on the GPU keeps in bfloat16 (BatchNorm's normalised input); the
+  // rest stay Dtype. For the planner's byte counts.
+  virtual std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const { return {}; }
   void ReleaseActivations() {
     for (Blob<Dtype>* b : SavedActivations()) b->release_memory();
   }

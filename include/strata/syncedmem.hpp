@@ -72,6 +72,9 @@ class SyncedMemory {
   // Fills the memory a keep_values-false writer gets fresh with NaNs instead of leaving it as the allocator gave
   // it, so that a writer that leaves a value unwritten shows in its results. The test binaries turn it on.
   static void set_poison_fresh_writes(bool poison);
+  // How many times memory of a category has been copied from the device to the host since the process began: what
+  // a test reads to see that a GPU path keeps its values on the device.
+  static uint64_t copies_to_host(MemoryCategory category);
 
   SyncedHead head() const { return head_; }
   size_t size() const { return size_; }
@@ -82,11 +85,6 @@ class SyncedMemory {
   size_t resident_bytes() const { return (cpu_ptr_ && own_cpu_data_) ? size_ : 0; }
   // The device bytes this block owns (half of size() while they are in bfloat16, in either order).
   size_t device_bytes() const { return (gpu_ptr_ && own_gpu_data_) ? gpu_bytes_ : 0; }
-
-#ifdef STRATA_USE_CUDA
-  // Starts a host-to-device copy on `stream` (the caller synchronises).
-  void async_gpu_push(void* stream);
-#endif
 
  private:
   // Allocates fresh host memory zeroed unless `zero_fresh` is false (a writer that overwrites every value).
@@ -99,6 +97,8 @@ class SyncedMemory {
   // Device memory of our own, on the current device, in `format` (for `shape` when channels-last).
   void alloc_gpu(DeviceFormat format = DeviceFormat::kPlain, const LayoutShape& shape = {});
   bool in_device_format(DeviceFormat format, const LayoutShape& shape) const;
+  // Fails unless `shape` is an (N, C, S) with channels and positions that fits the memory (channels-last's).
+  void check_channels_last(const LayoutShape& shape) const;
   // Converts the device bytes into `format` in a new allocation (GPU builds).
   void reformat_gpu(DeviceFormat format, const LayoutShape& shape);
 

@@ -410,11 +410,12 @@ void Net<Dtype>::LogBf16Layers() const {
     }
     const bool bottom_last = !bottom_id_vecs_[l].empty() && channels_last[bottom_id_vecs_[l][0]];
     // A Split's tops share its bottom's memory, in whatever element type and order.
-    for (int t : top_id_vecs_[l]) {
-      held_in_bf16[t] = in_bf16 || (layer.IsSplit() && reads_bf16);
-      const bool image = blobs_[t]->can_channels_last();
-      channels_last[t] = image && ((order == Order::kMakesChannelsLast) ||
-                                   ((order == Order::kFollowsBottom || layer.IsSplit()) && bottom_last));
+    for (size_t k = 0; k < top_id_vecs_[l].size(); ++k) {
+      const int t = top_id_vecs_[l][k];
+      held_in_bf16[t] = layer.WritesTopInBf16(static_cast<int>(k)) || (layer.IsSplit() && reads_bf16);
+      const bool follows = (order == Order::kFollowsBottom || layer.IsSplit()) && bottom_last;
+      channels_last[t] = held_in_bf16[t] && blobs_[t]->can_channels_last() &&
+                         (order == Order::kMakesChannelsLast || follows);
     }
   }
   if (asked.empty()) return;

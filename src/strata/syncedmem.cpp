@@ -60,6 +60,7 @@ void* host_alloc(size_t size, bool* pinned) {
 
 // Tests only (set_poison_fresh_writes): set before any thread allocates.
 bool poison_fresh_writes = false;
+std::atomic<uint64_t> copies_to_host_of[MemoryTracker::kNumCategories];
 constexpr int kPoisonByte = 0xFF;  // all ones: a NaN in float, double and bfloat16
 
 void host_free(void* ptr, bool pinned) {
@@ -112,12 +113,12 @@ void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
     CHECK(category_ != MemoryCategory::kParameter) << "a parameter's device memory is never held in bfloat16";
     CHECK_EQ(size_ % sizeof(float), 0u) << "only float memory is held in bfloat16";
   }
-  if (format == DeviceFormat::kBf16Nhwc) {
-    CHECK_LE(shape.count() * sizeof(float), size_) << "a channels-last layout larger than its memory";
-  }
+  if (format == DeviceFormat::kBf16Nhwc) check_channels_last(shape);
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
-  gpu_bytes_ = is_bf16(format) ? size_ / 2 : size_;
-  gpu_ptr_ = cuda::device_alloc(gpu_bytes_);
+  // Nothing changes until the block is there: an allocation that throws (the device full) leaves the memory as it was.
+  const size_t bytes = is_bf16(format) ? size_ / 2 : size_;
+  gpu_ptr_ = cuda::device_alloc(bytes);
+  gpu_bytes_ = bytes;
   own_gpu_data_ = true;
   device_format_ = format;
   device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
@@ -127,6 +128,12 @@ void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
   (void)shape;
   LOG(FATAL) << kNoGpuSupport;
 #endif
+}
+
+void SyncedMemory::check_channels_last(const LayoutShape& shape) const {
+  CHECK(shape.num >= 0 && shape.channels > 0 && shape.spatial > 0 && shape.count() * sizeof(float) <= size_)
+      << "channels-last device memory needs its (N, C, S) within the memory: " << shape.num << " x " << shape.channels
+      << " x " << shape.spatial << " in " << size_ << " bytes";
 }
 
 bool SyncedMemory::in_device_format(DeviceFormat format, const LayoutShape& shape) const {
@@ -146,11 +153,13 @@ void SyncedMemory::reformat_gpu(DeviceFormat format, const LayoutShape& shape) {
   const bool layout_change = format == DeviceFormat::kBf16Nhwc || device_format_ == DeviceFormat::kBf16Nhwc;
   // With one channel, or one position per image (a global pooling's output), both orders are the same bytes.
   if (layout_change && is_bf16(format) && is_bf16(device_format_) && (last.channels == 1 || last.spatial == 1)) {
+    if (format == DeviceFormat::kBf16Nhwc) check_channels_last(shape);
     device_format_ = format;
     device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
     return;
   }
-  // Stream-ordered: the old block returns to the pool once the conversion that reads it has run.
+  // Stream-ordered: the old block returns to the pool once the conversion that reads it has run. alloc_gpu replaces
+  // gpu_ptr_ only once the new block is there.
   void* from = gpu_ptr_;
   const size_t from_bytes = gpu_bytes_;
   const DeviceFormat from_format = device_format_;
@@ -179,6 +188,10 @@ void SyncedMemory::set_category(MemoryCategory c) {
 }
 
 void SyncedMemory::set_poison_fresh_writes(bool poison) { poison_fresh_writes = poison; }
+
+uint64_t SyncedMemory::copies_to_host(MemoryCategory category) {
+  return copies_to_host_of[static_cast<int>(category)].load();
+}
 
 void SyncedMemory::release() {
   if (host_views_ > 0) return;
@@ -245,6 +258,7 @@ void SyncedMemory::to_cpu(bool zero_fresh) {
         MemoryTracker::allocated(category_, size_);
       }
       STRATA_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, gpu_bytes_, cudaMemcpyDeviceToHost));
+      ++copies_to_host_of[static_cast<int>(category_)];
       device_copy_to_plain_in_place(device_format_, size_ / sizeof(float), device_shape_, cpu_ptr_);
       head_ = SYNCED;
       layout_ = MemoryFormat::kPlain;
@@ -374,12 +388,20 @@ void* SyncedMemory::mutable_gpu_data_in(DeviceFormat format, bool keep_values, c
   ++version_;
   if (keep_values || (gpu_ptr_ && !own_gpu_data_)) {
     gpu_data_in(format, shape);
-  } else if (gpu_ptr_ == nullptr || !in_device_format(format, shape)) {
-    free_gpu();  // the caller overwrites every value: nothing to convert or zero
-    alloc_gpu(format, shape);
+  } else {
+    if (gpu_ptr_ == nullptr || !in_device_format(format, shape)) {
+      // The caller overwrites every value: nothing to convert or zero. Marked empty first, so that an allocation that
+      // throws leaves no head pointing at the freed block.
+      free_gpu();
+      if (head_ == SYNCED || head_ == HEAD_AT_GPU) head_ = cpu_ptr_ ? HEAD_AT_CPU : UNINITIALIZED;
+      alloc_gpu(format, shape);
 #ifdef STRATA_USE_CUDA
-    if (poison_fresh_writes) STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, kPoisonByte, gpu_bytes_));
+      if (poison_fresh_writes) STRATA_CUDA_CHECK(cudaMemset(gpu_ptr_, kPoisonByte, gpu_bytes_));
 #endif
+    }
+    // The host's copy is stale from here, whatever layout it was in; a later read brings it back plain.
+    layout_ = MemoryFormat::kPlain;
+    custom_ = nullptr;
   }
   head_ = HEAD_AT_GPU;
   return gpu_ptr_;
@@ -394,17 +416,5 @@ void SyncedMemory::set_gpu_data(void* data) {
   own_gpu_data_ = false;
   head_ = HEAD_AT_GPU;
 }
-
-#ifdef STRATA_USE_CUDA
-void SyncedMemory::async_gpu_push(void* stream) {
-  CHECK_EQ(head_, HEAD_AT_CPU);
-  if (layout_ != MemoryFormat::kPlain) cpu_data();
-  if (device_format_ != DeviceFormat::kPlain) free_gpu();
-  if (gpu_ptr_ == nullptr) alloc_gpu();
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice,
-                                    static_cast<cudaStream_t>(stream)));
-  head_ = SYNCED;
-}
-#endif
 
 }  // namespace strata

@@ -28,6 +28,7 @@ class BatchNormLayer : public Layer<Dtype> {
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "BatchNorm"; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&mean_, &variance_, &inv_std_, &x_hat_}; }
+  std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const override { return {&x_hat_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
@@ -66,6 +67,7 @@ class BatchNormLayer : public Layer<Dtype> {
   Blob<Dtype> inv_std_;    // per channel: 1 / sqrt(variance + eps), kept for backward
   Blob<Dtype> x_hat_;      // the normalised input, kept for backward (TRAIN only)
   MemoryFormat layout_ = MemoryFormat::kPlain;  // the layout the last forward ran in (and x_hat_ is in)
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;  // the order of the last GPU forward (and x_hat_'s), backward's
   Blob<Dtype> grad_mean_;  // per channel: mean(dy) and mean(dy * x_hat), backward scratch (2 x C)
   ScaleLayer<Dtype>* scale_ = nullptr;  // absorbed, with
   ReLULayer<Dtype>* relu_ = nullptr;    // absorbed after the Scale

@@ -42,6 +42,7 @@ class ConcatLayer : public Layer<Dtype> {
   int outer_ = 0;  // product of the axes before `axis`
   int inner_ = 0;  // product of the axes after `axis`
   bool blockable_ = false;  // several bottoms joined along the channels, all in blocks of 16 (Reshape)
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;  // the order of the last GPU forward, which backward runs in
 };
 
 }  // namespace strata

@@ -46,6 +46,7 @@ class EltwiseLayer : public Layer<Dtype> {
   std::vector<Dtype> coeffs_;
   bool stable_prod_grad_ = true;
   MemoryFormat layout_ = MemoryFormat::kPlain;     // the layout the last forward ran in
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;  // the order of the last GPU forward, which backward runs in
   ReLULayer<Dtype>* relu_ = nullptr;  // absorbed
   Blob<Dtype> max_index_;  // MAX: which bottom gave each output (kept for backward)
 };

@@ -59,6 +59,7 @@ class ReLULayer : public NeuronLayer<Dtype> {
   }
 
   Dtype negative_slope_;
+  DeviceFormat gpu_format_ = DeviceFormat::kPlain;  // the order of the last GPU forward, which backward runs in
   // Set when the engine picks oneDNN (float only).
   std::shared_ptr<onednn_relu::ReLU> onednn_;
 };

@@ -71,6 +71,10 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   void ReduceFactors();
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
   void LogTimes(int iter);
+  // On the GPU the host reaches a part when its work is launched, not done: the last iteration of each display
+  // window synchronises the device around every part, adding it to synced_ too (`part` of it, or null otherwise),
+  // and LogTimes reports that iteration.
+  double* Synced(double Times::*part);
   // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
   // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy (on the solver's device).
   struct Factored {
@@ -106,6 +110,7 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   std::vector<Factored> factored_;
   Times times_;
   Times reported_;  // times_ as the last progress line found them
+  Times synced_, synced_reported_;  // the GPU's synchronised iterations alone, and as last reported
 };
 
 }  // namespace strata

@@ -199,6 +199,7 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
   const int C = channels_, S = spatial_;
   // bfloat16 follows the bottom's order (bf16_device.cuh), and x_hat is kept in it.
   const DeviceFormat f = std::is_same<T, bfloat16>::value ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
+  gpu_format_ = f;
   const bool last = f == DeviceFormat::kBf16Nhwc;
   const T* x = gpu_data_as<T>(*bottom[0], f);
   T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);  // in place, x: read before it is written
@@ -238,8 +239,8 @@ void BatchNormLayer<Dtype>::BackwardGpuAs(const BlobVec& top, const std::vector<
   // With an absorbed Scale its parameter gradients are due even without the bottom's.
   if (n == 0 || (!propagate_down[0] && !scale_)) return;
   const int C = channels_, S = spatial_;
-  // In the order forward wrote the top in.
-  const DeviceFormat f = std::is_same<T, bfloat16>::value ? bf16_format_following(*top[0]) : DeviceFormat::kPlain;
+  // In forward's order: the top's value may have been freed (it is not read) or converted by a reader since.
+  const DeviceFormat f = std::is_same<T, bfloat16>::value ? gpu_format_ : DeviceFormat::kPlain;
   const bool last = f == DeviceFormat::kBf16Nhwc;
   const T* dy = gpu_diff_as<T>(*top[0], f);
   const Dtype* inv_std = inv_std_.gpu_data();

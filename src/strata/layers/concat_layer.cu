@@ -13,12 +13,10 @@ struct ConcatRows {
   int scale = 0;
 };
 
-// bfloat16 follows `x` (bf16_device.cuh) where its order keeps each bottom a run of rows: channels-last concatenates
-// along the channels (N x S rows of C) or the images (each image one run), not along a spatial axis.
-template <typename Dtype>
-ConcatRows concat_rows(bool bf16, const Blob<Dtype>& x, int axis, int outer, int inner) {
-  if (!bf16) return {DeviceFormat::kPlain, outer, inner};
-  const DeviceFormat f = bf16_format_following(x);
+// bfloat16 in `f`, the order of the first bottom (bf16_device.cuh), where that keeps each bottom a run of rows:
+// channels-last concatenates along the channels (N x S rows of C) or the images (each image one run), not along a
+// spatial axis.
+ConcatRows concat_rows(DeviceFormat f, int axis, int outer, int inner) {
   if (f != DeviceFormat::kBf16Nhwc) return {f, outer, inner};
   if (axis > 1) return {DeviceFormat::kBf16, outer, inner};
   return axis == 1 ? ConcatRows{f, outer * inner, 1} : ConcatRows{f, outer, inner};
@@ -28,8 +26,10 @@ ConcatRows concat_rows(bool bf16, const Blob<Dtype>& x, int axis, int outer, int
 template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
-  const ConcatRows r = concat_rows(ComputesInBf16(), *bottom[0], axis_, outer_, inner_);
+  const ConcatRows r =
+      concat_rows(ComputesInBf16() ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain, axis_, outer_, inner_);
   const DeviceFormat f = r.format;
+  gpu_format_ = f;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
     T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);
@@ -47,7 +47,8 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (bottom.size() == 1) return;
-  const ConcatRows r = concat_rows(ComputesInBf16(), *top[0], axis_, outer_, inner_);
+  // In forward's order: the top's value may have been freed (it is not read) or converted by a reader since.
+  const ConcatRows r = concat_rows(gpu_format_, axis_, outer_, inner_);
   const DeviceFormat f = r.format;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);

@@ -2,6 +2,8 @@
 
 #include "cudnn_convolution.cuh"
 
+#include "../device_memory.hpp"
+
 #include <map>
 #include <mutex>
 #include <optional>
@@ -38,16 +40,37 @@ const Perf* pick(const Perf* perf, int returned, bool bf16) {
   return nullptr;
 }
 
+// One Find call. cuDNN allocates the buffers it measures on itself, outside the stream-ordered pool, which may hold
+// the free memory: on CUDNN_STATUS_ALLOC_FAILED the pool gives its cached blocks back and the call runs once more.
+// A description cuDNN rejects outright is, for channels-last (`optional`), a direction without an algorithm.
+template <typename Find>
+bool run_find(Find find, bool optional) {
+  cudnnStatus_t s = find();
+  if (s == CUDNN_STATUS_ALLOC_FAILED) {
+    (void)cudaGetLastError();  // the failed cudaMalloc's error, which the next kernel check would otherwise report
+    cuda::trim_device_pool();
+    s = find();
+  }
+  if (s != CUDNN_STATUS_SUCCESS) (void)cudaGetLastError();
+  if (s != CUDNN_STATUS_SUCCESS && optional) return false;
+  STRATA_CUDNN_CHECK(s);
+  return true;
+}
+
 // Measures the three directions' algorithms on the described shape; `missing` names a direction without one.
-Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16, const char** missing) {
+Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16, bool optional,
+                           const char** missing) {
+  const cuda::CudnnApi& dnn = cuda::cudnn_api();
   Algorithms a{};
   cudnnHandle_t h = cuda::cudnn();
   int returned = 0;
   *missing = nullptr;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  STRATA_CUDNN(cudnnFindConvolutionForwardAlgorithm, h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-               &returned, fp);
-  const auto* f = pick(fp, returned, bf16);
+  const bool found_fwd = run_find([&] {
+    return dnn.cudnnFindConvolutionForwardAlgorithm(h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                    &returned, fp);
+  }, optional);
+  const auto* f = found_fwd ? pick(fp, returned, bf16) : nullptr;
   if (!f) {
     *missing = "forward";
     return a;
@@ -56,9 +79,11 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
   a.fwd_math = f->mathType;
   a.fwd_bytes = f->memory;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  STRATA_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm, h, c.w, c.y, c.bwd_data, c.x,
-               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
-  const auto* d = pick(dp, returned, bf16);
+  const bool found_data = run_find([&] {
+    return dnn.cudnnFindConvolutionBackwardDataAlgorithm(h, c.w, c.y, c.bwd_data, c.x,
+                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
+  }, optional);
+  const auto* d = found_data ? pick(dp, returned, bf16) : nullptr;
   if (!d) {
     *missing = "backward-data";
     return a;
@@ -67,9 +92,11 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
   a.bwd_data_math = d->mathType;
   a.bwd_data_bytes = d->memory;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  STRATA_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm, h, c.x, c.y, c.bwd_filter, c.w,
-               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
-  const auto* wf = pick(wp, returned, bf16);
+  const bool found_filter = run_find([&] {
+    return dnn.cudnnFindConvolutionBackwardFilterAlgorithm(h, c.x, c.y, c.bwd_filter, c.w,
+                                                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
+  }, optional);
+  const auto* wf = found_filter ? pick(wp, returned, bf16) : nullptr;
   if (!wf) {
     *missing = "backward-filter";
     return a;
@@ -78,7 +105,8 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
   a.bwd_filter_math = wf->mathType;
   a.bwd_filter_bytes = wf->memory;
   VLOG(1) << "cuDNN algorithms for " << key << ": forward " << a.fwd << ", backward data " << a.bwd_data
-          << ", backward filter " << a.bwd_filter;
+          << ", backward filter " << a.bwd_filter << "; math types " << a.fwd_math << ", " << a.bwd_data_math << ", "
+          << a.bwd_filter_math << " (" << CUDNN_TENSOR_OP_MATH << ": tensor cores)";
   return a;
 }
 
@@ -123,26 +151,6 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
     << (o.deterministic ? " deterministic" : "") << " limit " << o.workspace_limit;
   const std::string key = k.str();
   if (c->key == key) return true;
-  c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
-  const cudnnDataType_t b = data_type<Dtype>();  // the bias's and the sums' type
-  const cudnnDataType_t t = bf16 ? CUDNN_DATA_BFLOAT16 : b;
-  const cudnnTensorFormat_t order = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, order, t, num, g.channels, g.height, g.width);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, order, t, num, num_output, out_h, out_w);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, b, 1, g.channels, 1, 1);
-  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, b, 1, num_output, 1, 1);
-  STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, order, num_output, g.channels / group, g.kernel_h,
-               g.kernel_w);
-  // FMA math keeps float products in float; DEFAULT lets cuDNN convert to TF32 on tensor cores (and is what
-  // bfloat16 runs on).
-  const cudnnMathType_t math = bf16 || (o.allow_tf32 && sizeof(Dtype) == 4) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
-    STRATA_CUDNN(cudnnSetConvolution2dDescriptor, d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
-                 g.dilation_w, CUDNN_CROSS_CORRELATION, b);
-    STRATA_CUDNN(cudnnSetConvolutionGroupCount, d, group);
-    STRATA_CUDNN(cudnnSetConvolutionMathType, d, math);
-  }
-
   std::optional<Algorithms> found;
   bool cached = false;
   {
@@ -153,9 +161,34 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
       cached = true;
     }
   }
+  // A channels-last shape known to have no algorithm leaves the descriptors as they are, for the channels-first call
+  // that follows.
+  if (cached && !found) return false;
+  c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
+  const cudnnDataType_t b = data_type<Dtype>();  // the bias's and the sums' type
+  const cudnnDataType_t t = bf16 ? CUDNN_DATA_BFLOAT16 : b;
+  const cudnnTensorFormat_t order = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, order, t, num, g.channels, g.height, g.width);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, order, t, num, num_output, out_h, out_w);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x_bias, CUDNN_TENSOR_NCHW, b, 1, g.channels, 1, 1);
+  STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, b, 1, num_output, 1, 1);
+  STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, order, num_output, g.channels / group, g.kernel_h,
+               g.kernel_w);
+  // FMA math keeps float products in float; DEFAULT lets cuDNN convert float to TF32 on tensor cores. bfloat16 asks
+  // for tensor-core math: under DEFAULT, Find would not try those kernels for 16-bit data (cuDNN's legacy API).
+  const cudnnMathType_t math = bf16                                   ? CUDNN_TENSOR_OP_MATH
+                               : o.allow_tf32 && sizeof(Dtype) == 4 ? CUDNN_DEFAULT_MATH
+                                                                      : CUDNN_FMA_MATH;
+  for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
+    STRATA_CUDNN(cudnnSetConvolution2dDescriptor, d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
+                 g.dilation_w, CUDNN_CROSS_CORRELATION, b);
+    STRATA_CUDNN(cudnnSetConvolutionGroupCount, d, group);
+    STRATA_CUDNN(cudnnSetConvolutionMathType, d, math);
+  }
+
   if (!cached) {
     const char* missing = nullptr;
-    found = find_algorithms(*c, key, bf16, &missing);
+    found = find_algorithms(*c, key, bf16, /*optional=*/channels_last, &missing);
     if (missing) {
       // Channels-first is the layout every algorithm takes; channels-last the caller may do without.
       STRATA_REQUIRE(channels_last) << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << missing
@@ -179,6 +212,25 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
 
 template bool configure<float>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
 template bool configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
+
+template <typename Dtype>
+void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
+                    DeviceFormat* order, const std::string& layer_name, const char* layer_type) {
+  if (*order == DeviceFormat::kBf16Nhwc) {
+    if (configure<Dtype>(c, g, num, num_output, group, bf16, /*channels_last=*/true)) return;
+    LOG_IF(WARNING, !c->warned_channels_first)
+        << "layer '" << layer_name << "' (" << layer_type << "): cuDNN has no channels-last bfloat16 algorithm for "
+        << "its shape within the limits; it computes channels-first";
+    c->warned_channels_first = true;
+    *order = DeviceFormat::kBf16;
+  }
+  configure<Dtype>(c, g, num, num_output, group, bf16);
+}
+
+template void configure_pass<float>(Convolution*, const ConvGeometry&, int, int, int, bool, DeviceFormat*,
+                                    const std::string&, const char*);
+template void configure_pass<double>(Convolution*, const ConvGeometry&, int, int, int, bool, DeviceFormat*,
+                                     const std::string&, const char*);
 
 }  // namespace cudnn_conv
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include "strata/cuda.hpp"
 #include "strata/cuda_libraries.hpp"
 #include "strata/im2col.hpp"
+#include "strata/memory_format.hpp"
 
 namespace strata {
 namespace cudnn_conv {
@@ -37,6 +38,7 @@ struct Convolution {
   cudnnConvolutionDescriptor_t fwd = nullptr, bwd_data = nullptr, bwd_filter = nullptr;
   Algorithms algo{};
   std::string key;  // the shape the descriptors describe
+  bool warned_channels_first = false;  // configure_pass has named its layer once
 
   Convolution();
   ~Convolution();
@@ -54,6 +56,12 @@ struct Convolution {
 template <typename Dtype>
 bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false,
                bool channels_last = false);
+
+// configure for a layer's pass in *order (kPlain, kBf16 or kBf16Nhwc): where cuDNN has no channels-last algorithm for
+// the shape, the pass computes channels-first (*order becomes kBf16), and the first time a warning names the layer.
+template <typename Dtype>
+void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
+                    DeviceFormat* order, const std::string& layer_name, const char* layer_type);
 
 }  // namespace cudnn_conv
 }  // namespace strata

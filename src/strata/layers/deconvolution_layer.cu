@@ -18,15 +18,9 @@ template <typename Dtype>
 const cudnn_conv::Convolution& DeconvolutionLayer<Dtype>::Cudnn(bool bf16, DeviceFormat* order) {
   if (!cudnn_) cudnn_ = std::make_shared<cudnn_conv::Convolution>();
   if (bf16 && !bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
-  if (order && *order == DeviceFormat::kBf16Nhwc) {
-    if (cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16, /*channels_last=*/true)) {
-      return *cudnn_;
-    }
-    LOG_FIRST_N(WARNING, 4) << this->describe() << ": cuDNN has no channels-last bfloat16 algorithm for its shape "
-                            << "within the limits; it computes channels-first";
-    *order = DeviceFormat::kBf16;
-  }
-  cudnn_conv::configure<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16);
+  DeviceFormat plain = DeviceFormat::kPlain;
+  cudnn_conv::configure_pass<Dtype>(cudnn_.get(), geom_, num_, channels_, group_, bf16, order ? order : &plain,
+                                    this->layer_param().name(), "Deconvolution");
   return *cudnn_;
 }
 

@@ -73,6 +73,7 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
     if (ComputesInBf16()) {
       // In bottom 0's order (a value at a time), the others converted to it.
       const DeviceFormat f = bf16_format_following(*bottom[0]);
+      gpu_format_ = f;
       const bfloat16* x0 = bottom[0]->gpu_data_bf16(f);
       const bfloat16* x1 = bottom[1]->gpu_data_bf16(f);
       bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false, f);  // may be x0 (in place)
@@ -135,7 +136,7 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   if (n == 0) return;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (ComputesInBf16()) {
-      const DeviceFormat f = bf16_format_following(*top[0]);
+      const DeviceFormat f = gpu_format_;  // the top's value may be gone (unread without a ReLU) or converted
       const bfloat16* dy = top[0]->gpu_diff_bf16(f);
       const bfloat16* y = relu_ ? top[0]->gpu_data_bf16(f) : nullptr;
       const float slope = relu_ ? relu_->negative_slope() : 0.f;

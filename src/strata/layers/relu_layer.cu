@@ -27,6 +27,7 @@ void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
     using T = decltype(stored);
     const DeviceFormat f = bf16_format_following(*bottom[0]);  // any order: a value at a time
+    gpu_format_ = f;
     const T* x = gpu_data_as<T>(*bottom[0], f);  // before the top's pointer: they may be one blob
     relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x,
                                                       mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f),
@@ -46,7 +47,9 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
   const Blob<Dtype>* source = slope >= 0 ? top[0] : bottom[0];
   with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
     using T = decltype(stored);
-    const DeviceFormat f = bf16_format_following(*top[0]);
+    // Forward's order (with a negative slope the top's value may be gone); where another layer ran the forward (a
+    // convolution's epilogue), the order that layer wrote the top in.
+    const DeviceFormat f = this->absorbed() ? bf16_format_following(*top[0]) : gpu_format_;
     // The reads first: in place, the gradients are one blob, which the write must find converted already.
     const T* s = gpu_data_as<T>(*source, f);
     const T* dy = gpu_diff_as<T>(*top[0], f);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "strata/common.hpp"
+#include "strata/memory_format.hpp"
 #include "strata/net.hpp"
 
 namespace strata {
@@ -236,6 +237,98 @@ std::vector<std::vector<int>> GradientLayers(const Net<Dtype>& net) {
   return touch;
 }
 
+namespace {
+
+// Whether a layer only hands its bottoms' memory on (Split, Flatten, Reshape, a one-input Concat): its tops share a
+// bottom's data and it touches no value itself.
+template <typename Dtype>
+bool only_aliases(const Net<Dtype>& net, int l) {
+  if (net.layers()[l]->IsSplit()) return true;
+  const auto& tops = net.top_vecs()[l];
+  const auto& bottoms = net.bottom_vecs()[l];
+  if (tops.empty()) return false;
+  for (const Blob<Dtype>* t : tops) {
+    bool shares = false;
+    for (const Blob<Dtype>* b : bottoms) shares = shares || (t != b && t->data() == b->data());
+    if (!shares) return false;
+  }
+  return true;
+}
+
+// Whether a layer keeps what it writes in bfloat16 in device memory: on the GPU, a layer that computes in bfloat16
+// (docs/gpu.md, "bfloat16"). On the CPU bfloat16 lives only inside oneDNN's multiplications.
+template <typename Dtype>
+bool stores_bf16(const Layer<Dtype>& layer) {
+  return Strata::mode() == Strata::GPU && layer.ComputesInBf16();
+}
+
+// Which blocks of memory a GPU pass holds in bfloat16 (docs/recompute.md, "bfloat16 on the GPU"). A float layer
+// that reads a bfloat16 block converts it to float in place, so a block takes bfloat16's bytes only when every
+// layer that touches it computes in bfloat16; counting the others as float keeps each block's count an upper bound.
+template <typename Dtype>
+class Bf16Blocks {
+ public:
+  // block: the block of memory holding a blob's data (a Split's tops hold their bottom's).
+  template <typename Block>
+  Bf16Blocks(const Net<Dtype>& net, const std::vector<std::vector<int>>& touch, Block block)
+      : net_(net), touch_(touch) {
+    const int n = net.num_layers();
+    for (int l = 0; l < n; ++l) {
+      const Layer<Dtype>& layer = *net.layers()[l];
+      // A layer computed inside another (Layer::Absorb) touches nothing itself.
+      if (only_aliases(net, l) || (layer.absorbed() && layer.backward_absorbed())) continue;
+      const auto& tops = net.top_ids()[l];
+      for (size_t k = 0; k < tops.size(); ++k) {
+        const bool bf16 = stores_bf16(layer) && layer.WritesTopInBf16(static_cast<int>(k));
+        data_.emplace(block(tops[k]), true).first->second &= bf16;
+      }
+      for (int b : net.bottom_ids()[l]) data_.emplace(block(b), true).first->second &= stores_bf16(layer);
+    }
+    for (size_t b = 0; b < net.blobs().size(); ++b) sharing_diff_[net.blobs()[b]->diff().get()].push_back(b);
+  }
+
+  bool data(const SyncedMemory* block) const {
+    auto it = data_.find(block);
+    return it != data_.end() && it->second;
+  }
+
+  // A gradient is written by its consumers' backward and read by its producer's. A Split sums its tops' gradients
+  // in bfloat16 when they all are (split_layer.cu); a layer that only aliases shares its bottom's gradient.
+  bool diff(int blob_id) {
+    const SyncedMemory* mem = net_.blobs()[blob_id]->diff().get();
+    auto it = diff_.find(mem);
+    if (it != diff_.end()) return it->second;
+    bool bf16 = true;
+    for (int b : sharing_diff_[mem]) {
+      for (int l : touch_[b]) {
+        const Layer<Dtype>& layer = *net_.layers()[l];
+        if (layer.IsSplit()) {
+          const auto& bottoms = net_.bottom_ids()[l];
+          if (std::find(bottoms.begin(), bottoms.end(), b) == bottoms.end()) continue;  // a top: it converts nothing
+          for (int t : net_.top_ids()[l]) bf16 = bf16 && diff(t);
+        } else if (!only_aliases(net_, l)) {
+          bf16 = bf16 && stores_bf16(layer);
+        }
+      }
+    }
+    diff_[mem] = bf16;
+    return bf16;
+  }
+
+ private:
+  const Net<Dtype>& net_;
+  const std::vector<std::vector<int>>& touch_;
+  std::map<const SyncedMemory*, bool> data_, diff_;
+  std::map<const SyncedMemory*, std::vector<int>> sharing_diff_;
+};
+
+template <typename Dtype>
+size_t element_bytes(bool bf16) {
+  return bf16 ? sizeof(bfloat16) : sizeof(Dtype);
+}
+
+}  // namespace
+
 template <typename Dtype>
 RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
   const int num_layers = net.num_layers();
@@ -340,22 +433,25 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
   // The same for gradients, whose blocks alias only where a layer shares its bottom's diff (Flatten, Reshape).
   const std::vector<bool> is_output = PinnedBlobs(net);
   const std::vector<std::vector<int>> touch = GradientLayers(net);
+  Bf16Blocks<Dtype> bf16(net, touch, block);
   std::map<const SyncedMemory*, bool> counted;
   std::map<const SyncedMemory*, std::pair<int, int>> gradient_of;  // diff block -> (node, gradient index)
   for (int b = 0; b < static_cast<int>(blobs.size()); ++b) {
     const SyncedMemory* mem = block(b);
     const int w = writer_of_blob(b);
-    const size_t bytes = static_cast<size_t>(blobs[b]->count()) * sizeof(Dtype);
+    const size_t count = static_cast<size_t>(blobs[b]->count());
+    const size_t bytes = count * element_bytes<Dtype>(w >= 0 && bf16.data(mem));  // a net input is the caller's float
     const bool first = !counted[mem];
     counted[mem] = true;
     const SyncedMemory* diff = blobs[b]->diff().get();
     const bool has_diff = !touch[b].empty() || is_output[b];
     const bool first_diff = has_diff && !counted[diff];
     if (has_diff) counted[diff] = true;
+    const size_t diff_bytes = has_diff ? count * element_bytes<Dtype>(bf16.diff(b)) : 0;
     if (w < 0 || pinned[uf.find(w)] || is_output[b]) {
       // Sources and the net's outputs (losses, accuracies, read after backward) are never freed.
       if (first) g.source_bytes += bytes;
-      if (first_diff) g.source_bytes += bytes;
+      if (first_diff) g.source_bytes += diff_bytes;
       if (w >= 0 && !pinned[uf.find(w)]) g.nodes[node_of_root[uf.find(w)]].blobs.push_back(b);
       continue;
     }
@@ -366,7 +462,7 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     if (!has_diff) continue;
     if (first_diff) {
       gradient_of[diff] = {v, static_cast<int>(n.gradients.size())};
-      n.gradients.push_back({bytes, {}});
+      n.gradients.push_back({diff_bytes, {}});
     }
     // A gradient shared with another blob (Flatten's top and bottom): every layer touching either counts.
     auto it = gradient_of.find(diff);
@@ -387,8 +483,13 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     for (int l : n.layers) {
       // An absorbed layer's forward never runs, so it saves nothing (a Scale in BatchNorm: BatchNorm's state).
       if (layers[l]->absorbed()) continue;
+      const std::vector<const Blob<Dtype>*> in_bf16 =
+          stores_bf16(*layers[l]) ? layers[l]->SavedInBf16OnGpu() : std::vector<const Blob<Dtype>*>{};
       size_t saved = 0;
-      for (const Blob<Dtype>* s : layers[l]->SavedActivations()) saved += static_cast<size_t>(s->count()) * sizeof(Dtype);
+      for (const Blob<Dtype>* s : layers[l]->SavedActivations()) {
+        const bool half = std::find(in_bf16.begin(), in_bf16.end(), s) != in_bf16.end();
+        saved += static_cast<size_t>(s->count()) * element_bytes<Dtype>(half);
+      }
       if (saved == 0) continue;
       n.layer_states.push_back({l, saved});
       // Its backward reads that state: the node must be there (kept or recomputed) when the layer's turn comes.

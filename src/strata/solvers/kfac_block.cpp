@@ -192,13 +192,14 @@ bool KfacBlock<Dtype>::InvertSide(M, const std::vector<double>& f, int n, bool i
   if (!CpuKfacMath<double>::all_finite(static_cast<int>(f.size()), f.data())) return false;  // on the host
   typename M::template As<double> d;  // in double, on the same device
   side->matrix.Reshape({n * n});
-  std::copy(f.begin(), f.end(), side->matrix.mutable_cpu_data());
-  double* m = d.mutable_data(side->matrix);
+  double* m = d.overwritten_data(side->matrix);
+  d.upload(n * n, f.data(), m);
   if (split_) d.add_diagonal(n, lambda, m);
   if (!eigen) return d.cholesky_inverse(n, m);
   side->eigenvalues.Reshape({n});
-  if (!d.symmetric_eigen(n, m, d.mutable_data(side->eigenvalues))) return false;
-  const double* values = side->eigenvalues.cpu_data();
+  if (!d.symmetric_eigen(n, m, d.overwritten_data(side->eigenvalues))) return false;
+  std::vector<double> values(n);
+  d.download(n, d.data(side->eigenvalues), values.data());
   if (!split_) {
     // A factor is positive semi-definite; rounding is not.
     side->values.resize(n);

@@ -295,6 +295,16 @@ void GpuKfacMath<Dtype>::divide_by_eigenvalues(int rows, int cols, const Dtype* 
   STRATA_CUDA_KERNEL_CHECK();
 }
 
+template <typename Dtype>
+void GpuKfacMath<Dtype>::upload(int n, const Dtype* host, Dtype* y) {
+  STRATA_CUDA_CHECK(cudaMemcpy(y, host, sizeof(Dtype) * n, cudaMemcpyHostToDevice));
+}
+
+template <typename Dtype>
+void GpuKfacMath<Dtype>::download(int n, const Dtype* x, Dtype* host) {
+  STRATA_CUDA_CHECK(cudaMemcpy(host, x, sizeof(Dtype) * n, cudaMemcpyDeviceToHost));
+}
+
 template struct GpuKfacMath<float>;
 template struct GpuKfacMath<double>;
 

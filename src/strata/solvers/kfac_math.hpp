@@ -26,6 +26,11 @@ struct CpuKfacMath {
   static const Dtype* diff(const Blob<Dtype>& b) { return b.cpu_diff(); }
   static Dtype* mutable_data(Blob<Dtype>& b) { return b.mutable_cpu_data(); }
   static Dtype* mutable_diff(Blob<Dtype>& b) { return b.mutable_cpu_diff(); }
+  // For a writer of every value: the old values are neither kept nor copied from the other device.
+  static Dtype* overwritten_data(Blob<Dtype>& b) { return b.mutable_cpu_data_in(MemoryFormat::kPlain, false); }
+  // n values between the host and this device's memory (here, the host's too).
+  static void upload(int n, const Dtype* host, Dtype* y) { std::copy(host, host + n, y); }
+  static void download(int n, const Dtype* x, Dtype* host) { std::copy(x, x + n, host); }
 
   static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, Dtype alpha, const Dtype* a,
                    const Dtype* b, Dtype beta, Dtype* c) {
@@ -154,6 +159,13 @@ struct GpuKfacMath {
   static const Dtype* diff(const Blob<Dtype>& b) { return b.gpu_diff(); }
   static Dtype* mutable_data(Blob<Dtype>& b) { return b.mutable_gpu_data(); }
   static Dtype* mutable_diff(Blob<Dtype>& b) { return b.mutable_gpu_diff(); }
+  static Dtype* overwritten_data(Blob<Dtype>& b) {
+    return static_cast<Dtype*>(b.data()->mutable_gpu_data_in(DeviceFormat::kPlain, /*keep_values=*/false, {}));
+  }
+  // Straight from the host's vectors: staging them in a blob's host memory would pin (and so wait for the device
+  // on) a fresh block each call.
+  static void upload(int n, const Dtype* host, Dtype* y);
+  static void download(int n, const Dtype* x, Dtype* host);
 
   static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, Dtype alpha, const Dtype* a,
                    const Dtype* b, Dtype beta, Dtype* c) {

@@ -12,6 +12,7 @@
 
 #include "strata/layers/convolution_layer.hpp"
 #include "strata/comm/collectives.hpp"
+#include "strata/device.hpp"
 #include "kfac_math.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/solvers/sgd_optimizers.hpp"
@@ -24,15 +25,25 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Adds the milliseconds since it was made to *total when it goes out of scope.
+// Adds the milliseconds since it was made to *total when it goes out of scope, and to *synced when that is given,
+// with the device synchronised at both ends so that the span holds the part's own device work.
 class Stopwatch {
  public:
-  explicit Stopwatch(double* total) : total_(total), t0_(now_ms()) {}
-  ~Stopwatch() { *total_ += now_ms() - t0_; }
+  Stopwatch(double* total, double* synced) : total_(total), synced_(synced) {
+    if (synced_) gpu_synchronize();
+    t0_ = now_ms();
+  }
+  ~Stopwatch() {
+    if (synced_) gpu_synchronize();
+    const double ms = now_ms() - t0_;
+    *total_ += ms;
+    if (synced_) *synced_ += ms;
+  }
 
  private:
   double* total_;
-  double t0_;
+  double* synced_;
+  double t0_ = 0;
 };
 
 // The blocks in the rank order of their owners: how the buffers of the reduce-scatter and the allgather are laid
@@ -165,7 +176,7 @@ void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
   // that backward reads. So every pass of iter_size adds its samples once (as one pass over the whole batch
   // would), however often a recompute plan replays forward.
   if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
-  Stopwatch watch(&times_.factors_ms);
+  Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
   OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, layer_id); });
 }
 
@@ -206,7 +217,7 @@ void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
 template <typename Dtype>
 void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
   if (kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
-  Stopwatch watch(&times_.true_fisher_ms);
+  Stopwatch watch(&times_.true_fisher_ms, Synced(&Times::true_fisher_ms));
   Net<Dtype>* net = net_;
   if (!fisher_rng_seeded_) {
     // Each rank draws its own labels for its own samples.
@@ -308,9 +319,9 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
   {
     // Packed on the solver's device; the reduction and the running averages (double) are on the host, so on the
     // GPU the buffer's one copy to the host is what leaves the device.
-    Stopwatch watch(&times_.factors_ms);
+    Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
     OnSolverDevice<Dtype>([&](auto m) {
-      Dtype* p = total ? m.mutable_data(factor_buffer_) : nullptr;
+      Dtype* p = total ? m.overwritten_data(factor_buffer_) : nullptr;  // every packed value written
       for (int b : order) {
         CHECK(collected_iter_[b] == iter_)
             << "K-FAC: block " << blocks_[b]->shape().name << " collected no factors this iteration";
@@ -320,14 +331,14 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
     });
   }
   if (ranks > 1 && total > 0) {
-    Stopwatch watch(&times_.communication_ms);
+    Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
     if (distributed_) {
       collectives_->ReduceScatter(factor_buffer_.mutable_cpu_data(), counts);
     } else {
       collectives_->Allreduce(factor_buffer_.mutable_cpu_data(), total);
     }
   }
-  Stopwatch watch(&times_.factors_ms);
+  Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
   const Dtype* p = total ? factor_buffer_.cpu_data() : nullptr;
   for (int b : order) {
     if (Owns(b)) blocks_[b]->FoldFactors(p, ranks, kp_.factor_decay());
@@ -378,7 +389,7 @@ void KfacPreconditioner<Dtype>::GatherFactoredInputs(M m, Dtype gradient_scale) 
   // On the host (the gather is MPI's): [rank 0: block x rows, block dy rows, next block ...][rank 1: ...], then
   // each block's rows of all ranks made contiguous in factored_inputs_, dy scaled as the solver scales the summed
   // gradient (1/N here, with one pass).
-  Stopwatch watch(&times_.communication_ms);
+  Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
   const int rank = collectives_->rank();
   factored_buffer_.resize(per_rank * ranks);
   Dtype* mine = factored_buffer_.data() + per_rank * rank;
@@ -440,9 +451,11 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
   gradient_buffer_.Reshape({total});
   OnSolverDevice<Dtype>([&](auto m) {
     GatherFactoredInputs(m, gradient_scale);
-    Stopwatch watch(&times_.precondition_ms);
-    Dtype* gradients = m.mutable_data(gradient_buffer_);
-    Dtype* updates = m.mutable_data(update_buffer_);
+    Stopwatch watch(&times_.precondition_ms, Synced(&Times::precondition_ms));
+    // Both written whole here (the other ranks' shares of the updates by the allgather below, before they are read):
+    // on the GPU no stale copy comes up from the host after the last iteration's collectives.
+    Dtype* gradients = m.overwritten_data(gradient_buffer_);
+    Dtype* updates = m.overwritten_data(update_buffer_);
     for (size_t b = 0; b < blocks_.size(); ++b) {
       KfacBlock<Dtype>& block = *blocks_[b];
       Dtype* g = gradients + offset[b];
@@ -467,12 +480,12 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
     }
   });
   if (distributed_) {
-    Stopwatch watch(&times_.communication_ms);
+    Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
     collectives_->Allgather(update_buffer_.mutable_cpu_data(), counts);
   }
   // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
   // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
-  Stopwatch watch(&times_.precondition_ms);
+  Stopwatch watch(&times_.precondition_ms, Synced(&Times::precondition_ms));
   OnSolverDevice<Dtype>([&](auto m) {
     double nu = 1;
     if (kp_.kl_clip() > 0) {
@@ -504,7 +517,7 @@ void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradien
   if (!blocks_.empty()) {
     if (Collecting()) ReduceFactors();
     const bool scheduled = iter % kp_.inverse_interval() == 0;
-    Stopwatch watch(&times_.inverses_ms);
+    Stopwatch watch(&times_.inverses_ms, Synced(&Times::inverses_ms));
     for (size_t b = 0; b < blocks_.size(); ++b) {
       KfacBlock<Dtype>& block = *blocks_[b];
       if (!Owns(static_cast<int>(b)) || !block.has_factors()) continue;
@@ -577,17 +590,30 @@ void KfacPreconditioner<Dtype>::RestoreState(const SolverState& state, const std
 }
 
 template <typename Dtype>
+double* KfacPreconditioner<Dtype>::Synced(double Times::*part) {
+  const int display = param_.display();
+  const bool sampled = Strata::mode() == Strata::GPU && display > 0 && (iter_ + 1) % display == 0;
+  return sampled ? &(synced_.*part) : nullptr;
+}
+
+template <typename Dtype>
 void KfacPreconditioner<Dtype>::LogTimes(int iter) {
   const int display = param_.display();
   if (!display || (iter + 1) % display != 0) return;
-  const Times& last = reported_;
-  const double n = display;
-  LOG(INFO) << "K-FAC per iteration (last " << display << "): factors " << (times_.factors_ms - last.factors_ms) / n
-            << " ms, true-Fisher backward " << (times_.true_fisher_ms - last.true_fisher_ms) / n
-            << " ms, inverses " << (times_.inverses_ms - last.inverses_ms) / n << " ms, preconditioning "
-            << (times_.precondition_ms - last.precondition_ms) / n << " ms, communication "
-            << (times_.communication_ms - last.communication_ms) / n << " ms";
+  // On the GPU, the one iteration timed with the device synchronised; on the CPU, the window's mean.
+  const bool gpu = Strata::mode() == Strata::GPU;
+  const Times& now = gpu ? synced_ : times_;
+  const Times& last = gpu ? synced_reported_ : reported_;
+  const double n = gpu ? 1 : display;
+  LOG(INFO) << "K-FAC per iteration (" << (gpu ? "iteration " + std::to_string(iter) + ", the device synchronised"
+                                               : "last " + std::to_string(display))
+            << "): factors " << (now.factors_ms - last.factors_ms) / n << " ms, true-Fisher backward "
+            << (now.true_fisher_ms - last.true_fisher_ms) / n << " ms, inverses "
+            << (now.inverses_ms - last.inverses_ms) / n << " ms, preconditioning "
+            << (now.precondition_ms - last.precondition_ms) / n << " ms, communication "
+            << (now.communication_ms - last.communication_ms) / n << " ms";
   reported_ = times_;
+  synced_reported_ = synced_;
 }
 
 STRATA_INSTANTIATE_CLASS(KfacPreconditioner);
