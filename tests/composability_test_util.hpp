@@ -11,6 +11,7 @@
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,14 +131,28 @@ struct Result {
   std::vector<float> losses;                // one per iteration
   std::vector<std::vector<float>> weights;  // every layer's parameters at the end, statistics included
   std::vector<std::string> names;           // "layer/k" of each
+  // Of those, the ones the solver updates (a learning rate above zero): not BatchNorm's statistics, which forward
+  // moves whatever the solver does.
+  std::vector<std::vector<float>> learned;
+  // Whether some blob's values were kept in bfloat16 on the device at the end, and some channels-last.
+  bool held_bf16 = false, held_channels_last = false;
 
   // Takes the weights from `net`, layer by layer.
   void TakeWeights(Net<float>& net) {
+    std::set<const Blob<float>*> updated;
+    for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+      if (net.params_lr()[p] > 0) updated.insert(net.learnable_params()[p]);
+    }
+    for (const auto& b : net.blobs()) {
+      held_bf16 = held_bf16 || is_bf16(b->data_device_format());
+      held_channels_last = held_channels_last || b->data_device_format() == DeviceFormat::kBf16Nhwc;
+    }
     for (int i = 0; i < net.num_layers(); ++i) {
       const auto& blobs = net.layers()[i]->blobs();
       for (size_t k = 0; k < blobs.size(); ++k) {
         weights.emplace_back(blobs[k]->cpu_data(), blobs[k]->cpu_data() + blobs[k]->count());
         names.push_back(net.layer_names()[i] + "/" + std::to_string(k));
+        if (updated.count(blobs[k].get())) learned.push_back(weights.back());
       }
     }
   }

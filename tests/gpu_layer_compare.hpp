@@ -119,6 +119,11 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   want_layer->SetUp(bottom, top);
   auto got_layer = LayerRegistry<float>::CreateLayer(got);
   got_layer->SetUp(bottom, top);
+  if (got_gpu && got.precision() == BF16) {
+    Strata::set_mode(Strata::GPU);
+    EXPECT_TRUE(got_layer->ComputesInBf16()) << "the layer computes in float: nothing of bfloat16's is compared";
+    Strata::set_mode(Strata::CPU);
+  }
 
   std::vector<std::vector<float>> x0, p0;
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
@@ -145,7 +150,8 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     }
     for (size_t i = 0; i < p0.size(); ++i) {
       std::copy(p0[i].begin(), p0[i].end(), layer->blobs()[i]->mutable_cpu_data());
-      cpu_set(layer->blobs()[i]->count(), 0.f, layer->blobs()[i]->mutable_cpu_diff());
+      // Not zero: a layer adds its parameters' gradients to what is there (iter_size, shared weights rely on it).
+      cpu_set(layer->blobs()[i]->count(), 0.25f, layer->blobs()[i]->mutable_cpu_diff());
     }
     layer->Reshape(bottom, top);
     Strata::set_random_seed(42);

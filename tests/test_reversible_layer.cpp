@@ -14,6 +14,7 @@
 #include "strata/layers/reversible_layer.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
+#include "strata/onednn.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -230,6 +231,41 @@ TEST(ReversibleLayer, ActivationMemoryFlatInDepth) {
   // Rebuilding: 12 more blocks cost less than one block's input; keeping inputs: at least 12 more inputs.
   EXPECT_LT(r16, r4 + one_block) << r4 << " -> " << r16;
   EXPECT_GE(k16, k4 + 12 * one_block) << k4 << " -> " << k16;
+}
+
+// A net's precision reaches the layers inside its blocks, as it reaches its own: with oneDNN's bfloat16 kernels, a BF16
+// block's output differs from the float one's by bfloat16's rounding (every layer outside the block kept float).
+TEST(ReversibleLayer, TheNetsPrecisionReachesTheBlocksLayers) {
+  if (!onednn_has_bf16()) GTEST_SKIP() << "no bfloat16 kernels on this CPU: BF16 computes in float";
+  // 16 channels a branch: oneDNN has bfloat16 kernels of its own for that (with 4 it computes in float: onednn.md).
+  const NetParameter fp32 = ParseTrainNet(StackNet(1, 32, 6, "type: \"ReLU\""));
+  NetParameter bf16 = fp32;
+  bf16.set_precision(BF16);
+  for (LayerParameter& l : *bf16.mutable_layer()) {
+    if (l.type() != "Reversible") l.set_precision(FP32);
+  }
+  Net<float> want(fp32), got(bf16);
+  for (size_t p = 0; p < want.learnable_params().size(); ++p) {
+    got.learnable_params()[p]->CopyFrom(*want.learnable_params()[p]);
+  }
+  FillInputs(&want);
+  FillInputs(&got);
+  float loss = 0;
+  want.Forward(&loss);
+  got.Forward(&loss);
+  const Blob<float>& a = *want.blob_by_name("x1");
+  const Blob<float>& b = *got.blob_by_name("x1");
+  EXPECT_EQ(std::vector<float>(want.blob_by_name("x0")->cpu_data(), want.blob_by_name("x0")->cpu_data() + a.count()),
+            std::vector<float>(got.blob_by_name("x0")->cpu_data(), got.blob_by_name("x0")->cpu_data() + b.count()))
+      << "the stem stayed float";
+  double diff = 0, ref = 0;
+  for (int i = 0; i < a.count(); ++i) {
+    diff += (double(b.cpu_data()[i]) - a.cpu_data()[i]) * (double(b.cpu_data()[i]) - a.cpu_data()[i]);
+    ref += double(a.cpu_data()[i]) * a.cpu_data()[i];
+  }
+  const double err = std::sqrt(diff / ref);
+  EXPECT_GT(err, 1e-5) << "the block's convolutions computed in float";
+  EXPECT_LT(err, 2e-2);
 }
 
 TEST(ReversibleLayer, RevNetModelBuildsAndRuns) {

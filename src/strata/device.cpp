@@ -200,8 +200,10 @@ ThreadState& state() {
 cublasHandle_t cublas() {
   ThreadState& s = state();
   if (s.cublas == nullptr) STRATA_CUBLAS(cublasCreate, &s.cublas);
-  STRATA_CUBLAS(cublasSetMathMode, s.cublas,
-                gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  // Sums in float even where the output is bfloat16 (a split-K GEMM would otherwise round each partial sum).
+  const int math = (gpu_options().allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  STRATA_CUBLAS(cublasSetMathMode, s.cublas, static_cast<cublasMath_t>(math));
   return s.cublas;
 }
 

@@ -34,6 +34,8 @@ typename ReversibleLayer<Dtype>::Step ReversibleLayer<Dtype>::BuildStep(
   param.set_name(this->layer_param_.name() + "/" + name);
   param.set_force_backward(true);  // no loss inside: every layer back-propagates what the block hands it
   param.mutable_state()->set_phase(this->phase_);
+  // The block's precision (its own, or its net's: Net::Init) reaches its inner layers that set none, as a net's does.
+  if (this->layer_param_.has_precision()) param.set_precision(this->layer_param_.precision());
   LayerParameter* input = param.add_layer();
   input->set_name(param.name() + "/input");
   input->set_type("Input");
