@@ -72,9 +72,9 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
   void LogTimes(int iter);
   // On the GPU the host reaches a part when its work is launched, not done: the last iteration of each display
-  // window synchronises the device around every part, adding it to synced_ too (`part` of it, or null otherwise),
-  // and LogTimes reports that iteration.
-  double* Synced(double Times::*part);
+  // window synchronises the device around every part, adding it to synced_ too (returned then, else null), and
+  // LogTimes reports that iteration.
+  Times* Synced();
   // Inner products whose gradient is cheaper to precondition through its factors dy^T [x 1]
   // (KfacBlock::PreconditionFactored): which, with every rank's rows of x and dy (on the solver's device).
   struct Factored {

@@ -273,10 +273,11 @@ class Bf16Blocks {
   Bf16Blocks(const Net<Dtype>& net, const std::vector<std::vector<int>>& touch, Block block)
       : net_(net), touch_(touch) {
     const int n = net.num_layers();
+    for (int l = 0; l < n; ++l) aliases_.push_back(only_aliases(net, l));
     for (int l = 0; l < n; ++l) {
       const Layer<Dtype>& layer = *net.layers()[l];
       // A layer computed inside another (Layer::Absorb) touches nothing itself.
-      if (only_aliases(net, l) || (layer.absorbed() && layer.backward_absorbed())) continue;
+      if (aliases_[l] || (layer.absorbed() && layer.backward_absorbed())) continue;
       const auto& tops = net.top_ids()[l];
       for (size_t k = 0; k < tops.size(); ++k) {
         const bool bf16 = stores_bf16(layer) && layer.WritesTopInBf16(static_cast<int>(k));
@@ -306,7 +307,7 @@ class Bf16Blocks {
           const auto& bottoms = net_.bottom_ids()[l];
           if (std::find(bottoms.begin(), bottoms.end(), b) == bottoms.end()) continue;  // a top: it converts nothing
           for (int t : net_.top_ids()[l]) bf16 = bf16 && diff(t);
-        } else if (!only_aliases(net_, l)) {
+        } else if (!aliases_[l]) {
           bf16 = bf16 && stores_bf16(layer);
         }
       }
@@ -318,6 +319,7 @@ class Bf16Blocks {
  private:
   const Net<Dtype>& net_;
   const std::vector<std::vector<int>>& touch_;
+  std::vector<bool> aliases_;  // per layer: only_aliases
   std::map<const SyncedMemory*, bool> data_, diff_;
   std::map<const SyncedMemory*, std::vector<int>> sharing_diff_;
 };

@@ -25,24 +25,26 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Adds the milliseconds since it was made to *total when it goes out of scope, and to *synced when that is given,
-// with the device synchronised at both ends so that the span holds the part's own device work.
+// Adds the milliseconds since it was made to `part` of *total when it goes out of scope, and of *synced when that is
+// given, with the device synchronised at both ends so that the span holds the part's own device work.
+template <typename Times>
 class Stopwatch {
  public:
-  Stopwatch(double* total, double* synced) : total_(total), synced_(synced) {
+  Stopwatch(double Times::*part, Times* total, Times* synced) : part_(part), total_(total), synced_(synced) {
     if (synced_) gpu_synchronize();
     t0_ = now_ms();
   }
   ~Stopwatch() {
     if (synced_) gpu_synchronize();
     const double ms = now_ms() - t0_;
-    *total_ += ms;
-    if (synced_) *synced_ += ms;
+    total_->*part_ += ms;
+    if (synced_) synced_->*part_ += ms;
   }
 
  private:
-  double* total_;
-  double* synced_;
+  double Times::*part_;
+  Times* total_;
+  Times* synced_;
   double t0_ = 0;
 };
 
@@ -176,7 +178,7 @@ void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
   // that backward reads. So every pass of iter_size adds its samples once (as one pass over the whole batch
   // would), however often a recompute plan replays forward.
   if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
-  Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
+  Stopwatch watch(&Times::factors_ms, &times_, Synced());
   OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, layer_id); });
 }
 
@@ -217,7 +219,7 @@ void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
 template <typename Dtype>
 void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
   if (kp_.fisher() != KfacParameter::TRUE_FISHER || !Collecting() || blocks_.empty()) return;
-  Stopwatch watch(&times_.true_fisher_ms, Synced(&Times::true_fisher_ms));
+  Stopwatch watch(&Times::true_fisher_ms, &times_, Synced());
   Net<Dtype>* net = net_;
   if (!fisher_rng_seeded_) {
     // Each rank draws its own labels for its own samples.
@@ -319,7 +321,7 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
   {
     // Packed on the solver's device; the reduction and the running averages (double) are on the host, so on the
     // GPU the buffer's one copy to the host is what leaves the device.
-    Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
+    Stopwatch watch(&Times::factors_ms, &times_, Synced());
     OnSolverDevice<Dtype>([&](auto m) {
       Dtype* p = total ? m.overwritten_data(factor_buffer_) : nullptr;  // every packed value written
       for (int b : order) {
@@ -331,14 +333,14 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
     });
   }
   if (ranks > 1 && total > 0) {
-    Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
+    Stopwatch watch(&Times::communication_ms, &times_, Synced());
     if (distributed_) {
       collectives_->ReduceScatter(factor_buffer_.mutable_cpu_data(), counts);
     } else {
       collectives_->Allreduce(factor_buffer_.mutable_cpu_data(), total);
     }
   }
-  Stopwatch watch(&times_.factors_ms, Synced(&Times::factors_ms));
+  Stopwatch watch(&Times::factors_ms, &times_, Synced());
   const Dtype* p = total ? factor_buffer_.cpu_data() : nullptr;
   for (int b : order) {
     if (Owns(b)) blocks_[b]->FoldFactors(p, ranks, kp_.factor_decay());
@@ -389,7 +391,7 @@ void KfacPreconditioner<Dtype>::GatherFactoredInputs(M m, Dtype gradient_scale) 
   // On the host (the gather is MPI's): [rank 0: block x rows, block dy rows, next block ...][rank 1: ...], then
   // each block's rows of all ranks made contiguous in factored_inputs_, dy scaled as the solver scales the summed
   // gradient (1/N here, with one pass).
-  Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
+  Stopwatch watch(&Times::communication_ms, &times_, Synced());
   const int rank = collectives_->rank();
   factored_buffer_.resize(per_rank * ranks);
   Dtype* mine = factored_buffer_.data() + per_rank * rank;
@@ -451,7 +453,7 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
   gradient_buffer_.Reshape({total});
   OnSolverDevice<Dtype>([&](auto m) {
     GatherFactoredInputs(m, gradient_scale);
-    Stopwatch watch(&times_.precondition_ms, Synced(&Times::precondition_ms));
+    Stopwatch watch(&Times::precondition_ms, &times_, Synced());
     // Both written whole here (the other ranks' shares of the updates by the allgather below, before they are read):
     // on the GPU no stale copy comes up from the host after the last iteration's collectives.
     Dtype* gradients = m.overwritten_data(gradient_buffer_);
@@ -480,12 +482,12 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
     }
   });
   if (distributed_) {
-    Stopwatch watch(&times_.communication_ms, Synced(&Times::communication_ms));
+    Stopwatch watch(&Times::communication_ms, &times_, Synced());
     collectives_->Allgather(update_buffer_.mutable_cpu_data(), counts);
   }
   // The trust region: the step lr * v may change the model's predictions (the KL divergence, to second order
   // lr^2 v^T F v ~ lr^2 <v, g>) by at most kl_clip.
-  Stopwatch watch(&times_.precondition_ms, Synced(&Times::precondition_ms));
+  Stopwatch watch(&Times::precondition_ms, &times_, Synced());
   OnSolverDevice<Dtype>([&](auto m) {
     double nu = 1;
     if (kp_.kl_clip() > 0) {
@@ -517,7 +519,7 @@ void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradien
   if (!blocks_.empty()) {
     if (Collecting()) ReduceFactors();
     const bool scheduled = iter % kp_.inverse_interval() == 0;
-    Stopwatch watch(&times_.inverses_ms, Synced(&Times::inverses_ms));
+    Stopwatch watch(&Times::inverses_ms, &times_, Synced());
     for (size_t b = 0; b < blocks_.size(); ++b) {
       KfacBlock<Dtype>& block = *blocks_[b];
       if (!Owns(static_cast<int>(b)) || !block.has_factors()) continue;
@@ -590,10 +592,10 @@ void KfacPreconditioner<Dtype>::RestoreState(const SolverState& state, const std
 }
 
 template <typename Dtype>
-double* KfacPreconditioner<Dtype>::Synced(double Times::*part) {
+typename KfacPreconditioner<Dtype>::Times* KfacPreconditioner<Dtype>::Synced() {
   const int display = param_.display();
   const bool sampled = Strata::mode() == Strata::GPU && display > 0 && (iter_ + 1) % display == 0;
-  return sampled ? &(synced_.*part) : nullptr;
+  return sampled ? &synced_ : nullptr;
 }
 
 template <typename Dtype>
