@@ -137,11 +137,12 @@ for step in $steps; do
       ;;
     bf16)
       # precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): the SGD step of AlexNet (256) and ResNet-50 (64) in
-      # bfloat16, channels-last (the default) and channels-first, beside TF32; then LeNet trained in float and in
-      # bfloat16 (issue 36: bfloat16 within 0.5 points of float).
+      # bfloat16, channels-last (the default) and channels-first, beside TF32 channels-first (the default) and
+      # channels-last (--gpu_channels_last=all); then LeNet trained in float and in bfloat16 (issue 36: bfloat16
+      # within 0.5 points of float).
       timed_nets
       for net in /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
-        for run in FP32:true BF16:true BF16:false; do
+        for run in FP32:none FP32:all BF16:bf16 BF16:none; do
           precision=${run%:*} last=${run#*:}
           log=$out/time_$(basename "$net" .prototxt)_${precision}_last_$last.txt
           timeout "${TIME_TIMEOUT:-120}" strata time --model="$net" --gpu=0 --tf32=true --precision=$precision \

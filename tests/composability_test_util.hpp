@@ -44,7 +44,8 @@ struct Features {
   bool stochastic_pool = false;
   bool batch_norm = true;     // off where a cell splits the batch: its statistics depend on the split by design
   bool gpu = false;
-  bool channels_last = true;  // gpu_options().channels_last: bfloat16 activations NHWC on the GPU (the default)
+  // gpu_options().channels_last: which activations are NHWC on the GPU (the default: bfloat16 ones).
+  GpuOptions::ChannelsLast channels_last = GpuOptions::ChannelsLast::kBf16;
   // How the iteration runs on several ranks (tests/mpi/test_composability.cpp): off, the whole batch on one rank.
   enum Engine { kOneRank, kDataParallel, kPipelineSync, kPipelineAsync } engine = kOneRank;
 };
@@ -145,7 +146,7 @@ struct Result {
     }
     for (const auto& b : net.blobs()) {
       held_bf16 = held_bf16 || is_bf16(b->data_device_format());
-      held_channels_last = held_channels_last || b->data_device_format() == DeviceFormat::kBf16Nhwc;
+      held_channels_last = held_channels_last || is_channels_last(b->data_device_format());
     }
     for (int i = 0; i < net.num_layers(); ++i) {
       const auto& blobs = net.layers()[i]->blobs();
@@ -179,7 +180,8 @@ class Switches {
   }
 
  private:
-  bool fusion_, blocked_, param_, channels_last_;
+  bool fusion_, blocked_, param_;
+  GpuOptions::ChannelsLast channels_last_;
 };
 
 // Each feature: how a cell turns it on or off.
@@ -208,7 +210,12 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       // Both runs in bfloat16 on the GPU; off: every activation channels-first (docs/gpu.md, "Channels-last").
       {"gpu_channels_last", {[](Features* f, bool on) {
          f->gpu = f->bf16 = true;
-         f->channels_last = on;
+         f->channels_last = on ? GpuOptions::ChannelsLast::kBf16 : GpuOptions::ChannelsLast::kNone;
+       }}},
+      // Both runs in float on the GPU: channels-last (gpu_channels_last=all) against every activation channels-first.
+      {"gpu_channels_last_float", {[](Features* f, bool on) {
+         f->gpu = true;
+         f->channels_last = on ? GpuOptions::ChannelsLast::kAll : GpuOptions::ChannelsLast::kNone;
        }}},
       {"data_parallel", {[](Features* f, bool on) { f->engine = on ? Features::kDataParallel : Features::kOneRank; }}},
       {"pipeline_sync", {[](Features* f, bool on) { f->engine = on ? Features::kPipelineSync : Features::kOneRank; }}},

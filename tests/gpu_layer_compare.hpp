@@ -52,9 +52,9 @@ struct LayerCase {
   // Inputs, parameters and top gradients rounded to bfloat16 first: the float reference of a layer that computes
   // in bfloat16 (precision: BF16 on the GPU), which then differs from it by the rounding of what it stores.
   bool round_to_bf16 = false;
-  // On the GPU, the bottoms and top gradients of 4 axes handed to the layer channels-last in bfloat16 (as a
-  // convolution before it leaves them), and top 0 required to come out in that order when top_channels_last, and
-  // then each bottom's gradient too (backward runs in forward's order).
+  // On the GPU, the bottoms and top gradients of 4 axes handed to the layer channels-last (as a convolution before
+  // it leaves them), in bfloat16 with round_to_bf16 and in float otherwise, and top 0 required to come out in that
+  // format when top_channels_last, and then each bottom's gradient too (backward runs in forward's order).
   bool channels_last = false;
   bool top_channels_last = false;
   // With channels_last, which bottoms are handed channels-last (the others channels-first); empty: all of them.
@@ -64,6 +64,15 @@ struct LayerCase {
   // Overwrites the layer's parameters before both runs (BatchNorm's running statistics, which start at zero).
   std::function<void(std::vector<std::vector<float>>*)> fill_params = nullptr;
 };
+
+// Puts a blob's value (or its gradient) on the device in `format`, as a layer before would leave it.
+inline void HandIn(const Blob<float>& blob, bool diff, DeviceFormat format) {
+  if (is_bf16(format)) {
+    diff ? blob.gpu_diff_bf16(format) : blob.gpu_data_bf16(format);
+  } else {
+    diff ? blob.gpu_diff_in(format) : blob.gpu_data_in(format);
+  }
+}
 
 inline void RoundToBf16(std::vector<float>* v) {
   for (float& x : *v) x = from_bf16(to_bf16(x));
@@ -142,10 +151,11 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   auto run = [&](Layer<float>* layer) {
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
     const bool channels_last = c.channels_last && Strata::mode() == Strata::GPU;
+    const DeviceFormat last_format = device_format_for(c.round_to_bf16, true);
     for (size_t b = 0; b < bottom.size(); ++b) {
       const bool last = c.bottoms_channels_last.empty() || c.bottoms_channels_last[b];
       if (channels_last && bottom[b]->can_channels_last()) {
-        bottom[b]->gpu_data_bf16(last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16);
+        HandIn(*bottom[b], /*diff=*/false, device_format_for(c.round_to_bf16, last));
       }
     }
     for (size_t i = 0; i < p0.size(); ++i) {
@@ -157,7 +167,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     Strata::set_random_seed(42);
     layer->Forward(bottom, top);
     if (channels_last && c.top_channels_last) {
-      EXPECT_EQ(top[0]->data_device_format(), DeviceFormat::kBf16Nhwc) << "top 0 left channels-last";
+      EXPECT_EQ(top[0]->data_device_format(), last_format) << "top 0 left channels-last";
     }
     std::vector<std::vector<float>> out;
     for (auto* t : top) out.push_back(Copy(t->cpu_data(), t->count()));
@@ -170,7 +180,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     }
     for (size_t t = 0; t < top.size(); ++t) {
       std::copy(dy[t].begin(), dy[t].end(), top[t]->mutable_cpu_diff());
-      if (channels_last && top[t]->can_channels_last()) top[t]->gpu_diff_bf16(DeviceFormat::kBf16Nhwc);
+      if (channels_last && top[t]->can_channels_last()) HandIn(*top[t], /*diff=*/true, last_format);
     }
     if (c.release_top) {
       EXPECT_NE(top[0], bottom[0]) << "a value computed in place is its bottom's";
@@ -180,7 +190,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
     layer->Backward(top, down, bottom);
     for (size_t b = 0; b < bottom.size(); ++b) {
       if (channels_last && c.top_channels_last && down[b] && bottom[b]->can_channels_last()) {
-        EXPECT_EQ(bottom[b]->diff_device_format(), DeviceFormat::kBf16Nhwc) << "bottom " << b << "'s gradient";
+        EXPECT_EQ(bottom[b]->diff_device_format(), last_format) << "bottom " << b << "'s gradient";
       }
       if (down[b]) out.push_back(Copy(bottom[b]->cpu_diff(), bottom[b]->count()));
     }

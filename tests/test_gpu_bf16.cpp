@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "gpu_channels_last_cases.hpp"
 #include "gpu_layer_compare.hpp"
+#include "gpu_residual_net.hpp"
 #include "strata/memory_tracker.hpp"
 #include "strata/net.hpp"
 
@@ -35,35 +37,18 @@ class GpuTestBf16 : public gpu_compare::GpuTest {
   }
 };
 
-// gpu_options().channels_last set for a scope, and put back.
+// gpu_options().channels_last set for a scope (on: bfloat16's default; off: none), and put back.
 class ChannelsLastOption {
  public:
-  explicit ChannelsLastOption(bool on) : was_(gpu_options().channels_last) { gpu_options().channels_last = on; }
+  explicit ChannelsLastOption(bool on) : was_(gpu_options().channels_last) {
+    gpu_options().channels_last = on ? GpuOptions::ChannelsLast::kBf16 : GpuOptions::ChannelsLast::kNone;
+  }
   ~ChannelsLastOption() { gpu_options().channels_last = was_; }
 
  private:
-  bool was_;
+  GpuOptions::ChannelsLast was_;
 };
 
-// BatchNorm: batch statistics; global ones, distinct per channel (with the zeros a layer starts with, every channel
-// would be scaled alike and a wrong channel index could not show); more channels than one block of columns (32) and
-// rows split several ways, for the per-channel sums' partials.
-std::vector<LayerCase> BatchNormCases() {
-  LayerCase global{R"(name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true })",
-                   {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound};
-  global.fill_params = [](std::vector<std::vector<float>>* p) {
-    for (size_t i = 0; i < (*p)[0].size(); ++i) {
-      (*p)[0][i] = 0.4f * static_cast<float>(i) - 1.f;
-      (*p)[1][i] = 0.5f + 0.3f * static_cast<float>(i);
-    }
-    (*p)[2][0] = 2.f;
-  };
-  const std::string bn = R"(name: "bn" type: "BatchNorm")";
-  return {{bn, {{4, 6, 5, 5}}, 1, -1, 0, false, kBf16Bound},
-          global,
-          {bn, {{8, 40, 9, 9}}, 1, -1, 0, false, kBf16Bound},
-          {bn, {{16, 70, 8, 8}}, 1, -1, 0, false, kBf16Bound}};
-}
 
 // The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
 void CompareBf16WithCpu(LayerCase c) {
@@ -262,7 +247,7 @@ TEST_F(GpuTestBf16, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
 }
 
 TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperands) {
-  for (const LayerCase& c : BatchNormCases()) CompareBf16WithCpu(c);
+  for (const LayerCase& c : gpu_compare::BatchNormCases(kBf16Bound)) CompareBf16WithCpu(c);
   CompareBf16WithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
                       {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
   CompareBf16WithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0,
@@ -280,97 +265,10 @@ TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperand
 // Every layer with bfloat16 GPU code that follows its bottom's order keeps channels-last through forward and
 // backward; those that read channels-first (InnerProduct, Dropout, a Concat along a spatial axis) convert.
 TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
-  CompareChannelsLastWithCpu({R"(name: "relu" type: "ReLU")", {{2, 6, 5, 7}}, 1, -1, 0, /*in_place=*/true,
-                              kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 6, 5, 7}}, 1,
-                              -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })",
-                              {{2, 5, 12, 10}}, 1, -1, 0, false, 1e-7});
-  // With the mask as a second top, which stays plain.
-  CompareChannelsLastWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2
-                                 pad: 1 })", {{2, 5, 11, 10}}, 2, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 })",
-                              {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "global" type: "Pooling" pooling_param { pool: AVE global_pooling: true })",
-                              {{3, 17, 7, 7}}, 1, -1, 0, false, kBf16Bound});
-  for (const LayerCase& c : BatchNormCases()) CompareChannelsLastWithCpu(c);
-  CompareChannelsLastWithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
-                              {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1,
-                              0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 })",
-                              {{2, 7, 5, 4}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL })",
-                              {{2, 3, 6, 5}}, 1, -1, 0, false, kBf16Bound});
-  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat")", {{2, 3, 4, 5}, {2, 5, 4, 5}}, 1, -1, 0, false,
-                              1e-7});
-  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat" concat_param { axis: 0 })",
-                              {{2, 3, 4, 5}, {1, 3, 4, 5}}, 1, -1, 0, false, 1e-7});
-  CompareChannelsLastWithCpu({R"(name: "concat" type: "Concat" concat_param { axis: 2 })",
-                              {{2, 3, 4, 5}, {2, 3, 2, 5}}, 1, -1, 0, false, 1e-7}, /*top_last=*/false);
-  CompareChannelsLastWithCpu({R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", {{3, 7, 5, 4}},
-                              1, -1, 0, false, kBf16Bound}, /*top_last=*/false);
-  CompareChannelsLastWithCpu({R"(name: "ip" type: "InnerProduct" inner_product_param { num_output: 10
-                                 weight_filler { type: "gaussian" std: 0.2 } })", {{8, 50, 4, 4}}, 1, -1, 0, false,
-                              kBf16Bound}, /*top_last=*/false);
-  // Backward in forward's order when the value between them was dropped (blob lifetimes free a value that no
-  // backward reads after its last reader): BatchNorm, a sum and a Concat do not read their top.
-  for (const char* layer : {R"(name: "bn" type: "BatchNorm")", R"(name: "sum" type: "Eltwise")",
-                            R"(name: "concat" type: "Concat")"}) {
-    LayerCase dropped{layer, {{2, 8, 5, 6}, {2, 8, 5, 6}}, 1, -1, 0, false, kBf16Bound};
-    if (std::string(layer).find("BatchNorm") != std::string::npos) dropped.bottoms.pop_back();
-    dropped.release_top = true;
-    CompareChannelsLastWithCpu(dropped);
-  }
-  // Bottoms in both orders: a sum and a Concat convert the others to bottom 0's (a convolution before one of them
-  // computed channels-first, where cuDNN had no channels-last algorithm).
-  for (const char* layer : {R"(name: "sum" type: "Eltwise")", R"(name: "concat" type: "Concat")",
-                            R"(name: "concat" type: "Concat" concat_param { axis: 0 })"}) {
-    for (bool first_last : {true, false}) {
-      LayerCase mixed{layer, {{2, 8, 5, 6}, {2, 8, 5, 6}}, 1, -1, 0, false, kBf16Bound};
-      mixed.bottoms_channels_last = {first_last, !first_last};
-      CompareChannelsLastWithCpu(mixed, /*top_last=*/first_last);
-    }
+  for (const gpu_compare::OrderCase& c : gpu_compare::FollowerCases(kBf16Bound)) {
+    CompareChannelsLastWithCpu(c.layer, c.top_last);
   }
 }
-
-const char* kNet = R"(
-name: "bf16net"
-layer { name: "data" type: "Input" top: "data" top: "label"
-        input_param { shape { dim: 16 dim: 8 dim: 12 dim: 12 } shape { dim: 16 } } }
-layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
-        convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" }
-                            bias_filler { type: "constant" value: 0.1 } } }
-layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
-layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1"
-        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-layer { name: "conv_a" type: "Convolution" bottom: "pool1" top: "conv_a"
-        convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
-layer { name: "bn_a" type: "BatchNorm" bottom: "conv_a" top: "conv_a" }
-layer { name: "scale_a" type: "Scale" bottom: "conv_a" top: "conv_a"
-        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
-                      bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
-layer { name: "relu_a" type: "ReLU" bottom: "conv_a" top: "conv_a" }
-layer { name: "conv_b" type: "Convolution" bottom: "conv_a" top: "conv_b"
-        convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "msra" } } }
-layer { name: "bn_b" type: "BatchNorm" bottom: "conv_b" top: "conv_b" }
-layer { name: "scale_b" type: "Scale" bottom: "conv_b" top: "conv_b"
-        scale_param { bias_term: true filler { type: "uniform" min: 0.5 max: 1.5 }
-                      bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
-layer { name: "res" type: "Eltwise" bottom: "pool1" bottom: "conv_b" top: "res" }
-layer { name: "res_relu" type: "ReLU" bottom: "res" top: "res" }
-layer { name: "conv2" type: "Convolution" bottom: "res" top: "conv2"
-        convolution_param { num_output: 32 kernel_size: 3 weight_filler { type: "xavier" } } }
-layer { name: "relu2" type: "ReLU" bottom: "conv2" top: "conv2" }
-layer { name: "pool2" type: "Pooling" bottom: "conv2" top: "pool2"
-        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
-layer { name: "ip1" type: "InnerProduct" bottom: "pool2" top: "ip1"
-        inner_product_param { num_output: 32 weight_filler { type: "xavier" } } }
-layer { name: "relu3" type: "ReLU" bottom: "ip1" top: "ip1" }
-layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
-        inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
-)";
 
 TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   for (bool channels_last : {true, false}) {
@@ -380,7 +278,7 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   const DeviceFormat images = channels_last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
   Strata::set_mode(Strata::GPU);
   NetParameter param;
-  ReadProtoFromTextString(kNet, &param);
+  ReadProtoFromTextString(gpu_compare::kResidualNet, &param);
   param.mutable_state()->set_phase(TRAIN);
   Net<float> reference(param);
   param.set_precision(BF16);
@@ -390,29 +288,13 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   }
   EXPECT_FALSE(net.layer_by_name("loss")->ComputesInBf16());
   ASSERT_EQ(net.learnable_params().size(), reference.learnable_params().size());
-  for (size_t i = 0; i < net.learnable_params().size(); ++i) {
-    net.learnable_params()[i]->CopyFrom(*reference.learnable_params()[i]);
-  }
-  std::mt19937 gen(11);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> label(0, 9);
-  std::vector<float> data(16 * 8 * 12 * 12), labels(16);
-  for (float& v : data) v = u(gen);
-  for (float& v : labels) v = static_cast<float>(label(gen));
-  const float lr = 0.05f;
+  gpu_compare::CopyWeights(reference, &net);
+  const gpu_compare::ResidualBatch batch;
   for (int step = 0; step < 5; ++step) {
     float losses[2];
     Net<float>* nets[2] = {&reference, &net};
     for (int k = 0; k < 2; ++k) {
-      Net<float>& n = *nets[k];
-      std::copy(data.begin(), data.end(), n.blob_by_name("data")->mutable_cpu_data());
-      std::copy(labels.begin(), labels.end(), n.blob_by_name("label")->mutable_cpu_data());
-      n.ClearParamDiffs();
-      losses[k] = n.ForwardBackward();
-      for (Blob<float>* p : n.learnable_params()) {
-        p->scale_diff(lr);
-        p->Update();
-      }
+      losses[k] = gpu_compare::ResidualNetStep(*nets[k], batch);
     }
     ASSERT_TRUE(std::isfinite(losses[1]));
     EXPECT_NEAR(losses[1], losses[0], 0.02 * std::fabs(losses[0])) << "step " << step;

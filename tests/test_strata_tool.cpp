@@ -157,6 +157,8 @@ TEST_F(StrataTool, BadCommandAndFlags) {
   ExpectError("time", {"--model"});
   const std::string net = Write("net.prototxt", kNet);
   ExpectError("time --model=" + net + " --phase=TRAINING", {"--phase", "TRAINING"});
+  ExpectError("time --model=" + net + " --gpu_channels_last=float",
+              {"--gpu_channels_last", "bf16, all or none", "float"});
 }
 
 TEST_F(StrataTool, TrainWithoutNetOrData) {

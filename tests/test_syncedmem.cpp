@@ -151,7 +151,7 @@ TEST(ChannelsLast, HostConversionsFollowTheRuleBothWays) {
 // A host read of device memory in each format: the device's bytes copied into the host block, then made the plain
 // floats in place; channels-last made for fewer values than the block holds (a blob's memory keeps the room of
 // its largest shape) puts back only those.
-TEST(ChannelsLast, AHostReadOfBfloat16DeviceBytesGivesThePlainFloats) {
+TEST(ChannelsLast, AHostReadOfDeviceBytesGivesThePlainFloats) {
   const LayoutShape shape{2, 5, 6, 2};
   const size_t count = shape.count(), room = count + 9;
   std::vector<float> values(count), rounded(count);
@@ -173,6 +173,38 @@ TEST(ChannelsLast, AHostReadOfBfloat16DeviceBytesGivesThePlainFloats) {
   std::vector<float> floats = values;
   device_copy_to_plain_in_place(DeviceFormat::kPlain, count, {}, floats.data());
   EXPECT_EQ(floats, values) << "float bytes are already plain";
+  // Float channels-last: reordered, not widened (the values exact).
+  LayoutShape shape32 = shape;
+  shape32.elem_size = sizeof(float);
+  std::vector<float> memory(room, 0.f);
+  ToChannelsLast(shape32, values.data(), memory.data());
+  device_copy_to_plain_in_place(DeviceFormat::kNhwc, room, shape, memory.data());
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(memory[i], values[i]) << "float channels-last " << i;
+}
+
+// The formats' two properties, and the one rule that names a format by them.
+TEST(ChannelsLast, AFormatIsAnElementTypeInAnOrder) {
+  for (bool bf16 : {false, true}) {
+    for (bool last : {false, true}) {
+      const DeviceFormat f = device_format_for(bf16, last);
+      EXPECT_EQ(is_bf16(f), bf16) << format_name(f);
+      EXPECT_EQ(is_channels_last(f), last) << format_name(f);
+    }
+  }
+  EXPECT_STREQ(format_name(DeviceFormat::kNhwc), "float channels-last");
+}
+
+// Which convolutions gpu_options().channels_last sends channels-last, by their precision.
+TEST(ChannelsLast, TheOptionNamesThePrecisionsThatComputeChannelsLast) {
+  GpuOptions o;
+  EXPECT_TRUE(o.channels_last_for(/*bf16=*/true)) << "bfloat16 by default";
+  EXPECT_FALSE(o.channels_last_for(/*bf16=*/false)) << "float only when asked";
+  o.channels_last = GpuOptions::ChannelsLast::kAll;
+  EXPECT_TRUE(o.channels_last_for(true));
+  EXPECT_TRUE(o.channels_last_for(false));
+  o.channels_last = GpuOptions::ChannelsLast::kNone;
+  EXPECT_FALSE(o.channels_last_for(true));
+  EXPECT_FALSE(o.channels_last_for(false));
 }
 
 TEST(SyncedMemory, VersionCountsTheAccessesThatMayWrite) {

@@ -86,8 +86,9 @@ DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time; plan: count the bytes
 DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for float (faster, ~1e-3 relative "
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
-DEFINE_bool(gpu_channels_last, true, "GPU, precision BF16: convolutions compute channels-last (NHWC) and the "
-                                     "layers after them keep it (false: every activation channels-first).");
+DEFINE_string(gpu_channels_last, "bf16", "GPU: which convolutions compute channels-last (NHWC), the layers after "
+                                         "them keeping it: bf16 (those with precision BF16), all (float ones too) or "
+                                         "none (true and false: bf16 and none).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
 DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\", \"12G\", \"512MiB\") or "
                           "as a fraction of store-all with a decimal point (\"0.5\").");
@@ -143,7 +144,17 @@ double ms_since(Clock::time_point t0) {
 // touches CUDA (and before MPI_Init), then switches the process's mode. Returns whether the GPU is used.
 // --gpu=N without such a GPU is an error, and so is solver_mode GPU without one: a run that asked for a GPU and
 // quietly trains on the CPU instead is not the run that was asked for.
+GpuOptions::ChannelsLast parse_channels_last(const std::string& s) {
+  using C = GpuOptions::ChannelsLast;
+  if (s == "bf16" || s == "true") return C::kBf16;
+  if (s == "all") return C::kAll;
+  if (s == "none" || s == "false") return C::kNone;
+  STRATA_FAIL() << "--gpu_channels_last must be bf16, all or none, got '" << s << "'";
+  return C::kBf16;
+}
+
 bool setup_gpu(bool wanted) {
+  const GpuOptions::ChannelsLast channels_last = parse_channels_last(FLAGS_gpu_channels_last);
   if (FLAGS_gpu < 0 && wanted) {
     STRATA_REQUIRE(gpu_build() && gpu_device_count() > 0)
         << "the solver says solver_mode: GPU, but " << (gpu_build() ? "the CUDA runtime finds no GPU on this machine"
@@ -158,12 +169,15 @@ bool setup_gpu(bool wanted) {
   GpuOptions& o = gpu_options();
   o.allow_tf32 = FLAGS_tf32;
   o.deterministic = FLAGS_gpu_deterministic;
-  o.channels_last = FLAGS_gpu_channels_last;
+  o.channels_last = channels_last;
   o.workspace_limit = static_cast<size_t>(FLAGS_cudnn_workspace_mb) << 20;
   const int device = select_gpu_device(FLAGS_gpu);
   Strata::set_mode(Strata::GPU);
   LOG(INFO) << "Using GPU " << device << (o.allow_tf32 ? " (TF32 allowed)" : "")
-            << (o.deterministic ? " (deterministic cuDNN)" : "") << (o.channels_last ? "" : " (channels-first)");
+            << (o.deterministic ? " (deterministic cuDNN)" : "")
+            << (channels_last == GpuOptions::ChannelsLast::kAll    ? " (channels-last in float too)"
+                : channels_last == GpuOptions::ChannelsLast::kNone ? " (channels-first)"
+                                                                   : "");
   return true;
 }
 

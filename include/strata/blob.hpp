@@ -89,10 +89,17 @@ class Blob {
   const bfloat16* gpu_diff_bf16(DeviceFormat format = DeviceFormat::kBf16) const;
   bfloat16* mutable_gpu_data_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
   bfloat16* mutable_gpu_diff_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
+  // The device memory in the blob's own type, in `format`: kPlain (as gpu_data()) or kNhwc (float channels-last, for
+  // float layers on the GPU: docs/gpu.md, "Channels-last"), converted in place when it is in another.
+  const Dtype* gpu_data_in(DeviceFormat format) const;
+  const Dtype* gpu_diff_in(DeviceFormat format) const;
+  Dtype* mutable_gpu_data_in(DeviceFormat format, bool keep_values = true);
+  Dtype* mutable_gpu_diff_in(DeviceFormat format, bool keep_values = true);
   // 4 axes: (N, C, H, W), channels-last as (N, H, W, C).
   bool can_channels_last() const { return num_axes() == 4; }
   // The format the device memory is in now, for this blob's shape: memory left channels-last for a blob of another
-  // shape that shares it (Flatten, Reshape) is bfloat16 in no order of this one's, kBf16 to it (a read converts).
+  // shape that shares it (Flatten, Reshape) is in no order of this one's, its element type's plain format to it (a
+  // read converts).
   DeviceFormat data_device_format() const;
   DeviceFormat diff_device_format() const;
   // Points data at memory owned elsewhere; used to hand a preallocated buffer to a layer.

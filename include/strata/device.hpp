@@ -45,10 +45,15 @@ struct GpuOptions {
   bool allow_tf32 = false;
   // Choose only deterministic cuDNN algorithms, so repeated runs give bit-identical gradients.
   bool deterministic = false;
-  // In bfloat16 (precision: BF16), convolutions compute with their activations channels-last (NHWC), which cuDNN's
-  // tensor-core kernels read without a transpose, and the layers after them keep that layout (docs/gpu.md,
-  // "Channels-last"); off, every activation stays channels-first.
-  bool channels_last = true;
+  // Which convolutions compute with their activations channels-last (NHWC), which cuDNN's tensor-core kernels read
+  // without a transpose, the layers after them keeping that layout (docs/gpu.md, "Channels-last"): those in
+  // bfloat16 (precision: BF16; the default), all of them (float ones too, as a PyTorch user's channels_last memory
+  // format: opt in until a GPU run has measured it), or none (every activation channels-first).
+  enum class ChannelsLast { kNone, kBf16, kAll };
+  ChannelsLast channels_last = ChannelsLast::kBf16;
+  bool channels_last_for(bool bf16) const {
+    return channels_last == ChannelsLast::kAll || (bf16 && channels_last == ChannelsLast::kBf16);
+  }
   // The most device memory one convolution algorithm may use as workspace.
   size_t workspace_limit = size_t(1) << 30;
 };

@@ -77,14 +77,18 @@ class Layer {
   // CPU, oneDNN's multiplications: docs/onednn.md; on the GPU, bfloat16 activations: docs/gpu.md); a layer asked
   // for BF16 without them computes in float.
   virtual bool ComputesInBf16() const { return false; }
-  // The order such a layer keeps its activations in on the GPU (docs/gpu.md, "Channels-last"): convolutions make
-  // them channels-last (NHWC), the layers after them keep the order of their first bottom, and every other layer
-  // reads them channels-first, converting. Net reports where they convert; the layers' passes apply the rule.
+  // The order a layer keeps its activations in on the GPU (docs/gpu.md, "Channels-last"): convolutions make them
+  // channels-last (NHWC) where gpu_options() asks it, the layers with channels-last GPU code after them keep the
+  // order of their first bottom (in the element type they compute in), and every other layer reads them
+  // channels-first, converting. Net reports where they convert; the layers' passes apply the rule.
   enum class GpuOrder { kChannelsFirst, kFollowsBottom, kMakesChannelsLast };
-  virtual GpuOrder Bf16GpuOrder() const { return GpuOrder::kChannelsFirst; }
-  // Whether such a layer writes top `index` in bfloat16 on the GPU: every top, but for a top of indices (Pooling's
-  // mask), which stays float.
-  virtual bool WritesTopInBf16(int index) const { return ComputesInBf16(); }
+  virtual GpuOrder GpuActivationOrder() const { return GpuOrder::kChannelsFirst; }
+  // Whether top `index` holds indices (Pooling's mask): written plain on the GPU, in float and channels-first,
+  // whatever format the layer's other tops are in.
+  virtual bool TopHoldsIndices(int index) const { return false; }
+  // Whether a layer writes top `index` in bfloat16 on the GPU: every top of a layer that computes in it but one of
+  // indices.
+  bool WritesTopInBf16(int index) const { return ComputesInBf16() && !TopHoldsIndices(index); }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
   virtual bool IsBatchSource() const { return false; }

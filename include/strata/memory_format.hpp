@@ -118,15 +118,21 @@ STRATA_HOST_DEVICE inline void put(bfloat16* p, float v) { *p = to_bf16(v); }
 // bfloat16 in half the bytes, for the activations and gradients that pass between layers computing in bfloat16 on
 // the GPU (precision: BF16; docs/gpu.md, "bfloat16"). A plain read converts back to float.
 //
-// kBf16Nhwc is bfloat16 with the channels innermost (channels-last, cuDNN's NHWC) for a blob of (N, C, S...):
-// element (n, c, s) at (n * S + s) * C + c. Convolutions on the GPU compute in it, and the layers around them keep
-// it (docs/gpu.md, "Channels-last"); it is made for the LayoutShape the memory is asked in, and converts back with
-// that shape.
-enum class DeviceFormat { kPlain, kBf16, kBf16Nhwc };
+// The channels-last formats hold a float blob of (N, C, S...) with the channels innermost (cuDNN's NHWC): element
+// (n, c, s) at (n * S + s) * C + c, in bfloat16 (kBf16Nhwc) or in float (kNhwc). Convolutions on the GPU compute in
+// them, and the layers around them keep them (docs/gpu.md, "Channels-last"); each is made for the LayoutShape the
+// memory is asked in, and converts back with that shape.
+enum class DeviceFormat { kPlain, kBf16, kBf16Nhwc, kNhwc };
 
-// Whether a format holds bfloat16 values (in either order).
-inline bool is_bf16(DeviceFormat f) { return f != DeviceFormat::kPlain; }
-// The name for messages: "float", "bfloat16", "bfloat16 channels-last".
+// Whether a format holds bfloat16 values (in either order), and whether its channels are innermost.
+inline bool is_bf16(DeviceFormat f) { return f == DeviceFormat::kBf16 || f == DeviceFormat::kBf16Nhwc; }
+inline bool is_channels_last(DeviceFormat f) { return f == DeviceFormat::kBf16Nhwc || f == DeviceFormat::kNhwc; }
+// The format of an element type (bfloat16 or not) in an order.
+inline DeviceFormat device_format_for(bool bf16, bool channels_last) {
+  if (bf16) return channels_last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
+  return channels_last ? DeviceFormat::kNhwc : DeviceFormat::kPlain;
+}
+// The name for messages: "float", "bfloat16", "bfloat16 channels-last", "float channels-last".
 const char* format_name(DeviceFormat f);
 
 // Where element (n, c, s) of an (N, C, S) blob lies, channels-first (the plain order) or channels-last: the one
@@ -156,9 +162,9 @@ void FromChannelsLast(const LayoutShape& shape, const void* last, void* plain);
 // Widens the n bfloat16 values at the start of `memory` into n floats over the same bytes (4n of them): a host read
 // of a blob whose device copy is in bfloat16 copies its 2n bytes and widens them in place.
 void widen_bf16_in_place(void* memory, size_t n);
-// A host copy of n values' device bytes in `format`, turned into the plain floats in place: widened, and for
-// channels-last the shape.count() values it was made for put back in channels-first order (n may be more: a blob's
-// memory keeps the room of its largest shape). `memory` has room for the floats.
+// A host copy of n values' device bytes in `format`, turned into the plain floats in place: widened from bfloat16,
+// and for channels-last the shape.count() values it was made for put back in channels-first order (n may be more: a
+// blob's memory keeps the room of its largest shape). `memory` has room for the floats.
 void device_copy_to_plain_in_place(DeviceFormat format, size_t n, const LayoutShape& shape, void* memory);
 
 #ifdef STRATA_USE_CUDA

@@ -159,7 +159,7 @@ class Net {
  private:
   void Init(const NetParameter& param, const DataShard& shard);
   void AppendTop(const NetParameter& param, int layer_id, int top_id, std::map<std::string, int>* available);
-  void LogBf16Layers() const;
+  void LogGpuFormats() const;
   int AppendBottom(const NetParameter& param, int layer_id, int bottom_id, std::map<std::string, int>* available);
   void AppendParam(const NetParameter& param, int layer_id, int param_id);
 

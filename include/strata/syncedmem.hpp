@@ -44,19 +44,19 @@ class SyncedMemory {
   // Points the host side at memory owned by someone else (not freed, not counted).
   void set_cpu_data(void* data);
   // The device bytes in the plain layout and the blob's own element type (converted back first if a layer left
-  // them in bfloat16).
+  // them in bfloat16 or channels-last).
   const void* gpu_data();
   void* mutable_gpu_data();
   void set_gpu_data(void* data);
-  // The device bytes in `format`, converted in place when they are in another (memory_format.hpp); kBf16Nhwc is
-  // made for `shape` (its elem_size ignored), and converts back with the shape it was made for. Converting to
-  // bfloat16 rounds, so even a read leaves only the rounded values (the host copy becomes stale). Only a float
-  // block of activations, gradients or scratch, in device memory of its own, may be held in bfloat16: never a
-  // parameter, which the solver updates in float.
+  // The device bytes in `format`, converted in place when they are in another (memory_format.hpp); a channels-last
+  // format is made for `shape` (its elem_size ignored), and converts back with the shape it was made for. Converting
+  // to bfloat16 rounds, so even a read leaves only the rounded values (the host copy becomes stale). Only a float
+  // block of activations, gradients or scratch, in device memory of its own, may be held in a format other than the
+  // plain one: never a parameter, which the solver updates in place.
   const void* gpu_data_in(DeviceFormat format, const LayoutShape& shape = {});
   void* mutable_gpu_data_in(DeviceFormat format, bool keep_values = true, const LayoutShape& shape = {});
   DeviceFormat device_format() const { return device_format_; }
-  // What channels-last device memory was made for (meaningful while device_format() is kBf16Nhwc).
+  // What channels-last device memory was made for (meaningful while device_format() is channels-last).
   const LayoutShape& device_shape() const { return device_shape_; }
   // Counts the accesses that may change the contents (the mutable accessors, set_*_data, release): a copy made
   // from the contents (a layer's bfloat16 weights) is current while it is unchanged.

@@ -256,15 +256,16 @@ SyncedMemory& bf16_memory(const std::shared_ptr<SyncedMemory>& m) {
 
 template <typename Dtype>
 LayoutShape Blob<Dtype>::device_shape(DeviceFormat format) const {
-  if (format != DeviceFormat::kBf16Nhwc) return {};
+  if (!is_channels_last(format)) return {};
   CHECK(can_channels_last()) << "a blob of shape " << shape_string() << " has no channels-last layout";
-  return {shape_[0], shape_[1], shape_[2] * shape_[3], static_cast<int>(sizeof(bfloat16))};
+  return {shape_[0], shape_[1], shape_[2] * shape_[3],
+          static_cast<int>(is_bf16(format) ? sizeof(bfloat16) : sizeof(Dtype))};
 }
 template <typename Dtype>
 DeviceFormat Blob<Dtype>::device_format_of(const SyncedMemory& m) const {
   const DeviceFormat f = m.device_format();
-  if (f == DeviceFormat::kBf16Nhwc && !(can_channels_last() && m.device_shape() == device_shape(f))) {
-    return DeviceFormat::kBf16;
+  if (is_channels_last(f) && !(can_channels_last() && m.device_shape() == device_shape(f))) {
+    return device_format_for(is_bf16(f), /*channels_last=*/false);
   }
   return f;
 }
@@ -298,6 +299,37 @@ bfloat16* Blob<Dtype>::mutable_gpu_diff_bf16(bool keep_values, DeviceFormat form
   CHECK(is_bf16(format)) << "mutable_gpu_diff_bf16 in " << format_name(format);
   return static_cast<bfloat16*>(
       bf16_memory<Dtype>(diff_).mutable_gpu_data_in(format, keep_values, device_shape(format)));
+}
+
+namespace {
+// The memory of a device access in the blob's own type, in `format`.
+template <typename Dtype>
+SyncedMemory& own_type_memory(const std::shared_ptr<SyncedMemory>& m, DeviceFormat format) {
+  CHECK(m);
+  CHECK(!is_bf16(format)) << "a device access in the blob's own type asked for " << format_name(format);
+  CHECK(format == DeviceFormat::kPlain || (std::is_same<Dtype, float>::value))
+      << "only a float blob is held channels-last";
+  return *m;
+}
+}  // namespace
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_data_in(DeviceFormat format) const {
+  return static_cast<const Dtype*>(own_type_memory<Dtype>(data_, format).gpu_data_in(format, device_shape(format)));
+}
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_diff_in(DeviceFormat format) const {
+  return static_cast<const Dtype*>(own_type_memory<Dtype>(diff_, format).gpu_data_in(format, device_shape(format)));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_data_in(DeviceFormat format, bool keep_values) {
+  return static_cast<Dtype*>(
+      own_type_memory<Dtype>(data_, format).mutable_gpu_data_in(format, keep_values, device_shape(format)));
+}
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_diff_in(DeviceFormat format, bool keep_values) {
+  return static_cast<Dtype*>(
+      own_type_memory<Dtype>(diff_, format).mutable_gpu_data_in(format, keep_values, device_shape(format)));
 }
 
 template <typename Dtype>

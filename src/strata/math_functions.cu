@@ -133,6 +133,13 @@ void gpu_copy(int n, const Dtype* x, Dtype* y) {
 template <typename Dtype>
 void gpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride) {
   if (rows <= 0 || width <= 0) return;
+  // Rows that are one contiguous run (a whole blob: Dropout's TEST-phase copy) go as one flat copy: cudaMemcpy2D
+  // refuses a pitch above the device's maximum (cudaDevAttrMaxPitch, 2^31 - 1 bytes on current GPUs).
+  if (rows == 1 || (src_stride == width && dst_stride == width)) {
+    STRATA_CUDA_CHECK(cudaMemcpy(dst, src, sizeof(Dtype) * static_cast<size_t>(width) * rows,
+                                 cudaMemcpyDeviceToDevice));
+    return;
+  }
   STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(Dtype) * dst_stride, src, sizeof(Dtype) * src_stride,
                                  sizeof(Dtype) * width, rows, cudaMemcpyDeviceToDevice));
 }

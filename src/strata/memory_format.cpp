@@ -123,6 +123,7 @@ const char* format_name(DeviceFormat f) {
     case DeviceFormat::kPlain: return "float";
     case DeviceFormat::kBf16: return "bfloat16";
     case DeviceFormat::kBf16Nhwc: return "bfloat16 channels-last";
+    case DeviceFormat::kNhwc: return "float channels-last";
   }
   return "?";
 }
@@ -155,9 +156,8 @@ void widen_bf16_in_place(void* memory, size_t n) {
 }
 
 void device_copy_to_plain_in_place(DeviceFormat format, size_t n, const LayoutShape& shape, void* memory) {
-  if (format == DeviceFormat::kPlain) return;
-  widen_bf16_in_place(memory, n);
-  if (format != DeviceFormat::kBf16Nhwc) return;
+  if (is_bf16(format)) widen_bf16_in_place(memory, n);
+  if (!is_channels_last(format)) return;
   const size_t m = shape.count();  // the blob's values: the memory may have room for more
   CHECK_LE(m, n) << "channels-last memory made for more values than it holds";
   LayoutShape floats = shape;

@@ -1,6 +1,7 @@
 // The device's conversions between a float blob's formats (memory_format.hpp): float and bfloat16 one thread per
 // value, with the rounding the CPU's reference uses (to_bf16); channels-first and channels-last as a transpose of
-// each image's C x S matrix through shared-memory tiles, so that both the reads and the writes are coalesced.
+// each image's C x S matrix through shared-memory tiles (converting the element type on the way, where it changes),
+// so that both the reads and the writes are coalesced.
 #include <algorithm>
 
 #include "strata/cuda.hpp"
@@ -71,24 +72,23 @@ void gpu_from_bf16(size_t n, const bfloat16* x, float* y) {
 }
 
 void gpu_reformat(size_t n, const LayoutShape& shape, DeviceFormat from, const void* x, DeviceFormat to, void* y) {
-  using F = DeviceFormat;
   const int N = shape.num, C = shape.channels, S = shape.spatial;
   CHECK(from != to) << "gpu_reformat: nothing to convert";
-  CHECK((from != F::kBf16Nhwc && to != F::kBf16Nhwc) || shape.count() == n)
-      << "a channels-last conversion of " << n << " values for a shape of " << shape.count();
-  if (from == F::kPlain && to == F::kBf16) {
-    return gpu_to_bf16(n, static_cast<const float*>(x), static_cast<bfloat16*>(y));
-  }
-  if (from == F::kBf16 && to == F::kPlain) {
+  const bool to_last = is_channels_last(to);
+  if (to_last == is_channels_last(from)) {
+    // The same order: the element type changes, value by value.
+    if (is_bf16(to)) return gpu_to_bf16(n, static_cast<const float*>(x), static_cast<bfloat16*>(y));
     return gpu_from_bf16(n, static_cast<const bfloat16*>(x), static_cast<float*>(y));
   }
+  CHECK_EQ(shape.count(), n) << "a channels-last conversion of " << n << " values for a shape of " << shape.count();
   // To channels-last, each image's C x S becomes S x C; back, S x C becomes C x S.
-  if (to == F::kBf16Nhwc) {
-    if (from == F::kPlain) return transpose<float, bfloat16>(N, C, S, x, y);
-    return transpose<bfloat16, bfloat16>(N, C, S, x, y);
+  const int rows = to_last ? C : S, cols = to_last ? S : C;
+  if (is_bf16(from)) {
+    if (is_bf16(to)) return transpose<bfloat16, bfloat16>(N, rows, cols, x, y);
+    return transpose<bfloat16, float>(N, rows, cols, x, y);
   }
-  if (to == F::kPlain) return transpose<bfloat16, float>(N, S, C, x, y);
-  transpose<bfloat16, bfloat16>(N, S, C, x, y);
+  if (is_bf16(to)) return transpose<float, bfloat16>(N, rows, cols, x, y);
+  transpose<float, float>(N, rows, cols, x, y);
 }
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <type_traits>
 
 #include "strata/layer_factory.hpp"
 #include "strata/layer_modules.hpp"
@@ -368,16 +369,17 @@ void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
   }
   for (size_t l = 0; l < lowest_user.size(); ++l) final_after_[lowest_user[l]].push_back(static_cast<int>(l));
 
-  LogBf16Layers();
+  LogGpuFormats();
   CheckBuiltNet(*this);
 }
 
 // precision: BF16 is a request that a layer without bfloat16 kernels (or a device without them) meets in float:
 // say which layers compute in bfloat16. On the GPU those keep their tops in bfloat16, and a float layer reading one
 // converts it (and its gradient) each pass: name those boundaries once, here (docs/gpu.md, "bfloat16"). Likewise the
-// layers that read channels-last activations channels-first (Layer::Bf16GpuOrder; docs/gpu.md, "Channels-last").
+// layers that read channels-last activations channels-first (Layer::GpuActivationOrder; docs/gpu.md,
+// "Channels-last").
 template <typename Dtype>
-void Net<Dtype>::LogBf16Layers() const {
+void Net<Dtype>::LogGpuFormats() const {
   using Order = typename Layer<Dtype>::GpuOrder;
   std::vector<std::string> asked, bf16;
   std::vector<bool> held_in_bf16(blobs_.size(), false), channels_last(blobs_.size(), false);
@@ -392,10 +394,9 @@ void Net<Dtype>::LogBf16Layers() const {
     if (in_bf16) bf16.push_back(layer.layer_param().name());
     // A layer computed inside another (Layer::Absorb) reads nothing itself.
     if (Strata::mode() != Strata::GPU || (layer.absorbed() && layer.backward_absorbed())) continue;
-    bool reads_bf16 = false, reads_last = false, reorders_bytes = false;
+    bool reads_bf16 = false, reorders_bytes = false;
     for (int b : bottom_id_vecs_[l]) {
       reads_bf16 = reads_bf16 || held_in_bf16[b];
-      reads_last = reads_last || channels_last[b];
       // With one channel or one position per image both orders are the same bytes: no conversion runs.
       reorders_bytes = reorders_bytes || (channels_last[b] && blobs_[b]->shape(1) > 1 && blobs_[b]->count(2) > 1);
     }
@@ -403,9 +404,9 @@ void Net<Dtype>::LogBf16Layers() const {
     if (reads_bf16 && !in_bf16 && !layer.IsSplit() && converting++ < 8) {
       boundaries += (boundaries.empty() ? "" : ", ") + name_of(layer);
     }
-    const Order order = layer.Bf16GpuOrder();
+    const Order order = layer.GpuActivationOrder();
     makes_channels_last = makes_channels_last || order == Order::kMakesChannelsLast;
-    if (reorders_bytes && in_bf16 && order == Order::kChannelsFirst && reordering++ < 8) {
+    if (reorders_bytes && order == Order::kChannelsFirst && !layer.IsSplit() && reordering++ < 8) {
       reorders += (reorders.empty() ? "" : ", ") + name_of(layer);
     }
     const bool bottom_last = !bottom_id_vecs_[l].empty() && channels_last[bottom_id_vecs_[l][0]];
@@ -414,16 +415,18 @@ void Net<Dtype>::LogBf16Layers() const {
       const int t = top_id_vecs_[l][k];
       held_in_bf16[t] = layer.WritesTopInBf16(static_cast<int>(k)) || (layer.IsSplit() && reads_bf16);
       const bool follows = (order == Order::kFollowsBottom || layer.IsSplit()) && bottom_last;
-      channels_last[t] = held_in_bf16[t] && blobs_[t]->can_channels_last() &&
+      channels_last[t] = std::is_same<Dtype, float>::value && blobs_[t]->can_channels_last() &&
+                         !layer.TopHoldsIndices(static_cast<int>(k)) &&
                          (order == Order::kMakesChannelsLast || follows);
     }
   }
-  if (asked.empty()) return;
-  std::string names;
-  for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
-  LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
-            << " layers with precision BF16 compute in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
-            << "; the others compute in float";
+  if (!asked.empty()) {
+    std::string names;
+    for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
+    LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
+              << " layers with precision BF16 compute in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
+              << "; the others compute in float";
+  }
   if (converting > 0) {
     LOG(INFO) << "net '" << name_ << "': " << converting << " float layer" << (converting == 1 ? "" : "s")
               << " read blobs kept in bfloat16 on the GPU and convert them each pass: " << boundaries
@@ -431,7 +434,7 @@ void Net<Dtype>::LogBf16Layers() const {
   }
   if (makes_channels_last) {
     LOG(INFO) << "net '" << name_ << "': the convolutions keep their activations channels-last (NHWC) on the GPU"
-              << (reordering == 0 ? "" : "; " + std::to_string(reordering) + " bfloat16 layer" +
+              << (reordering == 0 ? "" : "; " + std::to_string(reordering) + " layer" +
                                              (reordering == 1 ? " reads" : "s read") +
                                              " them channels-first and converts each pass: " + reorders +
                                              (reordering > 8 ? ", ..." : ""));

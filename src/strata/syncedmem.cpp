@@ -63,6 +63,11 @@ bool poison_fresh_writes = false;
 std::atomic<uint64_t> copies_to_host_of[MemoryTracker::kNumCategories];
 constexpr int kPoisonByte = 0xFF;  // all ones: a NaN in float, double and bfloat16
 
+// Whether two channels-last shapes order the same values alike (the element type is the format's).
+bool same_images(const LayoutShape& a, const LayoutShape& b) {
+  return a.num == b.num && a.channels == b.channels && a.spatial == b.spatial;
+}
+
 void host_free(void* ptr, bool pinned) {
 #ifdef STRATA_USE_CUDA
   if (pinned) {
@@ -109,11 +114,12 @@ void SyncedMemory::free_gpu() {
 
 void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
 #ifdef STRATA_USE_CUDA
-  if (is_bf16(format)) {
-    CHECK(category_ != MemoryCategory::kParameter) << "a parameter's device memory is never held in bfloat16";
-    CHECK_EQ(size_ % sizeof(float), 0u) << "only float memory is held in bfloat16";
+  if (format != DeviceFormat::kPlain) {
+    CHECK(category_ != MemoryCategory::kParameter)
+        << "a parameter's device memory is never held in " << format_name(format);
+    CHECK_EQ(size_ % sizeof(float), 0u) << "only float memory is held in " << format_name(format);
   }
-  if (format == DeviceFormat::kBf16Nhwc) check_channels_last(shape);
+  if (is_channels_last(format)) check_channels_last(shape);
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
   // Nothing changes until the block is there: an allocation that throws (the device full) leaves the memory as it was.
   const size_t bytes = is_bf16(format) ? size_ / 2 : size_;
@@ -121,7 +127,7 @@ void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
   gpu_bytes_ = bytes;
   own_gpu_data_ = true;
   device_format_ = format;
-  device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
+  device_shape_ = is_channels_last(format) ? shape : LayoutShape{};
   MemoryTracker::allocated(category_, gpu_bytes_, MemorySpace::kDevice);
 #else
   (void)format;
@@ -137,7 +143,7 @@ void SyncedMemory::check_channels_last(const LayoutShape& shape) const {
 }
 
 bool SyncedMemory::in_device_format(DeviceFormat format, const LayoutShape& shape) const {
-  return format == device_format_ && (format != DeviceFormat::kBf16Nhwc || shape == device_shape_);
+  return format == device_format_ && (!is_channels_last(format) || same_images(shape, device_shape_));
 }
 
 void SyncedMemory::reformat_gpu(DeviceFormat format, const LayoutShape& shape) {
@@ -145,17 +151,17 @@ void SyncedMemory::reformat_gpu(DeviceFormat format, const LayoutShape& shape) {
 #ifdef STRATA_USE_CUDA
   CHECK(own_gpu_data_) << "cannot convert device memory owned elsewhere to another format";
   // Channels-last made for another shape (the blob was reshaped) goes back to channels-first first.
-  if (device_format_ == DeviceFormat::kBf16Nhwc && format == DeviceFormat::kBf16Nhwc) {
-    reformat_gpu(DeviceFormat::kBf16, {});
+  if (is_channels_last(device_format_) && is_channels_last(format) && !same_images(shape, device_shape_)) {
+    reformat_gpu(device_format_for(is_bf16(device_format_), false), {});
   }
   // The channels-last side of the conversion: the memory's own shape going back, the one asked for going there.
-  const LayoutShape last = device_format_ == DeviceFormat::kBf16Nhwc ? device_shape_ : shape;
-  const bool layout_change = format == DeviceFormat::kBf16Nhwc || device_format_ == DeviceFormat::kBf16Nhwc;
+  const bool layout_change = is_channels_last(format) != is_channels_last(device_format_);
+  const LayoutShape last = is_channels_last(device_format_) ? device_shape_ : shape;
   // With one channel, or one position per image (a global pooling's output), both orders are the same bytes.
-  if (layout_change && is_bf16(format) && is_bf16(device_format_) && (last.channels == 1 || last.spatial == 1)) {
-    if (format == DeviceFormat::kBf16Nhwc) check_channels_last(shape);
+  if (layout_change && is_bf16(format) == is_bf16(device_format_) && (last.channels == 1 || last.spatial == 1)) {
+    if (is_channels_last(format)) check_channels_last(shape);
     device_format_ = format;
-    device_shape_ = format == DeviceFormat::kBf16Nhwc ? shape : LayoutShape{};
+    device_shape_ = is_channels_last(format) ? shape : LayoutShape{};
     return;
   }
   // Stream-ordered: the old block returns to the pool once the conversion that reads it has run. alloc_gpu replaces
@@ -282,7 +288,7 @@ void SyncedMemory::to_gpu() {
       head_ = HEAD_AT_GPU;
       break;
     case HEAD_AT_CPU:
-      if (device_format_ != DeviceFormat::kPlain) free_gpu();  // the host's floats replace the bfloat16 copy
+      if (device_format_ != DeviceFormat::kPlain) free_gpu();  // the host's plain floats replace the device's copy
       if (gpu_ptr_ == nullptr) alloc_gpu();
       STRATA_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
       head_ = SYNCED;

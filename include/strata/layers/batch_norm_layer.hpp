@@ -38,9 +38,7 @@ class BatchNormLayer : public Layer<Dtype> {
   bool Absorb(Layer<Dtype>& next) override;
   // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu), with its absorbed Scale and ReLU.
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
-  }
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   bool IsStochastic() const override { return !use_global_stats_; }
   bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
 

@@ -21,9 +21,8 @@ class ConcatLayer : public Layer<Dtype> {
   // Copies bfloat16 on the GPU (Layer::Bf16OnGpu).
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
   // Channels-last along the channels or the images (concat_layer.cu).
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() && axis_ <= 1 ? Layer<Dtype>::GpuOrder::kFollowsBottom
-                                          : Layer<Dtype>::GpuOrder::kChannelsFirst;
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override {
+    return axis_ <= 1 ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
   }
   // Joining 4-axis blobs along the channels, each a multiple of 16 of them, copies the same contiguous runs in the
   // channel-blocked layout as in the plain one (each bottom's n-th image is C_i x H x W values in both), so the

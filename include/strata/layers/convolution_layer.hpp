@@ -9,7 +9,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDNN
-class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors and the algorithms chosen for the current shape (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -59,7 +59,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
   bool ComputesInBf16() const override;
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override;
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override;
   // On oneDNN: its kernels read and write the channel-blocked layout themselves.
   bool AcceptsBlockedBottoms() const override;
   // On the oneDNN engine, absorbs (Layer::Absorb) the forward of a ReLU without slope in place after it: the
@@ -76,12 +76,14 @@ class ConvolutionLayer : public Layer<Dtype> {
   // bfloat16 with Bf16OnGpu().
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-  // cuDNN's description of the current shape, in float or bfloat16, made on first use.
-  // In bfloat16 `order` is the order asked for (channels-last, or channels-first); where cuDNN has no
-  // channels-last algorithm for the shape it becomes channels-first (said once).
-  const cudnn_conv::Convolution& Cudnn(bool bf16, DeviceFormat* order = nullptr);
-  void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
-  void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+  // cuDNN's description of the current shape in the device format *order asked for (format_for_images), made on
+  // first use; where cuDNN has no channels-last algorithm for the shape, *order becomes channels-first (said once).
+  const cudnn_conv::Convolution& Cudnn(DeviceFormat* order);
+  // The passes in bfloat16 or channels-last (f, described by c), the weights through their copy in f.
+  void ForwardGpuConverted(const BlobVec& bottom, const BlobVec& top, const cudnn_conv::Convolution& c,
+                           DeviceFormat f);
+  void BackwardGpuConverted(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom,
+                            const cudnn_conv::Convolution& c, DeviceFormat f);
 #endif
 
  private:
@@ -113,8 +115,8 @@ class ConvolutionLayer : public Layer<Dtype> {
   Blob<Dtype> partials_;         // parameter gradients of threads 1.. while they share the batch
 #ifdef STRATA_USE_CUDNN
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
-  std::shared_ptr<Bf16Copy> bf16_weights_;  // in bfloat16 on the GPU: the weights' copy
-  Blob<float> weight_diff_bf16_;             // and the weight gradient before it is added to the float one
+  std::shared_ptr<ParamCopy> weights_copy_;  // in bfloat16 or channels-last on the GPU: the weights' copy
+  Blob<float> weight_diff_copy_;             // and the weight gradient before it is added to the float one
 #endif
   // Set when the CPU passes run through oneDNN; its primitives follow the shape (configured in Reshape).
   std::shared_ptr<onednn_conv::Convolution> onednn_;

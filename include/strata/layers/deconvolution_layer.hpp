@@ -13,7 +13,7 @@ class Convolution;
 }  // namespace onednn_conv
 
 #ifdef STRATA_USE_CUDNN
-class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors of a convolution and its chosen algorithms (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -50,7 +50,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   // The oneDNN engine reads and writes the channel-blocked layout.
   bool AcceptsBlockedBottoms() const override;
   bool ComputesInBf16() const override;
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override;
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override;
   bool uses_onednn() const { return onednn_ != nullptr; }
 
   // The convolution this layer transposes, over one top image: channels num_output, the top's height and width,
@@ -64,7 +64,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef STRATA_USE_CUDNN
-  // In bfloat16 with Layer::Bf16OnGpu, as Convolution's passes.
+  // In bfloat16 with Layer::Bf16OnGpu, and channels-last, as Convolution's passes.
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif
@@ -80,13 +80,12 @@ class DeconvolutionLayer : public Layer<Dtype> {
   bool bf16_ = false;  // precision: BF16 asked for (oneDNN's bfloat16 where the CPU has it)
   std::shared_ptr<onednn_conv::Convolution> onednn_;  // null: the CAFFE path
 #ifdef STRATA_USE_CUDNN
-  // cuDNN's description of the current shape, in float or bfloat16, made on first use.
-  // In bfloat16 `order` is the order asked for (channels-last, or channels-first); where cuDNN has no
-  // channels-last algorithm for the shape it becomes channels-first (said once).
-  const cudnn_conv::Convolution& Cudnn(bool bf16, DeviceFormat* order = nullptr);
+  // cuDNN's description of the current shape in the device format *order asked for (format_for_images), made on
+  // first use; where cuDNN has no channels-last algorithm for the shape, *order becomes channels-first (said once).
+  const cudnn_conv::Convolution& Cudnn(DeviceFormat* order);
   std::shared_ptr<cudnn_conv::Convolution> cudnn_;
-  std::shared_ptr<Bf16Copy> bf16_weights_;  // in bfloat16 on the GPU: the weights' copy
-  Blob<float> weight_diff_bf16_;             // and the weight gradient before it is added to the float one
+  std::shared_ptr<ParamCopy> weights_copy_;  // in bfloat16 or channels-last on the GPU: the weights' copy
+  Blob<float> weight_diff_copy_;             // and the weight gradient before it is added to the float one
 #endif
 };
 

@@ -25,9 +25,7 @@ class EltwiseLayer : public Layer<Dtype> {
   bool AcceptsBlockedBottoms() const override { return op_ == EltwiseParameter::SUM; }
   // SUM reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); PROD and MAX compute in float.
   bool ComputesInBf16() const override { return this->Bf16OnGpu() && op_ == EltwiseParameter::SUM; }
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
-  }
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   bool BackwardNeedsTopData() const override {
     return (op_ == EltwiseParameter::PROD && !stable_prod_grad_) || relu_ != nullptr;
   }

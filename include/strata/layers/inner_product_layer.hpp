@@ -7,7 +7,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDA
-class Bf16Copy;  // a parameter's bfloat16 copy (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
 #endif
 namespace onednn_ip {
 // oneDNN's primitives for the current shape (src/strata/layers/onednn_inner_product.hpp).
@@ -47,7 +47,7 @@ class InnerProductLayer : public Layer<Dtype> {
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
   void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
   void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
-  std::shared_ptr<Bf16Copy> bf16_weights_;
+  std::shared_ptr<ParamCopy> bf16_weights_;
 #endif
 
   int M_ = 0;  // rows: the product of the axes before `axis`

@@ -36,9 +36,7 @@ class LRNLayer : public Layer<Dtype> {
   const char* type() const override { return "LRN"; }
   // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); its scale stays float.
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
-  }
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&scale_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }

@@ -51,9 +51,9 @@ class PoolingLayer : public Layer<Dtype> {
   bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
   // MAX and AVE read and write bfloat16 on the GPU (Layer::Bf16OnGpu); STOCHASTIC computes in float.
   bool ComputesInBf16() const override { return this->Bf16OnGpu() && !stochastic(); }
-  bool WritesTopInBf16(int index) const override { return index == 0 && ComputesInBf16(); }  // the mask: float
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
+  bool TopHoldsIndices(int index) const override { return index == 1; }  // the mask
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override {
+    return stochastic() ? Layer<Dtype>::GpuOrder::kChannelsFirst : Layer<Dtype>::GpuOrder::kFollowsBottom;
   }
 
   // Whether the CPU passes for the current shape run through oneDNN (pooling_param.engine, above).

@@ -33,9 +33,7 @@ class ReLULayer : public NeuronLayer<Dtype> {
   Dtype negative_slope() const { return negative_slope_; }
   // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
   bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
-  typename Layer<Dtype>::GpuOrder Bf16GpuOrder() const override {
-    return ComputesInBf16() ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;
-  }
+  typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
 

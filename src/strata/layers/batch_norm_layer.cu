@@ -56,17 +56,18 @@ __global__ void bn_normalise(Index n, int C, int S, bool last, const T* x, const
   }
 }
 
-// y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in bfloat16 (float
-// blobs use gpu_broadcast_affine).
-template <typename Index>
-__global__ void bn_affine_bf16(Index n, int C, int S, bool last, const bfloat16* x, const float* scale,
-                               const float* shift, bfloat16* y) {
+// y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in bfloat16 or
+// channels-last (plain blobs in their own type use gpu_broadcast_affine).
+template <typename T, typename Index>
+__global__ void bn_affine(Index n, int C, int S, bool last, const T* x, const ComputeType<T>* scale,
+                          const ComputeType<T>* shift, T* y) {
   for (Index k = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<Index>(blockDim.x) * gridDim.x) {
     const int c = channel_of(k, C, S, last);
-    y[k] = to_bf16(from_bf16(x[k]) * scale[c] + (shift ? shift[c] : 0.f));
+    put(&y[k], value_of(x[k]) * scale[c] + (shift ? shift[c] : ComputeType<T>(0)));
   }
 }
+
 
 // use_global_stats: y = x * (1/std) + (-mean/std), the shift kept in variance (as on the CPU).
 template <typename Dtype>
@@ -105,6 +106,19 @@ void launch_indexed(long long n, const Launch& launch) {
   } else {
     launch(n);
   }
+}
+
+// use_global_stats's y = x * scale + shift per channel (shift may be null), in x's format.
+template <typename T, typename Dtype>
+void bn_global_affine(long long n, int num, int C, int S, bool last, const T* x, const Dtype* scale,
+                      const Dtype* shift, T* y) {
+  if constexpr (std::is_same<T, Dtype>::value) {
+    if (!last) return gpu_broadcast_affine<Dtype>(BroadcastGeometry{num, C, S}, x, scale, shift, y);
+  }
+  launch_indexed(n, [&](auto count) {
+    bn_affine<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, x, scale, shift, y);
+  });
+  STRATA_CUDA_KERNEL_CHECK();
 }
 
 // TRAIN statistics per channel: the sums of d = x - x0 and d^2, shifted by the channel's first value x0 (image 0,
@@ -197,10 +211,10 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const int C = channels_, S = spatial_;
-  // bfloat16 follows the bottom's order (bf16_device.cuh), and x_hat is kept in it.
-  const DeviceFormat f = std::is_same<T, bfloat16>::value ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
+  // In the bottom's order (bf16_device.cuh), x_hat kept in it.
+  const DeviceFormat f = format_following(*bottom[0], std::is_same<T, bfloat16>::value);
   gpu_format_ = f;
-  const bool last = f == DeviceFormat::kBf16Nhwc;
+  const bool last = is_channels_last(f);
   const T* x = gpu_data_as<T>(*bottom[0], f);
   T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);  // in place, x: read before it is written
   Dtype* mean = mean_.mutable_gpu_data();
@@ -210,15 +224,7 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
     bn_global<<<cuda::blocks(C), cuda::kThreads>>>(C, this->blobs_[0]->gpu_data(), this->blobs_[1]->gpu_data(),
                                                    this->blobs_[2]->gpu_data(), eps_, mean, inv_std, variance);
     STRATA_CUDA_KERNEL_CHECK();
-    if constexpr (std::is_same<T, bfloat16>::value) {
-      launch_indexed(n, [&](auto count) {
-        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, x, inv_std, variance, y);
-      });
-      STRATA_CUDA_KERNEL_CHECK();
-    } else {
-      gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, x, inv_std, variance, y);
-    }
-    return;
+    return bn_global_affine(n, num_, C, S, last, x, inv_std, variance, y);
   }
   bn_statistics(num_, C, S, last, x, eps_, moving_average_fraction_, mean, variance, inv_std,
                 this->blobs_[0]->mutable_gpu_data(), this->blobs_[1]->mutable_gpu_data(),
@@ -240,21 +246,13 @@ void BatchNormLayer<Dtype>::BackwardGpuAs(const BlobVec& top, const std::vector<
   if (n == 0 || (!propagate_down[0] && !scale_)) return;
   const int C = channels_, S = spatial_;
   // In forward's order: the top's value may have been freed (it is not read) or converted by a reader since.
-  const DeviceFormat f = std::is_same<T, bfloat16>::value ? gpu_format_ : DeviceFormat::kPlain;
-  const bool last = f == DeviceFormat::kBf16Nhwc;
+  const DeviceFormat f = gpu_format_;
+  const bool last = is_channels_last(f);
   const T* dy = gpu_diff_as<T>(*top[0], f);
   const Dtype* inv_std = inv_std_.gpu_data();
   if (use_global_stats_) {
     T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f);
-    if constexpr (std::is_same<T, bfloat16>::value) {
-      launch_indexed(n, [&](auto count) {
-        bn_affine_bf16<<<cuda::blocks(n), cuda::kThreads>>>(count, C, S, last, dy, inv_std, nullptr, dx);
-      });
-      STRATA_CUDA_KERNEL_CHECK();
-    } else {
-      gpu_broadcast_affine<Dtype>(BroadcastGeometry{num_, C, S}, dy, inv_std, nullptr, dx);
-    }
-    return;
+    return bn_global_affine(n, num_, C, S, last, dy, inv_std, static_cast<const Dtype*>(nullptr), dx);
   }
   const BnPost<Dtype> post = device_post(scale_, relu_);
   Dtype* dgamma = scale_ && scale_->param_propagate_down(0) ? scale_->blobs()[0]->mutable_gpu_diff() : nullptr;

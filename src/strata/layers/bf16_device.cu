@@ -10,15 +10,17 @@ namespace strata {
 
 namespace {
 
-__global__ void add_bf16_kernel(long long n, const bfloat16* x, float* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] += from_bf16(x[i]);
+template <typename T>
+__global__ void add_kernel(long long n, const T* x, float* y) {
+  STRATA_KERNEL_LOOP(i, n) y[i] += value_of(x[i]);
 }
 
 // y in the plain order, x channels-last: y's element (m, c, s) is x's at x_order.at(m, c, s).
-__global__ void add_bf16_from_channels_last_kernel(long long n, const bfloat16* x, ImageLayout x_order, float* y) {
+template <typename T>
+__global__ void add_from_channels_last_kernel(long long n, const T* x, ImageLayout x_order, float* y) {
   STRATA_KERNEL_LOOP(i, n) {
     const long long s = i % x_order.S, c = (i / x_order.S) % x_order.C, m = i / (x_order.S * x_order.C);
-    y[i] += from_bf16(x[x_order.at(m, c, s)]);
+    y[i] += value_of(x[x_order.at(m, c, s)]);
   }
 }
 
@@ -38,37 +40,43 @@ __global__ void sum_bf16_kernel(long long n, Terms t, bool accumulate, bfloat16*
 }
 
 // Index: 32 bits where the blob fits (a 64-bit division per value would bound the kernel).
-template <typename Index>
-__global__ void bias_relu_kernel(Index n, Index spatial, Index channels, const float* bias, bool relu, bfloat16* y,
+template <typename T, typename Index>
+__global__ void bias_relu_kernel(Index n, Index spatial, Index channels, const float* bias, bool relu, T* y,
                                  bool channels_last) {
   STRATA_KERNEL_LOOP(i, n) {
-    float v = from_bf16(y[i]);
+    float v = value_of(y[i]);
     const Index k = static_cast<Index>(i);
     if (bias) v += bias[channels_last ? k % channels : (k / spatial) % channels];
     if (relu) v = relu_value(v, 0.f);
-    y[i] = to_bf16(v);
+    put(&y[i], v);
   }
 }
 
 }  // namespace
 
-void gpu_bias_relu_bf16(long long n, int spatial, int channels, const float* bias, bool relu, bfloat16* y,
-                        bool channels_last) {
+template <typename T>
+void gpu_bias_relu(long long n, int spatial, int channels, const float* bias, bool relu, T* y, bool channels_last) {
   if (n <= 0) return;
   if (n < (1LL << 31)) {
-    bias_relu_kernel<unsigned><<<cuda::blocks(n), cuda::kThreads>>>(static_cast<unsigned>(n),
-                                                                     static_cast<unsigned>(spatial),
-                                                                     static_cast<unsigned>(channels), bias, relu, y,
-                                                                     channels_last);
+    bias_relu_kernel<T, unsigned><<<cuda::blocks(n), cuda::kThreads>>>(static_cast<unsigned>(n),
+                                                                        static_cast<unsigned>(spatial),
+                                                                        static_cast<unsigned>(channels), bias, relu, y,
+                                                                        channels_last);
   } else {
-    bias_relu_kernel<long long><<<cuda::blocks(n), cuda::kThreads>>>(n, spatial, channels, bias, relu, y,
-                                                                      channels_last);
+    bias_relu_kernel<T, long long><<<cuda::blocks(n), cuda::kThreads>>>(n, spatial, channels, bias, relu, y,
+                                                                         channels_last);
   }
   STRATA_CUDA_KERNEL_CHECK();
 }
 
 void gpu_copy_rows_bf16(int rows, int width, const bfloat16* src, int src_stride, bfloat16* dst, int dst_stride) {
   if (rows <= 0 || width <= 0) return;
+  // One contiguous run as one flat copy, as gpu_copy_rows does (cudaMemcpy2D's pitch limit).
+  if (rows == 1 || (src_stride == width && dst_stride == width)) {
+    STRATA_CUDA_CHECK(cudaMemcpy(dst, src, sizeof(bfloat16) * static_cast<size_t>(width) * rows,
+                                 cudaMemcpyDeviceToDevice));
+    return;
+  }
   STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(bfloat16) * dst_stride, src, sizeof(bfloat16) * src_stride,
                                  sizeof(bfloat16) * width, rows, cudaMemcpyDeviceToDevice));
 }
@@ -85,21 +93,31 @@ void gpu_sum_bf16(long long n, const std::vector<const bfloat16*>& terms, bfloat
   }
 }
 
-void gpu_add_bf16(long long n, const bfloat16* x, float* y, ImageLayout x_order) {
+template <typename T>
+void gpu_add_as(long long n, const T* x, float* y, ImageLayout x_order) {
   if (n <= 0) return;
   if (x_order.channels_last) {
     CHECK_EQ(n % (x_order.C * x_order.S), 0) << "a channels-last gradient of " << n << " values";
-    add_bf16_from_channels_last_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, x_order, y);
+    add_from_channels_last_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, x_order, y);
   } else {
-    add_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, y);
+    add_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, x, y);
   }
   STRATA_CUDA_KERNEL_CHECK();
 }
 
-void gpu_channel_sums_bf16(int outer, int dim, int inner, const bfloat16* x, float* sums) {
+template <typename T>
+void gpu_channel_sums_as(int outer, int dim, int inner, const T* x, float* sums) {
   channel_reduce(
-      outer, dim, inner, [=] __device__(long long k, int) { return make_double2(from_bf16(x[k]), 0.0); },
+      outer, dim, inner, [=] __device__(long long k, int) { return make_double2(value_of(x[k]), 0.0); },
       [=] __device__(int d, double sum, double) { sums[d] += static_cast<float>(sum); });
 }
+
+#define STRATA_INSTANTIATE_STORED(T)                                                                   \
+  template void gpu_bias_relu<T>(long long, int, int, const float*, bool, T*, bool);                 \
+  template void gpu_add_as<T>(long long, const T*, float*, ImageLayout);                              \
+  template void gpu_channel_sums_as<T>(int, int, int, const T*, float*);
+STRATA_INSTANTIATE_STORED(float)
+STRATA_INSTANTIATE_STORED(bfloat16)
+#undef STRATA_INSTANTIATE_STORED
 
 }  // namespace strata

@@ -13,12 +13,12 @@ struct ConcatRows {
   int scale = 0;
 };
 
-// bfloat16 in `f`, the order of the first bottom (bf16_device.cuh), where that keeps each bottom a run of rows:
+// In `f`, the order of the first bottom (bf16_device.cuh), where that keeps each bottom a run of rows:
 // channels-last concatenates along the channels (N x S rows of C) or the images (each image one run), not along a
 // spatial axis.
 ConcatRows concat_rows(DeviceFormat f, int axis, int outer, int inner) {
-  if (f != DeviceFormat::kBf16Nhwc) return {f, outer, inner};
-  if (axis > 1) return {DeviceFormat::kBf16, outer, inner};
+  if (!is_channels_last(f)) return {f, outer, inner};
+  if (axis > 1) return {device_format_for(is_bf16(f), /*channels_last=*/false), outer, inner};
   return axis == 1 ? ConcatRows{f, outer * inner, 1} : ConcatRows{f, outer, inner};
 }
 }  // namespace
@@ -27,7 +27,7 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
   const ConcatRows r =
-      concat_rows(ComputesInBf16() ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain, axis_, outer_, inner_);
+      concat_rows(format_following(*bottom[0], ComputesInBf16()), axis_, outer_, inner_);
   const DeviceFormat f = r.format;
   gpu_format_ = f;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {

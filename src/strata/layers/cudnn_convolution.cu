@@ -140,7 +140,7 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
                bool channels_last) {
   const GpuOptions& o = gpu_options();
   CHECK(!bf16 || sizeof(Dtype) == 4) << "bfloat16 convolutions are for float nets";
-  CHECK(!channels_last || bf16) << "channels-last convolutions are bfloat16 ones";
+  CHECK(!channels_last || sizeof(Dtype) == 4) << "channels-last convolutions are for float nets";
   const int out_h = g.out_h(), out_w = g.out_w();
   std::ostringstream k;
   k << (bf16 ? "bfloat16" : sizeof(Dtype) == 4 ? "float" : "double") << (channels_last ? " NHWC" : "") << " x " << num << "x" << g.channels << "x"
@@ -214,22 +214,23 @@ template bool configure<float>(Convolution*, const ConvGeometry&, int, int, int,
 template bool configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
 
 template <typename Dtype>
-void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
-                    DeviceFormat* order, const std::string& layer_name, const char* layer_type) {
-  if (*order == DeviceFormat::kBf16Nhwc) {
+void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, DeviceFormat* order,
+                    const std::string& layer_name, const char* layer_type) {
+  const bool bf16 = is_bf16(*order);
+  if (is_channels_last(*order)) {
     if (configure<Dtype>(c, g, num, num_output, group, bf16, /*channels_last=*/true)) return;
     LOG_IF(WARNING, !c->warned_channels_first)
-        << "layer '" << layer_name << "' (" << layer_type << "): cuDNN has no channels-last bfloat16 algorithm for "
-        << "its shape within the limits; it computes channels-first";
+        << "layer '" << layer_name << "' (" << layer_type << "): cuDNN has no " << format_name(*order)
+        << " algorithm for its shape within the limits; it computes channels-first";
     c->warned_channels_first = true;
-    *order = DeviceFormat::kBf16;
+    *order = device_format_for(bf16, /*channels_last=*/false);
   }
   configure<Dtype>(c, g, num, num_output, group, bf16);
 }
 
-template void configure_pass<float>(Convolution*, const ConvGeometry&, int, int, int, bool, DeviceFormat*,
+template void configure_pass<float>(Convolution*, const ConvGeometry&, int, int, int, DeviceFormat*,
                                     const std::string&, const char*);
-template void configure_pass<double>(Convolution*, const ConvGeometry&, int, int, int, bool, DeviceFormat*,
+template void configure_pass<double>(Convolution*, const ConvGeometry&, int, int, int, DeviceFormat*,
                                      const std::string&, const char*);
 
 }  // namespace cudnn_conv

@@ -50,18 +50,19 @@ struct Convolution {
 // g.out_h() x g.out_w() in `group` groups, and finds (or recalls) its algorithms. Does nothing when the shape is
 // the one already described. With `bf16` (float only) x, w and y are bfloat16 and the products are summed in
 // float on tensor cores (cuDNN's pseudo-bfloat16 configuration); the bias descriptors stay float. With
-// `channels_last` (bfloat16 only) x and y are NHWC and w is KRSC (Bf16Copy's channels-last copy), and the result is
+// `channels_last` (float nets) x and y are NHWC and w is KRSC (ParamCopy's channels-last copy), and the result is
 // false where cuDNN has no such algorithm for a direction within the limits (the caller computes channels-first);
 // channels-first, that is an Error naming the shape.
 template <typename Dtype>
 bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false,
                bool channels_last = false);
 
-// configure for a layer's pass in *order (kPlain, kBf16 or kBf16Nhwc): where cuDNN has no channels-last algorithm for
-// the shape, the pass computes channels-first (*order becomes kBf16), and the first time a warning names the layer.
+// configure for a layer's pass in *order (a DeviceFormat: its element type and order): where cuDNN has no
+// channels-last algorithm for the shape, the pass computes channels-first (*order becomes the element type's plain
+// format), and the first time a warning names the layer.
 template <typename Dtype>
-void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
-                    DeviceFormat* order, const std::string& layer_name, const char* layer_type);
+void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, DeviceFormat* order,
+                    const std::string& layer_name, const char* layer_type);
 
 }  // namespace cudnn_conv
 }  // namespace strata

@@ -46,10 +46,10 @@ bool DeconvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
 }
 
 template <typename Dtype>
-typename Layer<Dtype>::GpuOrder DeconvolutionLayer<Dtype>::Bf16GpuOrder() const {
-  const bool gpu = Strata::mode() == Strata::GPU && ComputesInBf16();
-  return gpu && gpu_options().channels_last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast
-                                            : Layer<Dtype>::GpuOrder::kChannelsFirst;
+typename Layer<Dtype>::GpuOrder DeconvolutionLayer<Dtype>::GpuActivationOrder() const {
+  const bool last = std::is_same<Dtype, float>::value && Strata::mode() == Strata::GPU &&
+                    gpu_options().channels_last_for(ComputesInBf16());
+  return last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast : Layer<Dtype>::GpuOrder::kChannelsFirst;
 }
 
 template <typename Dtype>

@@ -69,11 +69,11 @@ template <typename Dtype>
 void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const int n = top[0]->count();
   if (n == 0) return;
+  // In bottom 0's order (a value at a time), the others converted to it.
+  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
+  gpu_format_ = f;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (ComputesInBf16()) {
-      // In bottom 0's order (a value at a time), the others converted to it.
-      const DeviceFormat f = bf16_format_following(*bottom[0]);
-      gpu_format_ = f;
       const bfloat16* x0 = bottom[0]->gpu_data_bf16(f);
       const bfloat16* x1 = bottom[1]->gpu_data_bf16(f);
       bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false, f);  // may be x0 (in place)
@@ -91,9 +91,9 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
       return;
     }
   }
-  const Dtype* x0 = bottom[0]->gpu_data();
-  const Dtype* x1 = bottom[1]->gpu_data();
-  Dtype* y = top[0]->mutable_gpu_data();  // may be x0 (in place): each element is read before it is written
+  const Dtype* x0 = bottom[0]->gpu_data_in(f);
+  const Dtype* x1 = bottom[1]->gpu_data_in(f);
+  Dtype* y = top[0]->mutable_gpu_data_in(f);  // may be x0 (in place): each element is read before it is written
   switch (op_) {
     case EltwiseParameter::SUM: {
       // An absorbed ReLU in the last pass over y.
@@ -102,7 +102,7 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
       sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, relu_now,
                                                 slope, y);
       STRATA_CUDA_KERNEL_CHECK();
-      for (size_t b = 2; b < bottom.size(); ++b) gpu_axpy(n, coeffs_[b], bottom[b]->gpu_data(), y);
+      for (size_t b = 2; b < bottom.size(); ++b) gpu_axpy(n, coeffs_[b], bottom[b]->gpu_data_in(f), y);
       if (relu_ && !relu_now) {
         relu_in_place<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), slope, y);
         STRATA_CUDA_KERNEL_CHECK();
@@ -111,14 +111,14 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
     }
     case EltwiseParameter::PROD:
       gpu_mul(n, x0, x1, y);
-      for (size_t b = 2; b < bottom.size(); ++b) gpu_mul(n, static_cast<const Dtype*>(y), bottom[b]->gpu_data(), y);
+      for (size_t b = 2; b < bottom.size(); ++b) gpu_mul(n, static_cast<const Dtype*>(y), bottom[b]->gpu_data_in(f), y);
       break;
     case EltwiseParameter::MAX: {
       Dtype* index = max_index_.mutable_gpu_data();
       max2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x0, x1, y, index);
       STRATA_CUDA_KERNEL_CHECK();
       for (size_t b = 2; b < bottom.size(); ++b) {
-        max_more<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[b]->gpu_data(),
+        max_more<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), bottom[b]->gpu_data_in(f),
                                                       static_cast<Dtype>(b), y, index);
         STRATA_CUDA_KERNEL_CHECK();
       }
@@ -134,9 +134,9 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
                                        const BlobVec& bottom) {
   const int n = top[0]->count();
   if (n == 0) return;
+  const DeviceFormat f = gpu_format_;  // forward's: the top's value may be gone (unread without a ReLU) or converted
   if constexpr (std::is_same<Dtype, float>::value) {
     if (ComputesInBf16()) {
-      const DeviceFormat f = gpu_format_;  // the top's value may be gone (unread without a ReLU) or converted
       const bfloat16* dy = top[0]->gpu_diff_bf16(f);
       const bfloat16* y = relu_ ? top[0]->gpu_data_bf16(f) : nullptr;
       const float slope = relu_ ? relu_->negative_slope() : 0.f;
@@ -150,16 +150,16 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
       return;
     }
   }
-  const Dtype* dy = top[0]->gpu_diff();
+  const Dtype* dy = top[0]->gpu_diff_in(f);
   // Bottom 0 last: in place, its diff is the top's.
   for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
     if (!propagate_down[b]) continue;
-    Dtype* dx = bottom[b]->mutable_gpu_diff();
+    Dtype* dx = bottom[b]->mutable_gpu_diff_in(f);
     switch (op_) {
       case EltwiseParameter::SUM:
         if (relu_) {
           sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy,
-                                                                 top[0]->gpu_data(), relu_->negative_slope(), dx);
+                                                                 top[0]->gpu_data_in(f), relu_->negative_slope(), dx);
           STRATA_CUDA_KERNEL_CHECK();
         } else if (coeffs_[b] == Dtype(1)) {
           gpu_copy(n, dy, dx);
@@ -172,12 +172,12 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
           bool first = true;
           for (int j = 0; j < static_cast<int>(bottom.size()); ++j) {
             if (j == b) continue;
-            gpu_mul(n, first ? dy : static_cast<const Dtype*>(dx), bottom[j]->gpu_data(), dx);
+            gpu_mul(n, first ? dy : static_cast<const Dtype*>(dx), bottom[j]->gpu_data_in(f), dx);
             first = false;
           }
         } else {
-          gpu_mul(n, dy, top[0]->gpu_data(), dx);
-          gpu_div(n, static_cast<const Dtype*>(dx), bottom[b]->gpu_data(), dx);
+          gpu_mul(n, dy, top[0]->gpu_data_in(f), dx);
+          gpu_div(n, static_cast<const Dtype*>(dx), bottom[b]->gpu_data_in(f), dx);
         }
         break;
       case EltwiseParameter::MAX:

@@ -59,9 +59,9 @@ void InnerProductLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vecto
 template <typename Dtype>
 void InnerProductLayer<Dtype>::ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top) {
   if constexpr (std::is_same<Dtype, float>::value) {
-    if (!bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+    if (!bf16_weights_) bf16_weights_ = std::make_shared<ParamCopy>();
     const bfloat16* x = bottom[0]->gpu_data_bf16();
-    const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
+    const bfloat16* w = bf16_weights_->of<bfloat16>(*this->blobs_[0], false);
     bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false);
     if (M_ == 0) return;
     const CBLAS_TRANSPOSE tw = transpose_ ? CblasNoTrans : CblasTrans;
@@ -79,7 +79,7 @@ template <typename Dtype>
 void InnerProductLayer<Dtype>::BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down,
                                                const BlobVec& bottom) {
   if constexpr (std::is_same<Dtype, float>::value) {
-    if (!bf16_weights_) bf16_weights_ = std::make_shared<Bf16Copy>();
+    if (!bf16_weights_) bf16_weights_ = std::make_shared<ParamCopy>();
     const bfloat16* dy = top[0]->gpu_diff_bf16();
     if (this->param_propagate_down(0)) {
       const bfloat16* x = bottom[0]->gpu_data_bf16();
@@ -91,10 +91,10 @@ void InnerProductLayer<Dtype>::BackwardGpuBf16(const BlobVec& top, const std::ve
       }
     }
     if (bias_term_ && this->param_propagate_down(1)) {
-      gpu_channel_sums_bf16(M_, N_, 1, dy, this->blobs_[1]->mutable_gpu_diff());
+      gpu_channel_sums_as(M_, N_, 1, dy, this->blobs_[1]->mutable_gpu_diff());
     }
     if (propagate_down[0]) {
-      const bfloat16* w = bf16_weights_->of(*this->blobs_[0]);
+      const bfloat16* w = bf16_weights_->of<bfloat16>(*this->blobs_[0], false);
       gpu_gemm_bf16(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_, 1.f, dy, w, 0.f,
                     bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false), /*c_bf16=*/true);
     }

@@ -28,8 +28,8 @@ template <typename Dtype>
 void LRNLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const long long n = bottom[0]->count();
   if (n == 0) return;
-  // bfloat16 follows the bottom's order (bf16_device.cuh); scale_ is kept in it.
-  const DeviceFormat f = ComputesInBf16() ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
+  // In the bottom's order (bf16_device.cuh); scale_ is kept in it.
+  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
   gpu_format_ = f;
   const lrn_window::Window w{image_layout(*bottom[0], f), width_, size_, across_};
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {

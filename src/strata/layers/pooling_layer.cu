@@ -93,9 +93,9 @@ void PoolingLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_gpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_gpu_data() : nullptr;
-  // bfloat16 follows the bottom's order (bf16_device.cuh).
-  const DeviceFormat f = ComputesInBf16() ? bf16_format_following(*bottom[0]) : DeviceFormat::kPlain;
-  const bool last = f == DeviceFormat::kBf16Nhwc;
+  // In the bottom's order (bf16_device.cuh).
+  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
+  const bool last = is_channels_last(f);
   gpu_format_ = f;
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
@@ -123,7 +123,7 @@ void PoolingLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   const int* mask = keeps_index_ ? reinterpret_cast<const int*>(mask_.gpu_data()) : nullptr;
   // In forward's order, the mask's (the top may have been converted since, by a reader in another).
   const DeviceFormat f = gpu_format_;
-  const bool last = f == DeviceFormat::kBf16Nhwc;
+  const bool last = is_channels_last(f);
   with_storage<Dtype>(is_bf16(f), [&](auto stored) {
     using T = decltype(stored);
     pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_diff_as<T>(*top[0], f), win_, bottom[0]->shape(1),

@@ -26,7 +26,7 @@ void ReLULayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (n == 0) return;
   with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
     using T = decltype(stored);
-    const DeviceFormat f = bf16_format_following(*bottom[0]);  // any order: a value at a time
+    const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());  // any order: a value at a time
     gpu_format_ = f;
     const T* x = gpu_data_as<T>(*bottom[0], f);  // before the top's pointer: they may be one blob
     relu_forward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x,
@@ -49,7 +49,7 @@ void ReLULayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>&
     using T = decltype(stored);
     // Forward's order (with a negative slope the top's value may be gone); where another layer ran the forward (a
     // convolution's epilogue), the order that layer wrote the top in.
-    const DeviceFormat f = this->absorbed() ? bf16_format_following(*top[0]) : gpu_format_;
+    const DeviceFormat f = this->absorbed() ? format_following(*top[0], ComputesInBf16()) : gpu_format_;
     // The reads first: in place, the gradients are one blob, which the write must find converted already.
     const T* s = gpu_data_as<T>(*source, f);
     const T* dy = gpu_diff_as<T>(*top[0], f);
