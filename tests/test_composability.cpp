@@ -232,7 +232,14 @@ TEST_P(Composability, EqualsTheReferenceOrIsRefused) {
     EXPECT_EQ(run.held_bf16, with.bf16);
     GpuOptions asked;
     asked.channels_last = with.channels_last;
-    EXPECT_EQ(run.held_channels_last, asked.channels_last_for(with.bf16));
+    // A Reversible block rebuilding its input leaves every 4-axis blob but the first convolution's output plain (its
+    // backward reads and rebuilds them channels-first), and that convolution has one input channel, which cuDNN may
+    // compute channels-first: only "none unasked" can be told there.
+    if (with.reversible == 2 && asked.channels_last_for(with.bf16)) {
+      SUCCEED() << "channels-last not observable after a rebuilding Reversible block";
+    } else {
+      EXPECT_EQ(run.held_channels_last, asked.channels_last_for(with.bf16));
+    }
   }
   for (float loss : run.losses) ASSERT_TRUE(std::isfinite(loss));
   Features untrained = with;
