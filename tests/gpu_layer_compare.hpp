@@ -65,6 +65,18 @@ struct LayerCase {
   std::function<void(std::vector<std::vector<float>>*)> fill_params = nullptr;
 };
 
+// gpu_options().channels_last set for a scope, and put back.
+class ChannelsLastOption {
+ public:
+  explicit ChannelsLastOption(GpuOptions::ChannelsLast c) : was_(gpu_options().channels_last) {
+    gpu_options().channels_last = c;
+  }
+  ~ChannelsLastOption() { gpu_options().channels_last = was_; }
+
+ private:
+  GpuOptions::ChannelsLast was_;
+};
+
 // Puts a blob's value (or its gradient) on the device in `format`, as a layer before would leave it.
 inline void HandIn(const Blob<float>& blob, bool diff, DeviceFormat format) {
   if (is_bf16(format)) {

@@ -37,18 +37,6 @@ class GpuTestBf16 : public gpu_compare::GpuTest {
   }
 };
 
-// gpu_options().channels_last set for a scope (on: bfloat16's default; off: none), and put back.
-class ChannelsLastOption {
- public:
-  explicit ChannelsLastOption(bool on) : was_(gpu_options().channels_last) {
-    gpu_options().channels_last = on ? GpuOptions::ChannelsLast::kBf16 : GpuOptions::ChannelsLast::kNone;
-  }
-  ~ChannelsLastOption() { gpu_options().channels_last = was_; }
-
- private:
-  GpuOptions::ChannelsLast was_;
-};
-
 
 // The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
 void CompareBf16WithCpu(LayerCase c) {
@@ -190,7 +178,8 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
 TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
   for (bool channels_last : {true, false}) {
   SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
-  const ChannelsLastOption order(channels_last);
+  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::kBf16
+                                                            : GpuOptions::ChannelsLast::kNone);
   // Channels-last, a case marked `nhwc` must keep its output channels-last (its bottom handed so too), so that the
   // KRSC weights, their gradient's reorder and the channels-innermost bias run; the others (one input channel,
   // groups) may compute channels-first, which cuDNN decides.
@@ -273,7 +262,8 @@ TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
 TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   for (bool channels_last : {true, false}) {
   SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
-  const ChannelsLastOption order(channels_last);
+  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::kBf16
+                                                            : GpuOptions::ChannelsLast::kNone);
   // Between the convolutions and the first InnerProduct, activations are in the convolutions' order.
   const DeviceFormat images = channels_last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
   Strata::set_mode(Strata::GPU);

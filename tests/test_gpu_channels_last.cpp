@@ -18,6 +18,7 @@
 namespace strata {
 namespace {
 
+using gpu_compare::ChannelsLastOption;
 using gpu_compare::CompareLayers;
 using gpu_compare::LayerCase;
 using gpu_compare::NormalisedError;
@@ -25,18 +26,6 @@ using gpu_compare::NormalisedError;
 constexpr double kFloatBound = 1e-5;
 
 class GpuTestChannelsLast : public gpu_compare::GpuTest {};
-
-// gpu_options().channels_last set for a scope, and put back.
-class ChannelsLastOption {
- public:
-  explicit ChannelsLastOption(GpuOptions::ChannelsLast c) : was_(gpu_options().channels_last) {
-    gpu_options().channels_last = c;
-  }
-  ~ChannelsLastOption() { gpu_options().channels_last = was_; }
-
- private:
-  GpuOptions::ChannelsLast was_;
-};
 
 // The layer in float on the GPU, handed channels-last (`top_last`: it keeps that order), against the CPU's.
 void CompareChannelsLastWithCpu(LayerCase c, bool top_last = true) {

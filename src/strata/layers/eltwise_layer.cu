@@ -93,7 +93,8 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   }
   const Dtype* x0 = bottom[0]->gpu_data_in(f);
   const Dtype* x1 = bottom[1]->gpu_data_in(f);
-  Dtype* y = top[0]->mutable_gpu_data_in(f);  // may be x0 (in place): each element is read before it is written
+  // Every value written: a top in another format is not converted first. In place it is x0, already in f.
+  Dtype* y = top[0]->mutable_gpu_data_in(f, /*keep_values=*/false);
   switch (op_) {
     case EltwiseParameter::SUM: {
       // An absorbed ReLU in the last pass over y.
@@ -154,7 +155,7 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   // Bottom 0 last: in place, its diff is the top's.
   for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
     if (!propagate_down[b]) continue;
-    Dtype* dx = bottom[b]->mutable_gpu_diff_in(f);
+    Dtype* dx = bottom[b]->mutable_gpu_diff_in(f, /*keep_values=*/false);  // every value written
     switch (op_) {
       case EltwiseParameter::SUM:
         if (relu_) {
