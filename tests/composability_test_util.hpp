@@ -42,6 +42,7 @@ struct Features {
   bool resume = false;        // snapshot half-way, restore in a new solver, train on
   bool dropout = false;
   bool stochastic_pool = false;
+  bool loss_scale = false;    // a dynamic loss scale from 2^12 that doubles every 2 iterations (never overflows)
   bool batch_norm = true;     // off where a cell splits the batch: its statistics depend on the split by design
   bool gpu = false;
   // gpu_options().channels_last: which activations are NHWC on the GPU (the default: bfloat16 ones).
@@ -116,6 +117,12 @@ inline SolverParameter SolverParam(const std::string& source, const std::string&
   if (f.recompute) p.mutable_recompute_param()->set_planner("sqrt");
   if (f.free_after_use) p.set_blob_lifetime(SolverParameter::FREE_AFTER_USE);
   if (f.clip) p.set_clip_gradients(0.05f);
+  if (f.loss_scale) {
+    LossScaleParameter* s = p.mutable_loss_scale();
+    s->set_scale(4096);
+    s->set_dynamic(true);
+    s->set_growth_interval(2);
+  }
   if (f.kfac) {
     p.set_type("KFAC");
     KfacParameter* k = p.mutable_kfac_param();
@@ -206,6 +213,7 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       {"resume", {[](Features* f, bool on) { f->resume = on; }}},
       {"dropout", {[](Features* f, bool on) { f->dropout = on; }}},
       {"stochastic_pool", {[](Features* f, bool on) { f->stochastic_pool = on; }}},
+      {"loss_scale", {[](Features* f, bool on) { f->loss_scale = on; }}},
       {"gpu", {[](Features* f, bool on) { f->gpu = on; }}},
       // Both runs in bfloat16 on the GPU; off: every activation channels-first (docs/gpu.md, "Channels-last").
       {"gpu_channels_last", {[](Features* f, bool on) {

@@ -3,10 +3,10 @@
 // ReLU, pooling, a BatchNorm + Scale + ReLU chain, inner products, softmax loss; a Reversible block of four streams
 // and a Dropout where the cell asks), trained kIterations from the same seed. Feature A changes how the training
 // runs, not what it computes (fusion, layouts, a recompute plan, Reversible blocks rebuilding their inputs,
-// iter_size as a split batch, exact resume, the GPU, channels-last on it in bfloat16 and in float): the run with A
-// and B must equal the reference run with B alone (A off) within the cell's bound, relative to each parameter's
-// largest value and each loss, or be refused before the first iteration with one message naming both. A cell not
-// covered says why.
+// iter_size as a split batch, exact resume, a loss scale, the GPU, channels-last on it in bfloat16 and in float): the
+// run with A and B must equal the reference run with B alone (A off) within the cell's bound, relative to each
+// parameter's largest value and each loss, or be refused before the first iteration with one message naming both.
+// A cell not covered says why.
 //
 // Also here: the K-FAC case of issue 37 (a convolution that absorbs its ReLU must give K-FAC the gradient of
 // its own output, so fused and unfused training agree for 20 iterations), and what the Net's hooks see on a
@@ -139,6 +139,22 @@ const Cell kCells[] = {
     {"resume", "clip", 0},
     {"resume", "dropout", 0},
     {"resume", "stochastic_pool", 0},
+    // A loss scale that is a power of two moves every gradient by an exact factor, which the update divides out:
+    // bit for bit, bfloat16's roundings included (docs/caffe.md, "Loss scaling"). K-FAC would take the scaled
+    // gradients into its factors: refused.
+    {"loss_scale", "fusion", 0},
+    {"loss_scale", "layouts", 0},
+    {"loss_scale", "bf16", 0},
+    {"loss_scale", "recompute", 0},
+    {"loss_scale", "free_after_use", 0},
+    {"loss_scale", "reversible", 0},
+    {"loss_scale", "kfac_empirical", 0, kRefused, "loss_scale|K-FAC"},
+    {"loss_scale", "kfac_true", 0, kRefused, "loss_scale|K-FAC"},
+    {"loss_scale", "iter_size", 0},
+    {"loss_scale", "clip", 0},
+    {"loss_scale", "resume", 0},
+    {"loss_scale", "dropout", 0},
+    {"loss_scale", "stochastic_pool", 0},
     {"gpu", "fusion", kRounding},
     {"gpu", "kfac_empirical", kRounding},
     {"gpu", "iter_size", kRounding},
@@ -152,6 +168,8 @@ const Cell kCells[] = {
     {"gpu", "dropout", kRounding},
     {"gpu", "stochastic_pool", kRounding},
     {"gpu", "kfac_true", kRounding},
+    // cuDNN may choose other algorithms for the two runs' nets.
+    {"gpu", "loss_scale", kRounding},
     {"gpu", "layouts", 0, kNotCovered, "layouts are the CPU's (oneDNN); on the GPU every blob is plain"},
     // bfloat16 on the GPU stores the activations rounded, the CPU's multiplies float blobs: no common reference
     // (tests/test_gpu_bf16.cpp holds the GPU's bfloat16 steps against its float ones).

@@ -55,6 +55,9 @@ class Layer {
 
   Dtype loss(int top_index) const { return (loss_.size() > top_index) ? loss_[top_index] : Dtype(0); }
   void set_loss(int top_index, Dtype value);
+  // Backward starts from each loss top's weight times `scale` (loss scaling: Optimizer), which Forward's loss
+  // divides out again. `top` is the layer's tops, as in SetUp.
+  void set_loss_scale(Dtype scale, const BlobVec& top);
 
   virtual const char* type() const { return ""; }
 
@@ -234,6 +237,7 @@ class Layer {
 
  private:
   void SetLossWeights(const BlobVec& top);
+  Dtype loss_scale_ = 1;
   std::vector<bool> top_may_block_;
   DataShard data_shard_;
   bool absorbed_ = false;

@@ -66,6 +66,8 @@ class Net {
 
   // Zeroes all learnable parameters' gradients.
   void ClearParamDiffs();
+  // Backward starts from every loss times `scale` (Layer::set_loss_scale); Forward's loss stays unscaled.
+  void set_loss_scale(Dtype scale);
   // data -= diff for every owned parameter (the plain update; solvers compute diff first).
   void Update();
   // Makes this net's layers use `other`'s parameter blobs, for layers with the same name (test net <- train net).

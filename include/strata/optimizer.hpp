@@ -4,7 +4,7 @@
 // given; the loop saves and restores its state.
 //
 // For each learnable param, in every path:
-//   scale by gradient_scale() (1 / (replicas x iter_size)) -> regularise (L2/L1 weight decay x decay_mult) ->
+//   scale by gradient_scale() (1 / (replicas x iter_size x loss scale)) -> regularise (L2/L1 weight decay x decay_mult) ->
 //   the rule (SGD momentum, Nesterov, Adam...) -> data -= step
 // Apply(rate, iter) does it for the whole net (after clipping, or after a GradientStage such as K-FAC's
 // preconditioning); UpdateLayer for one layer's params (the data-parallel engine, as each layer's gradient is
@@ -20,6 +20,7 @@
 #include "strata/blob.hpp"
 #include "strata/net.hpp"
 #include "strata/proto/strata.pb.h"
+#include "strata/solvers/loss_scaler.hpp"
 
 namespace strata {
 
@@ -73,9 +74,16 @@ class Optimizer {
   // Updates the learnable params whose gradients are final after layer `layer_id`'s backward. Safe to call
   // concurrently for different layers; never with needs_whole_gradient().
   void UpdateLayer(int layer_id, Dtype rate, int iter);
-  // Whether the update needs the whole reduced gradient at once (gradient clipping; a stage such as K-FAC's):
-  // then engines reduce every layer and call Apply, never UpdateLayer.
-  bool needs_whole_gradient() const { return param_.clip_gradients() >= 0 || stage_ != nullptr; }
+  // Whether the update needs the whole reduced gradient at once (gradient clipping; a stage such as K-FAC's; a
+  // dynamic loss scale, which skips the whole step when any gradient is not finite): then engines reduce every
+  // layer and call Apply, never UpdateLayer.
+  bool needs_whole_gradient() const {
+    return param_.clip_gradients() >= 0 || stage_ != nullptr || loss_scaler_.dynamic();
+  }
+  // The loss scale the next backward starts from (loss_scale; 1 without).
+  double loss_scale() const { return loss_scaler_.scale(); }
+  // Iterations whose update a dynamic loss scale skipped (their gradient was not finite), since construction.
+  int skipped_iterations() const { return skipped_iterations_; }
   // Whether the last Apply left every gradient at zero (one-pass updates): the next iteration need not clear them.
   bool gradients_zeroed() const { return gradients_zeroed_; }
 
@@ -107,8 +115,9 @@ class Optimizer {
   void AlignLayouts(int param_id);
 
   // ---- what the loop sets up ----
-  // The engine's replicas: every reduced gradient is a sum over `replicas` replicas of iter_size passes, so the
-  // update multiplies it by gradient_scale() = 1 / (replicas x iter_size), the one place this is computed.
+  // The engine's replicas: every reduced gradient is a sum over `replicas` replicas of iter_size passes, each
+  // started from the loss times the loss scale, so the update multiplies it by gradient_scale() =
+  // 1 / (replicas x iter_size x loss scale), the one place this is computed.
   void set_replicas(int replicas);
   Dtype gradient_scale() const { return gradient_scale_; }
   // Collectives over the replicas for stages that communicate more than the gradient (K-FAC); null: one rank.
@@ -140,6 +149,10 @@ class Optimizer {
   void Regularize(int param_id);
   // Scales the gradients down so that the L2 norm of diff_scale x diff is at most clip_gradients.
   void ClipGradients(Dtype diff_scale);
+  // Whether every learnable param's gradient is finite (a dynamic loss scale skips the step when one is not).
+  bool GradientsFinite() const;
+  // The net's loss scale and gradient_scale() from the scaler's scale.
+  void UseLossScale();
 
   SolverParameter param_;
   Net<Dtype>* net_;
@@ -153,9 +166,11 @@ class Optimizer {
   void ApplyWithStage(Dtype rate, int iter);
 
   std::unique_ptr<GradientStage<Dtype>> stage_;
+  LossScaler loss_scaler_;
   int replicas_ = 1;
   Dtype gradient_scale_ = 1;
   bool gradients_zeroed_ = false;
+  int skipped_iterations_ = 0;
 };
 
 // The optimizers by solver type: "SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam", "KFAC" (the

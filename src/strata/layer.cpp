@@ -42,9 +42,10 @@ Dtype Layer<Dtype>::Forward(const BlobVec& bottom, const BlobVec& top) {
   }
   for (size_t t = 0; t < top.size(); ++t) {
     if (loss(static_cast<int>(t)) == Dtype(0)) continue;
-    // A loss top's diff holds its loss weight (set in SetLossWeights), so the weighted loss is a dot product.
+    // A loss top's diff holds its loss weight times the loss scale (SetLossWeights, set_loss_scale), so the
+    // weighted loss is a dot product, divided by the scale.
     const int count = top[t]->count();
-    total += cpu_dot(count, top[t]->cpu_data(), top[t]->cpu_diff());
+    total += cpu_dot(count, top[t]->cpu_data(), top[t]->cpu_diff()) / loss_scale_;
   }
   return total;
 }
@@ -133,7 +134,15 @@ void Layer<Dtype>::SetLossWeights(const BlobVec& top) {
     const Dtype w = layer_param_.loss_weight(t);
     if (w == Dtype(0)) continue;
     set_loss(t, w);
-    cpu_set(top[t]->count(), w, top[t]->mutable_cpu_diff());
+    cpu_set(top[t]->count(), w * loss_scale_, top[t]->mutable_cpu_diff());
+  }
+}
+
+template <typename Dtype>
+void Layer<Dtype>::set_loss_scale(Dtype scale, const BlobVec& top) {
+  loss_scale_ = scale;
+  for (size_t t = 0; t < top.size() && t < loss_.size(); ++t) {
+    if (loss_[t] != Dtype(0)) cpu_set(top[t]->count(), loss_[t] * scale, top[t]->mutable_cpu_diff());
   }
 }
 

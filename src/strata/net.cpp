@@ -637,6 +637,11 @@ void Net<Dtype>::ClearParamDiffs() {
 }
 
 template <typename Dtype>
+void Net<Dtype>::set_loss_scale(Dtype scale) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_loss_scale(scale, top_vecs_[i]);
+}
+
+template <typename Dtype>
 void Net<Dtype>::Update() {
   for (Blob<Dtype>* p : learnable_params_) p->Update();
 }

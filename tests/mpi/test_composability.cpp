@@ -154,6 +154,8 @@ const Cell kCells[] = {
     {"data_parallel", "resume", kRounding},
     {"data_parallel", "dropout", 0, kTrains, kPerRankDraws},
     {"data_parallel", "stochastic_pool", 0, kTrains, kPerRankDraws},
+    // A dynamic loss scale makes the engine reduce the whole gradient before one update (it may skip the step).
+    {"data_parallel", "loss_scale", kRounding},
     {"pipeline_sync", "fusion", kRounding},
     {"pipeline_sync", "layouts", kRounding},
     {"pipeline_sync", "bf16", kRounding},
@@ -166,6 +168,7 @@ const Cell kCells[] = {
     {"pipeline_sync", "resume", kRounding},
     {"pipeline_sync", "dropout", 0, kTrains, "each stage draws from its own engine: one rank interleaves the draws"},
     {"pipeline_sync", "stochastic_pool", 0, kTrains, "each stage draws from its own engine"},
+    {"pipeline_sync", "loss_scale", 0, kRefused, "loss_scale|pipeline_param"},
     {"pipeline_async", "fusion", 0, kTrains, "ASYNC updates with stale weights by design (PETRA): no reference"},
     {"pipeline_async", "layouts", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "bf16", 0, kTrains, "ASYNC: no reference"},
@@ -178,6 +181,7 @@ const Cell kCells[] = {
     {"pipeline_async", "clip", 0, kRefused, "clip_gradients|pipeline_param"},
     {"pipeline_async", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
     {"pipeline_async", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
+    {"pipeline_async", "loss_scale", 0, kRefused, "loss_scale|pipeline_param"},
 };
 
 TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {

@@ -38,6 +38,7 @@
 #include "strata/comm/communicator.hpp"
 #include "strata/comm/hybrid_allreduce.hpp"
 #include "strata/device.hpp"
+#include "strata/engine/consistency.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/make_engine.hpp"
 #include "strata/memory_format.hpp"
@@ -468,6 +469,48 @@ TEST_F(DataParallelEngineTest, MakeEngineChoosesTheDataParallelEngineOnSeveralRa
   EXPECT_EQ(chosen_weights, WeightsOf(*by_hand));
   EXPECT_NE(chosen_weights, start) << "the weights did not move: the test would prove nothing";
   by_hand->set_engine(nullptr);
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
+// A dynamic loss scale with one rank's gradient infinite (its input is huge; the others' are not): the reduced
+// gradient is infinite on every rank, so every rank skips the same iterations and lowers its scale alike, and the
+// first finite one moves every rank's weights the same way.
+TEST_F(DataParallelEngineTest, ANonFiniteGradientOnOneRankSkipsTheIterationOnEvery) {
+  Strata::set_solver_rank(world_rank());
+  Strata::set_solver_count(world_size());
+  SolverParameter param;
+  ReadProtoFromTextString("base_lr: 1e-31 lr_policy: 'fixed' momentum: 0.9 max_iter: 10 random_seed: 5 "
+                          "snapshot_after_train: false loss_scale { scale: 2147483648 dynamic: true }",
+                          &param);  // 2^31
+  // y = 0.5 x0: the last rank's weight gradient is 5e29 times the scale, infinite in float from 2^30 on.
+  ReadProtoFromTextString(R"(
+    name: "huge"
+    layer { name: "in" type: "Input" top: "x" top: "t" input_param { shape { dim: 1 dim: 2 } shape { dim: 1 dim: 1 } } }
+    layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
+            inner_product_param { num_output: 1 bias_term: false weight_filler { type: "constant" value: 0.5 } } }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "l" })",
+                          param.mutable_net_param());
+  EngineSetup setup;
+  setup.comm = comm_.get();
+  auto solver = SolverRegistry<float>::Create(param, setup);
+  float* x = solver->net()->blob_by_name("x")->mutable_cpu_data();
+  x[0] = world_rank() == world_size() - 1 ? 1e15f : 1.f;
+  x[1] = 0;
+  solver->net()->blob_by_name("t")->mutable_cpu_data()[0] = 0;
+  const Weights start = WeightsOf(*solver);
+  for (int k = 1; k <= 2; ++k) {
+    solver->Step(1);
+    solver->engine()->Drain();
+    EXPECT_TRUE(all_ranks(WeightsOf(*solver) == start)) << "iteration " << k << " was not skipped on every rank";
+    EXPECT_TRUE(all_ranks(solver->optimizer()->skipped_iterations() == k));
+    EXPECT_TRUE(all_ranks(solver->optimizer()->loss_scale() == std::ldexp(1.0, 31 - k)));
+  }
+  solver->Step(1);  // at 2^29 the sum is finite
+  solver->engine()->Drain();
+  EXPECT_TRUE(all_ranks(WeightsOf(*solver) != start)) << "the first finite iteration did not update";
+  EXPECT_TRUE(same_on_all_ranks(WeightsDigest(*solver->net())));
+  solver->set_engine(nullptr);
   Strata::set_solver_rank(0);
   Strata::set_solver_count(1);
 }

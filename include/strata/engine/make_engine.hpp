@@ -37,8 +37,8 @@ struct EngineSetup {
 enum class EngineKind { kLocal, kDataParallel, kPipeline };
 
 // Which engine runs `param` under `setup`. Combinations that cannot run are refused here, before any net is built,
-// with one message naming both settings (pipeline_param with K-FAC, clip_gradients or recompute_param, or without
-// MPI ranks).
+// with one message naming both settings (pipeline_param with K-FAC, clip_gradients, recompute_param, blob_lifetime
+// FREE_AFTER_USE or loss_scale, or without MPI ranks).
 EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup);
 
 template <typename Dtype>

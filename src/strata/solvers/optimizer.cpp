@@ -7,7 +7,8 @@
 namespace strata {
 
 template <typename Dtype>
-Optimizer<Dtype>::Optimizer(const SolverParameter& param, Net<Dtype>* net) : param_(param), net_(net) {
+Optimizer<Dtype>::Optimizer(const SolverParameter& param, Net<Dtype>* net)
+    : param_(param), net_(net), loss_scaler_(param.loss_scale()) {
   for (Blob<Dtype>* p : net_->learnable_params()) history_.push_back(std::make_shared<Blob<Dtype>>(p->shape()));
   set_replicas(1);
 }
@@ -24,7 +25,26 @@ void Optimizer<Dtype>::AddSecondHistory() {
 template <typename Dtype>
 void Optimizer<Dtype>::set_replicas(int replicas) {
   replicas_ = replicas;
-  gradient_scale_ = Dtype(1) / (static_cast<Dtype>(replicas) * static_cast<Dtype>(param_.iter_size()));
+  UseLossScale();
+}
+
+template <typename Dtype>
+void Optimizer<Dtype>::UseLossScale() {
+  gradient_scale_ = Dtype(1) / (static_cast<Dtype>(replicas_) * static_cast<Dtype>(param_.iter_size()));
+  if (!loss_scaler_.active()) return;
+  // In double: the scale may reach float's largest powers of two. A power of two divides out exactly.
+  gradient_scale_ = static_cast<Dtype>(gradient_scale_ / loss_scaler_.scale());
+  net_->set_loss_scale(static_cast<Dtype>(loss_scaler_.scale()));
+}
+
+template <typename Dtype>
+bool Optimizer<Dtype>::GradientsFinite() const {
+  // A sum of absolute values is inf or NaN when a value is (or when it overflows, which only a scale near float's
+  // largest can cause: lowering it is then right too).
+  for (Blob<Dtype>* p : net_->learnable_params()) {
+    if (!std::isfinite(static_cast<double>(p->asum_diff()))) return false;
+  }
+  return true;
 }
 
 template <typename Dtype>
@@ -148,23 +168,38 @@ void Optimizer<Dtype>::StepParam(int param_id, Dtype rate, int iter) {
 
 template <typename Dtype>
 void Optimizer<Dtype>::UpdateLayer(int layer_id, Dtype rate, int iter) {
-  // Clipping and stages need the whole net's gradient, so they are done by Apply, never per layer.
+  // Clipping, stages and a dynamic loss scale need the whole net's gradient, so they are done by Apply, never per
+  // layer.
   CHECK(!needs_whole_gradient()) << type() << " updates the whole net at once; use Apply";
   for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
 }
 
 template <typename Dtype>
 void Optimizer<Dtype>::Apply(Dtype rate, int iter) {
+  const double loss_scale = loss_scaler_.scale();  // the one this gradient was computed with: the next may differ
+  // The gradient is the same on every rank (reduced), so every rank skips the same iterations.
+  if (loss_scaler_.dynamic() && !loss_scaler_.AfterGradient(GradientsFinite(), iter)) {
+    ++skipped_iterations_;
+    gradients_zeroed_ = false;
+    UseLossScale();
+    return;
+  }
+  const auto& params = net_->learnable_params();
   if (stage_) {
     ApplyWithStage(rate, iter);
   } else if (param_.clip_gradients() >= 0) {
-    // Caffe clips the gradient summed over iter_size's passes; over replicas, their mean.
-    ClipGradients(Dtype(1) / static_cast<Dtype>(replicas_));
-    for (size_t p = 0; p < net_->learnable_params().size(); ++p) UpdateParam(static_cast<int>(p), rate, iter);
+    // Caffe clips the gradient summed over iter_size's passes; over replicas, their mean (and the loss unscaled).
+    Dtype diff_scale = Dtype(1) / static_cast<Dtype>(replicas_);
+    if (loss_scaler_.active()) diff_scale = static_cast<Dtype>(diff_scale / loss_scale);
+    ClipGradients(diff_scale);
+    for (size_t p = 0; p < params.size(); ++p) UpdateParam(static_cast<int>(p), rate, iter);
   } else {
-    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) UpdateLayer(layer_id, rate, iter);
+    for (int layer_id = net_->num_layers() - 1; layer_id >= 0; --layer_id) {
+      for (int param_id : net_->learnable_params_final_after(layer_id)) UpdateParam(param_id, rate, iter);
+    }
   }
   gradients_zeroed_ = updates_in_one_pass();
+  if (loss_scaler_.dynamic()) UseLossScale();  // it may have grown
 }
 
 template <typename Dtype>
@@ -184,6 +219,7 @@ void Optimizer<Dtype>::ApplyWithStage(Dtype rate, int iter) {
 template <typename Dtype>
 void Optimizer<Dtype>::SaveState(SolverState* state) const {
   for (const auto& h : history_) h->ToProto(state->add_history());
+  loss_scaler_.SaveState(state);
 }
 
 template <typename Dtype>
@@ -203,6 +239,8 @@ void Optimizer<Dtype>::RestoreState(const SolverState& state, const std::string&
       throw Error(origin + ": history blob " + std::to_string(i) + ": " + e.what());
     }
   }
+  loss_scaler_.RestoreState(state, origin);
+  UseLossScale();
   if (stage_) {
     stage_->RestoreState(state, origin);
   } else if (state.has_kfac()) {

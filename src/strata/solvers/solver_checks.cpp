@@ -6,6 +6,7 @@
 #include "strata/common.hpp"
 #include "strata/net.hpp"
 #include "strata/setting_checks.hpp"
+#include "strata/solvers/loss_scaler.hpp"
 #include "strata/util/io.hpp"
 
 namespace strata {
@@ -47,6 +48,7 @@ void CheckSolverParam(const SolverParameter& param) {
   own.clear_train_net_param();
   own.clear_test_net_param();
   RequireFiniteFields(own, "solver");
+  CheckLossScale(param);
   // A negative rate climbs the loss; Caffe takes it, but nobody trains that way on purpose.
   STRATA_REQUIRE(param.base_lr() >= 0) << "base_lr is " << param.base_lr()
                                        << ": a negative learning rate ascends the loss; give a positive base_lr";
