@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "finite_cases.hpp"
 #include "gpu_layer_compare.hpp"
 #include "strata/device.hpp"
 #include "strata/layer_factory.hpp"
@@ -130,6 +131,22 @@ TEST_F(GpuTest, BlobArithmeticOnDevice) {
   b.mutable_gpu_diff();
   b.scale_diff(2.f);
   for (int i = 0; i < b.count(); ++i) ASSERT_FLOAT_EQ(b.cpu_diff()[i], 2 * d[i]);
+}
+
+// The loss scale's check of a net's gradients: every span on the device at once.
+TEST_F(GpuTest, AllFiniteFindsEveryInfAndNaNOnTheDevice) {
+#ifdef STRATA_USE_CUDA
+  finite_cases::ExpectFindsEveryNonFinite<float>([](const finite_cases::Spans<float>& spans) {
+    std::vector<std::unique_ptr<Blob<float>>> blobs;
+    std::vector<std::pair<const float*, size_t>> device;
+    for (const auto& s : spans) {
+      blobs.push_back(std::make_unique<Blob<float>>(std::vector<int>{static_cast<int>(s.size())}));
+      if (!s.empty()) std::copy(s.begin(), s.end(), blobs.back()->mutable_cpu_data());
+      device.emplace_back(s.empty() ? nullptr : blobs.back()->gpu_data(), s.size());
+    }
+    return gpu_all_finite(device);
+  });
+#endif
 }
 
 // Device memory is counted by category, apart from the host's: `strata time --gpu` reports the device's peak.

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "finite_cases.hpp"
 #include "strata/common.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/parallel.hpp"
@@ -240,6 +241,14 @@ TYPED_TEST(MathFunctions, RandomNumbersHaveTheirRangeAndMoments) {
   Strata::set_random_seed(5);
   rng_gaussian<Dtype>(10, Dtype(0), Dtype(1), second.data());
   EXPECT_EQ(first, second);
+}
+
+TYPED_TEST(MathFunctions, AllFiniteFindsEveryInfAndNaN) {
+  finite_cases::ExpectFindsEveryNonFinite<TypeParam>([](const finite_cases::Spans<TypeParam>& spans) {
+    bool finite = true;
+    for (const auto& s : spans) finite = cpu_all_finite(s.size(), s.data()) && finite;
+    return finite;
+  });
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "strata/common.hpp"
 
@@ -32,6 +34,9 @@ template <typename Dtype>
 Dtype cpu_strided_dot(int n, const Dtype* x, int incx, const Dtype* y, int incy);
 template <typename Dtype>
 Dtype cpu_asum(int n, const Dtype* x);
+// Whether none of the n values is inf or NaN (a sum of their absolute values can overflow where none is).
+template <typename Dtype>
+bool cpu_all_finite(size_t n, const Dtype* x);
 
 template <typename Dtype>
 inline void cpu_copy(int n, const Dtype* x, Dtype* y) {
@@ -133,6 +138,10 @@ template <typename Dtype>
 Dtype gpu_dot(int n, const Dtype* x, const Dtype* y);
 template <typename Dtype>
 Dtype gpu_asum(int n, const Dtype* x);
+// cpu_all_finite over every (device pointer, count) span at once: one wait for the device for all of them (a loss
+// scale checks every gradient of a net each iteration; a reduction per blob would wait once per blob).
+template <typename Dtype>
+bool gpu_all_finite(const std::vector<std::pair<const Dtype*, size_t>>& spans);
 template <typename Dtype>
 void gpu_copy(int n, const Dtype* x, Dtype* y);
 // cpu_copy_rows on the device: one 2-D copy.

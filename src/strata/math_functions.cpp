@@ -126,6 +126,16 @@ double cpu_asum<double>(int n, const double* x) {
 }
 
 template <typename Dtype>
+bool cpu_all_finite(size_t n, const Dtype* x) {
+  // x * 0 is exactly 0 for a finite x and NaN for inf or NaN: a sum without branches, which the compiler vectorises.
+  Dtype acc = 0;
+  for (size_t i = 0; i < n; ++i) acc += x[i] * Dtype(0);
+  return acc == Dtype(0);
+}
+template bool cpu_all_finite<float>(size_t, const float*);
+template bool cpu_all_finite<double>(size_t, const double*);
+
+template <typename Dtype>
 void rng_uniform(int n, Dtype a, Dtype b, Dtype* r) {
   CHECK_LE(a, b);
   std::uniform_real_distribution<Dtype> dist(a, b);

@@ -1,7 +1,10 @@
 // The GPU math of math_functions.hpp: cuBLAS for BLAS, one small grid-stride kernel per element-wise operation.
+#include <algorithm>
+
 #include "strata/cuda.hpp"
 #include "strata/cuda_libraries.hpp"
 #include "strata/math_functions.hpp"
+#include "device_memory.hpp"
 
 namespace strata {
 
@@ -30,6 +33,26 @@ __global__ void add_scalar_kernel(long long n, Dtype alpha, Dtype* y) {
 template <typename Dtype>
 __global__ void add_sign_kernel(long long n, Dtype alpha, const Dtype* x, Dtype* y) {
   STRATA_KERNEL_LOOP(i, n) y[i] += alpha * static_cast<Dtype>((x[i] > Dtype(0)) - (x[i] < Dtype(0)));
+}
+
+// Up to this many spans go to one launch of non_finite_kernel, by value in its parameters (1 KiB of them).
+constexpr int kFiniteSpans = 64;
+template <typename Dtype>
+struct FiniteSpans {
+  const Dtype* x[kFiniteSpans];
+  long long n[kFiniteSpans];
+};
+// Sets *flag where a value of span blockIdx.y is inf or NaN (x * 0 is 0 exactly for every finite x, NaN otherwise).
+template <typename Dtype>
+__global__ void non_finite_kernel(FiniteSpans<Dtype> spans, unsigned int* flag) {
+  const Dtype* x = spans.x[blockIdx.y];
+  const long long n = spans.n[blockIdx.y];
+  Dtype acc = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(blockDim.x) * gridDim.x) {
+    acc += x[i] * Dtype(0);
+  }
+  if (acc != Dtype(0)) *flag = 1u;  // every writer writes the same value
 }
 
 template <typename Dtype, typename F>
@@ -215,7 +238,34 @@ void gpu_abs(int n, const Dtype* a, Dtype* y) {
   launch1(n, a, y, [] __device__(Dtype v) { return fabs(v); });
 }
 
+template <typename Dtype>
+bool gpu_all_finite(const std::vector<std::pair<const Dtype*, size_t>>& spans) {
+  auto* flag = static_cast<unsigned int*>(cuda::device_alloc(sizeof(unsigned int)));
+  STRATA_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(unsigned int), 0));
+  for (size_t first = 0; first < spans.size(); first += kFiniteSpans) {
+    FiniteSpans<Dtype> batch{};
+    const int count = static_cast<int>(std::min<size_t>(kFiniteSpans, spans.size() - first));
+    long long longest = 0;
+    for (int s = 0; s < count; ++s) {
+      batch.x[s] = spans[first + s].first;
+      batch.n[s] = static_cast<long long>(spans[first + s].second);
+      longest = std::max(longest, batch.n[s]);
+    }
+    if (longest == 0) continue;
+    // Blocks enough for the longest span, at most what keeps the device busy; shorter spans leave blocks idle.
+    const dim3 grid(static_cast<unsigned>(std::min<long long>(cuda::blocks(longest), 1024)), count);
+    non_finite_kernel<<<grid, cuda::kThreads>>>(batch, flag);
+    STRATA_CUDA_KERNEL_CHECK();
+  }
+  unsigned int found = 0;
+  const cudaError_t copied = cudaMemcpy(&found, flag, sizeof found, cudaMemcpyDeviceToHost);
+  cuda::device_free(flag);
+  STRATA_CUDA_CHECK(copied);
+  return found == 0;
+}
+
 #define STRATA_INSTANTIATE_GPU_MATH(Dtype)                                             \
+  template bool gpu_all_finite<Dtype>(const std::vector<std::pair<const Dtype*, size_t>>&); \
   template void gpu_axpby<Dtype>(int, Dtype, const Dtype*, Dtype, Dtype*);             \
   template void gpu_copy<Dtype>(int, const Dtype*, Dtype*);                            \
   template void gpu_copy_rows<Dtype>(int, int, const Dtype*, int, Dtype*, int);        \

@@ -1,5 +1,6 @@
 #include "strata/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "strata/math_functions.hpp"
@@ -39,12 +40,17 @@ void Optimizer<Dtype>::UseLossScale() {
 
 template <typename Dtype>
 bool Optimizer<Dtype>::GradientsFinite() const {
-  // A sum of absolute values is inf or NaN when a value is (or when it overflows, which only a scale near float's
-  // largest can cause: lowering it is then right too).
-  for (Blob<Dtype>* p : net_->learnable_params()) {
-    if (!std::isfinite(static_cast<double>(p->asum_diff()))) return false;
+  const auto& params = net_->learnable_params();
+#ifdef STRATA_USE_CUDA
+  if (Strata::mode() == Strata::GPU) {
+    std::vector<std::pair<const Dtype*, size_t>> spans;
+    for (Blob<Dtype>* p : params) spans.emplace_back(p->gpu_diff(), static_cast<size_t>(p->count()));
+    return gpu_all_finite(spans);
   }
-  return true;
+#endif
+  return std::all_of(params.begin(), params.end(), [](Blob<Dtype>* p) {
+    return cpu_all_finite(static_cast<size_t>(p->count()), p->cpu_diff_as_is());
+  });
 }
 
 template <typename Dtype>
