@@ -2,9 +2,11 @@
 // unscaled run, whatever the rule, clipping or iter_size; a dynamic scale skips an iteration whose gradient is not
 // finite without touching a weight or a history, grows after its interval, resumes where it stood, and stops the run
 // at its least scale; bad settings are refused before the first iteration.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -99,7 +101,7 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "l" }
 
 std::unique_ptr<Solver<float>> MakeHuge(const std::string& scale) {
   auto s = SolverRegistry<float>::Create(
-      MakeSolver("type: 'SGD' momentum: 0.9 " + scale, kHugeNet, "base_lr: 1e-31 lr_policy: 'fixed'"));
+      MakeSolver("type: 'SGD' momentum: 0.9 display: 1 " + scale, kHugeNet, "base_lr: 1e-31 lr_policy: 'fixed'"));
   float* x = s->net()->blob_by_name("x")->mutable_cpu_data();
   x[0] = 1e15f;
   x[1] = 0;
@@ -107,7 +109,35 @@ std::unique_ptr<Solver<float>> MakeHuge(const std::string& scale) {
   return s;
 }
 
+// The log's lines while it lives, at every severity.
+class LogLines : public google::LogSink {
+ public:
+  LogLines() : level_(FLAGS_minloglevel) {
+    FLAGS_minloglevel = 0;
+    google::AddLogSink(this);
+  }
+  ~LogLines() override {
+    google::RemoveLogSink(this);
+    FLAGS_minloglevel = level_;
+  }
+  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*, const char* message,
+            size_t length) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_.append(message, length).append("\n");
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ private:
+  int level_;
+  std::mutex mutex_;
+  std::string text_;
+};
+
 TEST(LossScale, ANonFiniteGradientSkipsTheIterationAndLowersTheScale) {
+  LogLines log;
   const double two31 = std::ldexp(1.0, 31);
   auto skipping = MakeHuge("loss_scale { scale: 2147483648 dynamic: true }");  // 2^31
   const std::vector<float> start = Weights(*skipping);
@@ -127,6 +157,12 @@ TEST(LossScale, ANonFiniteGradientSkipsTheIterationAndLowersTheScale) {
   EXPECT_NE(Weights(*direct), start);
   EXPECT_EQ(Weights(*skipping), Weights(*direct));
   EXPECT_EQ(skipping->optimizer()->skipped_iterations(), 2);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("Iteration 1: the gradient is not finite at loss scale 1.07374e+09; the step is skipped and "
+                      "the scale lowered to 5.36871e+08"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("loss scale = 5.36871e+08 (2 iterations skipped so far)"), std::string::npos) << text;
 }
 
 TEST(LossScale, ANonFiniteGradientAtTheLeastScaleStopsTheRun) {

@@ -353,6 +353,10 @@ void Solver<Dtype>::Step(int iters) {
         }
         DisplayOutputs(net_->output_blobs(), *net_, "Train");
         LOG(INFO) << "Iteration " << iter_ << ", lr = " << rate;
+        if (param_.loss_scale().dynamic()) {
+          LOG(INFO) << "Iteration " << iter_ << ", loss scale = " << optimizer_->loss_scale() << " ("
+                    << optimizer_->skipped_iterations() << " iterations skipped so far)";
+        }
       }
       window_start = std::chrono::steady_clock::now();
       window_iter = iter_;
