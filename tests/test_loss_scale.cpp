@@ -204,6 +204,8 @@ TEST(LossScale, BadSettingsAreRefusedBeforeTraining) {
       {"loss_scale { scale: 8 dynamic: true growth_interval: 0 }", {"loss_scale.growth_interval"}},
       {"loss_scale { scale: 8 dynamic: true min_scale: 16 }", {"loss_scale.min_scale", "at most"}},
       {"loss_scale { scale: inf }", {"loss_scale.scale"}},
+      {"loss_scale { scale: 1e-40 }", {"loss_scale.scale", "reciprocal"}},
+      {"loss_scale { scale: 8 dynamic: true min_scale: 1e-40 }", {"loss_scale.min_scale", "reciprocal"}},
       {"type: 'KFAC' kfac_param { fisher: EMPIRICAL } loss_scale { scale: 8 dynamic: true }", {"loss_scale", "K-FAC"}},
       {"type: 'KFAC' kfac_param { fisher: EMPIRICAL } loss_scale { scale: 256 }", {"loss_scale", "K-FAC"}},
   };

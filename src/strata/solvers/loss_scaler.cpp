@@ -47,7 +47,9 @@ void LossScaler::RestoreState(const SolverState& state, const std::string& origi
 void CheckLossScale(const SolverParameter& param) {
   if (!param.has_loss_scale()) return;
   const LossScaleParameter& s = param.loss_scale();
-  STRATA_REQUIRE(s.scale() > 0) << "loss_scale.scale is " << s.scale() << "; it must be positive";
+  // The update multiplies by 1 / scale in float: that must be a number too.
+  STRATA_REQUIRE(s.scale() > 0 && std::isfinite(1.0f / s.scale()))
+      << "loss_scale.scale is " << s.scale() << "; it must be positive, and its reciprocal a float";
   const bool scaled = s.dynamic() || s.scale() != 1;
   STRATA_REQUIRE(!scaled || param.type() != "KFAC")
       << "loss_scale and the K-FAC solver together are not supported: K-FAC's factors are collected from the "
@@ -58,9 +60,9 @@ void CheckLossScale(const SolverParameter& param) {
   STRATA_REQUIRE(s.backoff_factor() > 0 && s.backoff_factor() < 1)
       << "loss_scale.backoff_factor is " << s.backoff_factor() << "; it must be between 0 and 1";
   STRATA_REQUIRE(s.growth_interval() >= 1) << "loss_scale.growth_interval must be at least 1";
-  STRATA_REQUIRE(s.min_scale() > 0 && s.min_scale() <= s.scale())
-      << "loss_scale.min_scale is " << s.min_scale() << "; it must be positive and at most loss_scale.scale ("
-      << s.scale() << ")";
+  STRATA_REQUIRE(s.min_scale() > 0 && std::isfinite(1.0f / s.min_scale()) && s.min_scale() <= s.scale())
+      << "loss_scale.min_scale is " << s.min_scale() << "; it must be positive, its reciprocal a float, and at most "
+      << "loss_scale.scale (" << s.scale() << ")";
 }
 
 }  // namespace strata
