@@ -56,5 +56,6 @@ print("|---|---|---|---|")
 for n in ranks:
     t = {s: [ms_per_iter(f"{out}/logs/np{n}_{s}_rep{r}.log") for r in range(1, reps + 1)] for s in ("none", "dynamic")}
     fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
-    print(f"| {n} | {fmt(t['none'])} | {fmt(t['dynamic'])} | {statistics.median(t['dynamic']) / statistics.median(t['none']):.3f} |")
+    ratio = statistics.median(t["dynamic"]) / statistics.median(t["none"])
+    print(f"| {n} | {fmt(t['none'])} | {fmt(t['dynamic'])} | {ratio:.3f} |")
 PY

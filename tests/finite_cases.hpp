@@ -29,7 +29,8 @@ void ExpectFindsEveryNonFinite(const std::function<bool(const Spans<Dtype>&)>& a
     size_t span, index;
     Dtype value;
   };
-  for (const Case c : {Case{1, 0, inf}, Case{2, 500, -inf}, Case{3, 69999, inf}, Case{3, 0, nan}, Case{3, 40000, nan}}) {
+  const Case cases[] = {{1, 0, inf}, {2, 500, -inf}, {3, 69999, inf}, {3, 0, nan}, {3, 40000, nan}};
+  for (const Case& c : cases) {
     Spans<Dtype> bad = spans;
     bad[c.span][c.index] = c.value;
     EXPECT_FALSE(all_finite(bad)) << c.value << " at " << c.index << " of span " << c.span;

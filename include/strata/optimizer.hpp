@@ -4,8 +4,8 @@
 // given; the loop saves and restores its state.
 //
 // For each learnable param, in every path:
-//   scale by gradient_scale() (1 / (replicas x iter_size x loss scale)) -> regularise (L2/L1 weight decay x decay_mult) ->
-//   the rule (SGD momentum, Nesterov, Adam...) -> data -= step
+//   scale by gradient_scale() (1 / (replicas x iter_size x loss scale)) -> regularise (L2/L1 weight decay x
+//   decay_mult) -> the rule (SGD momentum, Nesterov, Adam...) -> data -= step
 // Apply(rate, iter) does it for the whole net (after clipping, or after a GradientStage such as K-FAC's
 // preconditioning); UpdateLayer for one layer's params (the data-parallel engine, as each layer's gradient is
 // reduced); UpdateSlice for a range of one param's elements in one sweep over memory (OnePassUpdate).
