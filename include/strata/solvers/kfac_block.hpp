@@ -61,13 +61,13 @@ class KfacBlock {
   double inverse_cost() const;
 
   // This batch's factors from an inner product's input x (rows x K) or output gradient dy (rows x N): each row
-  // is one sample; `loss_scale` turns dy's rows into per-sample gradients (the batch size, for a mean loss).
+  // is one sample; `sample_scale` turns dy's rows into per-sample gradients (the batch size, for a mean loss).
   void CollectInnerProductA(const Dtype* x, int rows);
-  void CollectInnerProductG(const Dtype* dy, int rows, Dtype loss_scale);
+  void CollectInnerProductG(const Dtype* dy, int rows, Dtype sample_scale);
   // The same for a convolution over `images` images of geometry `conv` (one image, all channels; this block reads
   // its group's channels) with `num_output` output channels in all.
   void CollectConvolutionA(const Dtype* x, int images, const ConvGeometry& conv);
-  void CollectConvolutionG(const Dtype* dy, int images, const ConvGeometry& conv, int num_output, Dtype loss_scale);
+  void CollectConvolutionG(const Dtype* dy, int images, const ConvGeometry& conv, int num_output, Dtype sample_scale);
   // Starts a new batch's factors (Collect* calls add up, so a convolution with several bottoms counts them all).
   void ResetFresh();
   bool has_fresh() const { return fresh_samples_a_ > 0 && fresh_samples_g_ > 0; }

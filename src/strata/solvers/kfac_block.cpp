@@ -93,13 +93,13 @@ void KfacBlock<Dtype>::CollectInnerProductA(const Dtype* x, int rows) {
 }
 
 template <typename Dtype>
-void KfacBlock<Dtype>::CollectInnerProductG(const Dtype* dy, int rows, Dtype loss_scale) {
+void KfacBlock<Dtype>::CollectInnerProductG(const Dtype* dy, int rows, Dtype sample_scale) {
   fresh_samples_g_ += rows;
   if (g_identity_) return;
   const int n = g_dim();
-  // Per-sample gradients are loss_scale * dy: their outer products carry loss_scale^2.
+  // Per-sample gradients are sample_scale * dy: their outer products carry sample_scale^2.
   OnSolverDevice<Dtype>([&](auto m) {
-    m.gemm(CblasTrans, CblasNoTrans, n, n, rows, loss_scale * loss_scale, dy, dy, Dtype(1),
+    m.gemm(CblasTrans, CblasNoTrans, n, n, rows, sample_scale * sample_scale, dy, dy, Dtype(1),
            m.mutable_data(fresh_g_));
   });
 }
@@ -130,7 +130,7 @@ void KfacBlock<Dtype>::CollectConvolutionA(const Dtype* x, int images, const Con
 
 template <typename Dtype>
 void KfacBlock<Dtype>::CollectConvolutionG(const Dtype* dy, int images, const ConvGeometry& conv, int num_output,
-                                           Dtype loss_scale) {
+                                           Dtype sample_scale) {
   // One sample is one image: its positions' outer products add up (KFC), and the mean runs over images. The
   // images' n x positions gradients side by side make one GEMM of them.
   fresh_samples_g_ += images;
@@ -144,7 +144,7 @@ void KfacBlock<Dtype>::CollectConvolutionG(const Dtype* dy, int images, const Co
       const int count = std::min(chunk, images - n0);
       m.gather_images(count, n, positions, dy + n0 * image_stride + static_cast<long>(shape_.group) * n * positions,
                       image_stride, g);
-      m.gemm(CblasNoTrans, CblasTrans, n, n, count * positions, loss_scale * loss_scale, g, g, Dtype(1),
+      m.gemm(CblasNoTrans, CblasTrans, n, n, count * positions, sample_scale * sample_scale, g, g, Dtype(1),
              m.mutable_data(fresh_g_));
     }
   });
