@@ -209,9 +209,9 @@ TEST(LossScale, BadSettingsAreRefusedBeforeTraining) {
       {"type: 'KFAC' kfac_param { fisher: EMPIRICAL } loss_scale { scale: 8 dynamic: true }", {"loss_scale", "K-FAC"}},
       {"type: 'KFAC' kfac_param { fisher: EMPIRICAL } loss_scale { scale: 256 }", {"loss_scale", "K-FAC"}},
   };
-  for (const auto& [extra, words] : cases) {
-    SCOPED_TRACE(extra);
-    testing_data::ExpectErrorContaining([&] { Make(MakeSolver(extra)); }, words);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    testing_data::ExpectErrorContaining([&] { Make(MakeSolver(c.first)); }, c.second);
   }
   // A scale of 1 that never moves is no scaling: K-FAC takes it.
   EXPECT_NO_THROW(Make(MakeSolver("type: 'KFAC' kfac_param { fisher: EMPIRICAL } loss_scale { scale: 1 }")));
