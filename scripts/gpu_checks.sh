@@ -137,18 +137,18 @@ for step in $steps; do
       ;;
     bf16)
       # precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): the SGD step of AlexNet (256) and ResNet-50 (64) in
-      # bfloat16, channels-last (the default) and channels-first, beside TF32 channels-first (the default) and
-      # channels-last (--gpu_channels_last=all); then LeNet trained in float and in bfloat16 (issue 36: bfloat16
+      # bfloat16, channels-last (the default) and channels-first, and float16 channels-last, beside TF32
+      # channels-first (the default) and channels-last (--gpu_channels_last=all); then LeNet trained in float and in bfloat16 (issue 36: bfloat16
       # within 0.5 points of float).
       timed_nets
       for net in /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
-        for run in FP32:none FP32:all BF16:bf16 BF16:none; do
+        for run in FP32:none FP32:all BF16:16bit BF16:none FP16:16bit; do
           precision=${run%:*} last=${run#*:}
           log=$out/time_$(basename "$net" .prototxt)_${precision}_last_$last.txt
           timeout "${TIME_TIMEOUT:-120}" strata time --model="$net" --gpu=0 --tf32=true --precision=$precision \
             --gpu_channels_last=$last --iterations=20 --warmup=3 >"$log" 2>&1
           say "strata time $(basename "$net") tf32=true precision=$precision channels_last=$last: exit $? $(grep -E \
-            'Average (Forward-Backward|SGD step)|compute in bfloat16|convert them|convert each' "$log" |
+            'Average (Forward-Backward|SGD step)|compute in (bfloat16|float16)|convert them|convert each' "$log" |
             cut -c1-200 | tr '\n' ' ')"
           pack
         done

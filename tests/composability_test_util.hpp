@@ -46,7 +46,7 @@ struct Features {
   bool batch_norm = true;     // off where a cell splits the batch: its statistics depend on the split by design
   bool gpu = false;
   // gpu_options().channels_last: which activations are NHWC on the GPU (the default: bfloat16 ones).
-  GpuOptions::ChannelsLast channels_last = GpuOptions::ChannelsLast::kBf16;
+  GpuOptions::ChannelsLast channels_last = GpuOptions::ChannelsLast::k16Bit;
   // How the iteration runs on several ranks (tests/mpi/test_composability.cpp): off, the whole batch on one rank.
   enum Engine { kOneRank, kDataParallel, kPipelineSync, kPipelineAsync } engine = kOneRank;
 };
@@ -152,7 +152,7 @@ struct Result {
       if (net.params_lr()[p] > 0) updated.insert(net.learnable_params()[p]);
     }
     for (const auto& b : net.blobs()) {
-      held_bf16 = held_bf16 || is_bf16(b->data_device_format());
+      held_bf16 = held_bf16 || is_16bit(b->data_device_format());
       held_channels_last = held_channels_last || is_channels_last(b->data_device_format());
     }
     for (int i = 0; i < net.num_layers(); ++i) {
@@ -218,7 +218,7 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       // Both runs in bfloat16 on the GPU; off: every activation channels-first (docs/gpu.md, "Channels-last").
       {"gpu_channels_last", {[](Features* f, bool on) {
          f->gpu = f->bf16 = true;
-         f->channels_last = on ? GpuOptions::ChannelsLast::kBf16 : GpuOptions::ChannelsLast::kNone;
+         f->channels_last = on ? GpuOptions::ChannelsLast::k16Bit : GpuOptions::ChannelsLast::kNone;
        }}},
       // Both runs in float on the GPU: channels-last (gpu_channels_last=all) against every activation channels-first.
       {"gpu_channels_last_float", {[](Features* f, bool on) {

@@ -49,11 +49,12 @@ struct LayerCase {
   bool in_place = false;  // top 0 is bottom 0
   double bound = 1e-5;
   double lo = -1, hi = 1;  // the other bottoms are uniform in [lo, hi]
-  // Inputs, parameters and top gradients rounded to bfloat16 first: the float reference of a layer that computes
-  // in bfloat16 (precision: BF16 on the GPU), which then differs from it by the rounding of what it stores.
-  bool round_to_bf16 = false;
+  // Inputs, parameters and top gradients rounded to this 16-bit type first: the float reference of a layer that
+  // computes in it (precision: BF16 or FP16 on the GPU), which then differs from it by the rounding of what it
+  // stores. kOwn: nothing rounded.
+  ElementType round_to = ElementType::kOwn;
   // On the GPU, the bottoms and top gradients of 4 axes handed to the layer channels-last (as a convolution before
-  // it leaves them), in bfloat16 with round_to_bf16 and in float otherwise, and top 0 required to come out in that
+  // it leaves them), in round_to's type (float with kOwn), and top 0 required to come out in that
   // format when top_channels_last, and then each bottom's gradient too (backward runs in forward's order).
   bool channels_last = false;
   bool top_channels_last = false;
@@ -79,15 +80,19 @@ class ChannelsLastOption {
 
 // Puts a blob's value (or its gradient) on the device in `format`, as a layer before would leave it.
 inline void HandIn(const Blob<float>& blob, bool diff, DeviceFormat format) {
-  if (is_bf16(format)) {
-    diff ? blob.gpu_diff_bf16(format) : blob.gpu_data_bf16(format);
+  if (is_16bit(format)) {
+    diff ? blob.gpu_diff_16bit(format) : blob.gpu_data_16bit(format);
   } else {
     diff ? blob.gpu_diff_in(format) : blob.gpu_data_in(format);
   }
 }
 
-inline void RoundToBf16(std::vector<float>* v) {
-  for (float& x : *v) x = from_bf16(to_bf16(x));
+// Rounds every value to the 16-bit type `t` (nothing for kOwn).
+inline void RoundTo(ElementType t, std::vector<float>* v) {
+  for (float& x : *v) {
+    if (t == ElementType::kBf16) x = from_bf16(to_bf16(x));
+    if (t == ElementType::kFp16) x = from_fp16(to_fp16(x));
+  }
 }
 
 inline double NormalisedError(const float* got, const float* want, int n) {
@@ -140,9 +145,9 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   want_layer->SetUp(bottom, top);
   auto got_layer = LayerRegistry<float>::CreateLayer(got);
   got_layer->SetUp(bottom, top);
-  if (got_gpu && got.precision() == BF16) {
+  if (got_gpu && got.precision() != FP32) {
     Strata::set_mode(Strata::GPU);
-    EXPECT_TRUE(got_layer->ComputesInBf16()) << "the layer computes in float: nothing of bfloat16's is compared";
+    EXPECT_TRUE(got_layer->ComputesIn16Bit()) << "the layer computes in float: nothing of 16 bits' is compared";
     Strata::set_mode(Strata::CPU);
   }
 
@@ -150,10 +155,8 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   for (auto* b : bottom) x0.push_back(Copy(b->cpu_data(), b->count()));
   for (auto& p : want_layer->blobs()) p0.push_back(Copy(p->cpu_data(), p->count()));
   if (c.fill_params) c.fill_params(&p0);
-  if (c.round_to_bf16) {
-    for (auto& v : x0) RoundToBf16(&v);
-    for (auto& v : p0) RoundToBf16(&v);
-  }
+  for (auto& v : x0) RoundTo(c.round_to, &v);
+  for (auto& v : p0) RoundTo(c.round_to, &v);
   std::vector<bool> down(bottom.size(), true);
   if (c.label_bottom >= 0) down[c.label_bottom] = false;
 
@@ -163,11 +166,11 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
   auto run = [&](Layer<float>* layer) {
     for (size_t b = 0; b < bottom.size(); ++b) std::copy(x0[b].begin(), x0[b].end(), bottom[b]->mutable_cpu_data());
     const bool channels_last = c.channels_last && Strata::mode() == Strata::GPU;
-    const DeviceFormat last_format = device_format_for(c.round_to_bf16, true);
+    const DeviceFormat last_format = device_format_for(c.round_to, true);
     for (size_t b = 0; b < bottom.size(); ++b) {
       const bool last = c.bottoms_channels_last.empty() || c.bottoms_channels_last[b];
       if (channels_last && bottom[b]->can_channels_last()) {
-        HandIn(*bottom[b], /*diff=*/false, device_format_for(c.round_to_bf16, last));
+        HandIn(*bottom[b], /*diff=*/false, device_format_for(c.round_to, last));
       }
     }
     for (size_t i = 0; i < p0.size(); ++i) {
@@ -187,7 +190,7 @@ inline void CompareLayers(const LayerCase& c, const LayerParameter& want, bool w
       for (auto* t : top) {
         dy.emplace_back(t->count());
         rng_uniform<float>(t->count(), -1.f, 1.f, dy.back().data());
-        if (c.round_to_bf16) RoundToBf16(&dy.back());
+        RoundTo(c.round_to, &dy.back());
       }
     }
     for (size_t t = 0; t < top.size(); ++t) {

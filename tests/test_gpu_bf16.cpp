@@ -1,11 +1,12 @@
-// precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): a blob's device memory held in bfloat16 and converted
-// back for plain readers; each layer with bfloat16 GPU code against the CPU's float layer on operands rounded to
-// bfloat16 (inputs, parameters, top gradients), so that the two differ only by what the GPU rounds when it stores
-// (outputs, input gradients, the weight gradient before its float accumulation: a few bfloat16 roundings, bound
-// 1e-2 normalised; MAX pooling and copies exactly); a small net's SGD steps (LeNet's layers and a residual block
-// with fused BatchNorm, Scale and ReLU, a sum and a Split) in bfloat16 against float on the GPU.
-// Finite differences would measure bfloat16's rounding, not the gradients: the CPU's float gradients on the same
-// rounded operands are the check instead. Without a GPU (or on one before Ampere) each test skips.
+// precision: BF16 and FP16 on the GPU (docs/gpu.md, "bfloat16" and "float16"): a blob's device memory held in
+// bfloat16 and converted back for plain readers; each layer with 16-bit GPU code, in each 16-bit type
+// (GpuTest16Bit), against the CPU's float layer on operands rounded to that type (inputs, parameters, top
+// gradients), so that the two differ only by what the GPU rounds when it stores (outputs, input gradients, the
+// weight gradient before its float accumulation: a few roundings, bound 1e-2 normalised, which float16's three more
+// bits of significand meet with room; MAX pooling and copies exactly); a small net's SGD steps (LeNet's layers and a
+// residual block with fused BatchNorm, Scale and ReLU, a sum and a Split) in 16 bits against float on the GPU.
+// Finite differences would measure the rounding, not the gradients: the CPU's float gradients on the same rounded
+// operands are the check instead. Without a GPU (or on one without the type's arithmetic) each test skips.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,14 +38,32 @@ class GpuTestBf16 : public gpu_compare::GpuTest {
   }
 };
 
+ElementType ElementTypeOf(Precision p) { return p == BF16 ? ElementType::kBf16 : ElementType::kFp16; }
 
-// The layer of `c` with precision BF16 on the GPU against the same layer in float on the CPU.
-void CompareBf16WithCpu(LayerCase c) {
-  c.round_to_bf16 = true;
+// The layer and net tests, once per 16-bit precision. `tested` is the running test's, for the helpers below.
+class GpuTest16Bit : public gpu_compare::GpuTest, public ::testing::WithParamInterface<Precision> {
+ public:
+  static inline Precision tested = BF16;
+
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    if (GetParam() == BF16 && !gpu_has_bf16()) {
+      GTEST_SKIP() << "this GPU has no bfloat16 tensor cores (compute capability below 8.0)";
+    }
+    if (GetParam() == FP16 && !gpu_has_fp16()) GTEST_SKIP() << "this GPU has no float16 arithmetic (below 5.3)";
+    tested = GetParam();
+  }
+};
+
+// The layer of `c` with the tested 16-bit precision on the GPU against the same layer in float on the CPU.
+void Compare16BitWithCpu(LayerCase c) {
+  c.round_to = ElementTypeOf(GpuTest16Bit::tested);
   LayerParameter want, got;
   ReadProtoFromTextString(c.prototxt, &want);
   got = want;
-  got.set_precision(BF16);
+  got.set_precision(GpuTest16Bit::tested);
   want.set_precision(FP32);
   CompareLayers(c, want, false, got, true);
 }
@@ -65,7 +84,7 @@ TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
   rounded[0] = NAN;
   const size_t device_before = MemoryTracker::current(MemoryCategory::kActivation, MemorySpace::kDevice);
   const uint64_t version = b.data()->version();
-  b.gpu_data_bf16();
+  b.gpu_data_16bit(DeviceFormat::kBf16);
   EXPECT_EQ(b.data()->device_format(), DeviceFormat::kBf16);
   EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(bfloat16));
   EXPECT_EQ(MemoryTracker::current(MemoryCategory::kActivation, MemorySpace::kDevice) - device_before,
@@ -85,7 +104,7 @@ TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
   got = b.cpu_data();
   for (int i = 1; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
   // Writing every value in bfloat16 converts nothing: fresh memory in that format.
-  b.mutable_gpu_data_bf16(/*keep_values=*/false);
+  b.mutable_gpu_data_16bit(DeviceFormat::kBf16, /*keep_values=*/false);
   EXPECT_EQ(b.data()->device_format(), DeviceFormat::kBf16);
   // The host's values replace a bfloat16 device copy.
   b.mutable_cpu_data()[1] = 1.00390625f;  // 1 + 2^-8: a tie, rounds to even (1)
@@ -101,7 +120,7 @@ TEST_F(GpuTestBf16, ABlobConvertsBetweenFloatAndBfloat16OnTheDevice) {
 void CompareChannelsLastWithCpu(LayerCase c, bool top_last = true) {
   c.channels_last = true;
   c.top_channels_last = top_last;
-  CompareBf16WithCpu(c);
+  Compare16BitWithCpu(c);
 }
 
 // Convolutions compute channels-last by default (gpu_options().channels_last); each case runs channels-first too.
@@ -122,7 +141,7 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
       h[i] = u(gen);
       rounded[i] = from_bf16(to_bf16(h[i]));
     }
-    b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+    b.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16Nhwc);
     EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(bfloat16));
     const float* got = b.cpu_data();  // widened and reordered on the host
@@ -131,14 +150,14 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
     // Reordered on the device, then read on the host (widened there, no reorder): the device's transpose alone. With
     // one channel or one position per image the two orders are the same bytes, so only the label changes.
     const bool same_bytes = shape[1] == 1 || shape[2] * shape[3] == 1;
-    const void* nhwc = b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
-    const void* nchw = b.gpu_data_bf16(DeviceFormat::kBf16);
+    const void* nhwc = b.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
+    const void* nchw = b.gpu_data_16bit(DeviceFormat::kBf16);
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kBf16);
     EXPECT_EQ(nchw == nhwc, same_bytes) << "relabelled rather than transposed";
-    b.mutable_gpu_data_bf16(/*keep_values=*/true);  // the device's copy the only one
+    b.mutable_gpu_data_16bit(DeviceFormat::kBf16, /*keep_values=*/true);  // the device's copy the only one
     got = b.cpu_data();
     for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], rounded[i]) << i;
-    b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);  // and back
+    b.gpu_data_16bit(DeviceFormat::kBf16Nhwc);  // and back
     b.gpu_data();                             // to float on the device
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kPlain);
     got = b.cpu_data();
@@ -147,7 +166,7 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
   // Gradients too, and a writer of every value gets channels-last memory directly.
   Blob<float> g({2, 8, 3, 3});
   g.set_memory_category(MemoryCategory::kActivation);
-  g.mutable_gpu_diff_bf16(/*keep_values=*/false, DeviceFormat::kBf16Nhwc);
+  g.mutable_gpu_diff_16bit(DeviceFormat::kBf16Nhwc, /*keep_values=*/false);
   EXPECT_EQ(g.diff_device_format(), DeviceFormat::kBf16Nhwc);
   EXPECT_EQ(g.diff()->device_bytes(), g.count() * sizeof(bfloat16));
   // Reshaped (same count), the memory made for the old shape is no order of the new one's: a read converts it.
@@ -155,30 +174,30 @@ TEST_F(GpuTestBf16, ABlobConvertsToChannelsLastAndBack) {
   r.set_memory_category(MemoryCategory::kActivation);
   float* rh = r.mutable_cpu_data();
   for (int i = 0; i < r.count(); ++i) rh[i] = static_cast<float>(i % 251);  // exact in bfloat16
-  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+  r.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
   Blob<float> flat({2, 96});
   flat.ShareData(r);
   EXPECT_EQ(flat.data_device_format(), DeviceFormat::kBf16);
   const float* fh = flat.cpu_data();
   for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(fh[i], static_cast<float>(i % 251)) << i;
   // On the device, that blob converts the memory with the shape it was made for, into channels-first.
-  flat.mutable_gpu_data_bf16(/*keep_values=*/true);
+  flat.mutable_gpu_data_16bit(DeviceFormat::kBf16, /*keep_values=*/true);
   EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16);
   fh = flat.cpu_data();
   for (int i = 0; i < flat.count(); ++i) ASSERT_EQ(fh[i], static_cast<float>(i % 251)) << i;
-  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+  r.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
   r.Reshape({2, 24, 2, 2});
   EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16);
-  r.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+  r.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
   EXPECT_EQ(r.data_device_format(), DeviceFormat::kBf16Nhwc);
   const float* rb = r.cpu_data();
   for (int i = 0; i < r.count(); ++i) ASSERT_EQ(rb[i], static_cast<float>(i % 251)) << i;
 }
 
-TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
+TEST_P(GpuTest16Bit, ConvolutionsMatchTheCpuOnRoundedOperands) {
   for (bool channels_last : {true, false}) {
   SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
-  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::kBf16
+  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::k16Bit
                                                             : GpuOptions::ChannelsLast::kNone);
   // Channels-last, a case marked `nhwc` must keep its output channels-last (its bottom handed so too), so that the
   // KRSC weights, their gradient's reorder and the channels-innermost bias run; the others (one input channel,
@@ -187,7 +206,7 @@ TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
     if (channels_last && nhwc) {
       CompareChannelsLastWithCpu(c);
     } else {
-      CompareBf16WithCpu(c);
+      Compare16BitWithCpu(c);
     }
   };
   const std::string conv = R"(name: "conv" type: "Convolution" convolution_param { weight_filler { type: "gaussian"
@@ -210,73 +229,74 @@ TEST_F(GpuTestBf16, ConvolutionsMatchTheCpuOnRoundedOperands) {
   }
 }
 
-TEST_F(GpuTestBf16, InnerProductMatchesTheCpuOnRoundedOperands) {
+TEST_P(GpuTest16Bit, InnerProductMatchesTheCpuOnRoundedOperands) {
   const std::string ip = R"(name: "ip" type: "InnerProduct" inner_product_param { weight_filler { type: "gaussian"
       std: 0.2 } bias_filler { type: "uniform" min: -0.5 max: 0.5 } )";
-  CompareBf16WithCpu({ip + "num_output: 10 }", {{8, 50, 4, 4}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({ip + "num_output: 33 bias_term: false }", {{5, 70}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({ip + "num_output: 17 transpose: true }", {{6, 40}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({ip + "num_output: 12 axis: 2 }", {{2, 3, 20}}, 1, -1, 0, false, kBf16Bound});
+  Compare16BitWithCpu({ip + "num_output: 10 }", {{8, 50, 4, 4}}, 1, -1, 0, false, kBf16Bound});
+  Compare16BitWithCpu({ip + "num_output: 33 bias_term: false }", {{5, 70}}, 1, -1, 0, false, kBf16Bound});
+  Compare16BitWithCpu({ip + "num_output: 17 transpose: true }", {{6, 40}}, 1, -1, 0, false, kBf16Bound});
+  Compare16BitWithCpu({ip + "num_output: 12 axis: 2 }", {{2, 3, 20}}, 1, -1, 0, false, kBf16Bound});
   // The bias gradient's sum over many rows, of more outputs than one block of columns.
-  CompareBf16WithCpu({ip + "num_output: 40 }", {{600, 20}}, 1, -1, 0, false, kBf16Bound});
+  Compare16BitWithCpu({ip + "num_output: 40 }", {{600, 20}}, 1, -1, 0, false, kBf16Bound});
 }
 
-TEST_F(GpuTestBf16, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
-  CompareBf16WithCpu({R"(name: "relu" type: "ReLU")", {{2, 6, 5, 7}}, 1, -1, 0, /*in_place=*/true, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 6, 5, 7}}, 1, -1, 0,
+TEST_P(GpuTest16Bit, ReLUAndPoolingMatchTheCpuOnRoundedOperands) {
+  Compare16BitWithCpu({R"(name: "relu" type: "ReLU")", {{2, 6, 5, 7}}, 1, -1, 0, /*in_place=*/true, kBf16Bound});
+  Compare16BitWithCpu({R"(name: "leaky" type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 6, 5, 7}}, 1, -1, 0,
                       false, kBf16Bound});
   // MAX picks one of the rounded values, and without overlapping windows each input's gradient is one top's:
   // exact. With overlaps the gradients add up, and AVE rounds its mean and the gradient's shares.
-  CompareBf16WithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })",
+  Compare16BitWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })",
                       {{2, 5, 12, 10}}, 1, -1, 0, false, 1e-7});
-  CompareBf16WithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })",
+  Compare16BitWithCpu({R"(name: "max" type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })",
                       {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 })",
+  Compare16BitWithCpu({R"(name: "ave" type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 })",
                       {{2, 5, 11, 10}}, 1, -1, 0, false, kBf16Bound});
 }
 
-TEST_F(GpuTestBf16, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperands) {
-  for (const LayerCase& c : gpu_compare::BatchNormCases(kBf16Bound)) CompareBf16WithCpu(c);
-  CompareBf16WithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
+TEST_P(GpuTest16Bit, NormalisationSumsCopiesAndDropoutMatchTheCpuOnRoundedOperands) {
+  for (const LayerCase& c : gpu_compare::BatchNormCases(kBf16Bound)) Compare16BitWithCpu(c);
+  Compare16BitWithCpu({R"(name: "sum" type: "Eltwise" eltwise_param { operation: SUM coeff: 1 coeff: -0.5 })",
                       {{2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0,
+  Compare16BitWithCpu({R"(name: "sum3" type: "Eltwise")", {{2, 4, 6, 5}, {2, 4, 6, 5}, {2, 4, 6, 5}}, 1, -1, 0,
                       false, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 })",
+  Compare16BitWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 })",
                       {{2, 7, 5, 4}}, 1, -1, 0, false, kBf16Bound});
-  CompareBf16WithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL })",
+  Compare16BitWithCpu({R"(name: "lrn" type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL })",
                       {{2, 3, 6, 5}}, 1, -1, 0, false, kBf16Bound});
   // Copies: exact.
-  CompareBf16WithCpu({R"(name: "concat" type: "Concat")", {{2, 3, 4, 5}, {2, 5, 4, 5}}, 1, -1, 0, false, 1e-7});
-  CompareBf16WithCpu({R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", {{3, 7, 5, 4}}, 1,
+  Compare16BitWithCpu({R"(name: "concat" type: "Concat")", {{2, 3, 4, 5}, {2, 5, 4, 5}}, 1, -1, 0, false, 1e-7});
+  Compare16BitWithCpu({R"(name: "drop" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", {{3, 7, 5, 4}}, 1,
                       -1, 0, false, kBf16Bound});
 }
 
-// Every layer with bfloat16 GPU code that follows its bottom's order keeps channels-last through forward and
+// Every layer with 16-bit GPU code that follows its bottom's order keeps channels-last through forward and
 // backward; those that read channels-first (InnerProduct, Dropout, a Concat along a spatial axis) convert.
-TEST_F(GpuTestBf16, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
+TEST_P(GpuTest16Bit, LayersAfterAConvolutionKeepChannelsLastAndMatchTheCpu) {
   for (const gpu_compare::OrderCase& c : gpu_compare::FollowerCases(kBf16Bound)) {
     CompareChannelsLastWithCpu(c.layer, c.top_last);
   }
 }
 
-TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
+TEST_P(GpuTest16Bit, NetStepsFollowTheFloatSteps) {
   for (bool channels_last : {true, false}) {
   SCOPED_TRACE(channels_last ? "channels-last" : "channels-first");
-  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::kBf16
+  const gpu_compare::ChannelsLastOption order(channels_last ? GpuOptions::ChannelsLast::k16Bit
                                                             : GpuOptions::ChannelsLast::kNone);
   // Between the convolutions and the first InnerProduct, activations are in the convolutions' order.
-  const DeviceFormat images = channels_last ? DeviceFormat::kBf16Nhwc : DeviceFormat::kBf16;
+  const ElementType type = ElementTypeOf(GetParam());
+  const DeviceFormat images = device_format_for(type, channels_last);
   Strata::set_mode(Strata::GPU);
   NetParameter param;
   ReadProtoFromTextString(gpu_compare::kResidualNet, &param);
   param.mutable_state()->set_phase(TRAIN);
   Net<float> reference(param);
-  param.set_precision(BF16);
+  param.set_precision(GetParam());
   Net<float> net(param);
   for (const char* name : {"conv1", "conv2", "ip1", "ip2", "relu1", "pool1", "pool2", "bn_a", "res", "conv_b"}) {
-    EXPECT_TRUE(net.layer_by_name(name)->ComputesInBf16()) << name;
+    EXPECT_TRUE(net.layer_by_name(name)->ComputesIn16Bit()) << name;
   }
-  EXPECT_FALSE(net.layer_by_name("loss")->ComputesInBf16());
+  EXPECT_FALSE(net.layer_by_name("loss")->ComputesIn16Bit());
   ASSERT_EQ(net.learnable_params().size(), reference.learnable_params().size());
   gpu_compare::CopyWeights(reference, &net);
   const gpu_compare::ResidualBatch batch;
@@ -288,7 +308,7 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
     }
     ASSERT_TRUE(std::isfinite(losses[1]));
     EXPECT_NEAR(losses[1], losses[0], 0.02 * std::fabs(losses[0])) << "step " << step;
-    // Activations between bfloat16 layers stay in bfloat16 (through the residual block and its Split); the weights
+    // Activations between 16-bit layers stay in 16 bits (through the residual block and its Split); the weights
     // and the loss's input are float.
     EXPECT_EQ(net.blob_by_name("pool1")->data_device_format(), images);
     EXPECT_EQ(net.blob_by_name("pool1")->diff_device_format(), images);
@@ -296,8 +316,8 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
     EXPECT_EQ(net.blob_by_name("res")->diff_device_format(), images);
     EXPECT_EQ(net.blob_by_name("conv2")->diff_device_format(), images);
     // InnerProduct reads channels-first, so pool2 was converted for it.
-    EXPECT_EQ(net.blob_by_name("pool2")->data_device_format(), DeviceFormat::kBf16);
-    EXPECT_EQ(net.blob_by_name("ip1")->data_device_format(), DeviceFormat::kBf16);
+    EXPECT_EQ(net.blob_by_name("pool2")->data_device_format(), device_format_for(type, false));
+    EXPECT_EQ(net.blob_by_name("ip1")->data_device_format(), device_format_for(type, false));
     EXPECT_EQ(net.blob_by_name("ip2")->data_device_format(), DeviceFormat::kPlain);
     for (Blob<float>* p : net.learnable_params()) EXPECT_EQ(p->data()->device_format(), DeviceFormat::kPlain);
   }
@@ -308,6 +328,9 @@ TEST_F(GpuTestBf16, NetStepsFollowTheFloatSteps) {
   }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(GpuTest, GpuTest16Bit, ::testing::Values(BF16, FP16),
+                         [](const ::testing::TestParamInfo<Precision>& info) { return Precision_Name(info.param); });
 
 }  // namespace
 }  // namespace strata

@@ -71,7 +71,7 @@ TEST_F(GpuTestChannelsLast, ABlobConvertsToFloatChannelsLastAndBack) {
     for (int i = 0; i < b.count(); ++i) ASSERT_EQ(got[i], values[i]) << i;
     // To bfloat16 in the same order (one rounding per value) and back to float channels-last.
     b.gpu_data_in(DeviceFormat::kNhwc);
-    b.gpu_data_bf16(DeviceFormat::kBf16Nhwc);
+    b.gpu_data_16bit(DeviceFormat::kBf16Nhwc);
     EXPECT_EQ(b.data()->device_bytes(), b.count() * sizeof(bfloat16));
     b.mutable_gpu_data_in(DeviceFormat::kNhwc);
     EXPECT_EQ(b.data_device_format(), DeviceFormat::kNhwc);

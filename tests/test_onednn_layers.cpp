@@ -139,7 +139,7 @@ ConvRun RunConv(const ConvCase& c, ConvolutionParameter::Engine engine, unsigned
   ConvRun r{values(y.cpu_data(), y.count()), values(x.cpu_diff(), x.count()),
             values(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()), {}};
   if (c.bias) r.bias_diff = values(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count());
-  r.bf16 = layer->ComputesInBf16();
+  r.bf16 = layer->ComputesIn16Bit();
   return r;
 }
 
@@ -728,8 +728,8 @@ TEST_F(OneDnnTest, Bf16InnerProductIsTheFloatOneOnRoundedOperands) {
     ASSERT_TRUE(bf16.uses_onednn()) << c;
     std::ostringstream what;
     what << c;
-    ExpectRunsClose(got, RunLayer(&caffe, c.shape(), 7, bf16.ComputesInBf16()), what.str());
-    if (!bf16.ComputesInBf16()) continue;
+    ExpectRunsClose(got, RunLayer(&caffe, c.shape(), 7, bf16.ComputesIn16Bit()), what.str());
+    if (!bf16.ComputesIn16Bit()) continue;
     ++bf16_cases;
     const LayerRun unrounded = RunLayer(&exact, c.shape(), 7);
     const double error = RelativeError(got.top.data(), unrounded.top.data(), static_cast<int>(got.top.size()));

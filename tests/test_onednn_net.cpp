@@ -202,7 +202,7 @@ TEST(OneDnnNet, PrecisionPassesFromSolverToNetToLayer) {
     // A convolution multiplies in bfloat16 where oneDNN has the kernels and the layer asks for it.
     const auto* conv = dynamic_cast<const ConvolutionLayer<float>*>(layer.get());
     ASSERT_NE(conv, nullptr);
-    EXPECT_EQ(conv->ComputesInBf16(), lp.precision() == BF16 && onednn_has_bf16()) << lp.name();
+    EXPECT_EQ(conv->ComputesIn16Bit(), lp.precision() == BF16 && onednn_has_bf16()) << lp.name();
   }
   // The net's own precision wins over the solver's.
   p.mutable_net_param()->set_precision(FP32);

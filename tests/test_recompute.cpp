@@ -290,9 +290,9 @@ class StubLayer : public Layer<Dtype> {
     saved_.ReshapeLike(*bottom[0]);
   }
   const char* type() const override { return bf16_ ? "Bf16Stub" : "FloatStub"; }
-  bool ComputesInBf16() const override { return bf16_; }
+  bool ComputesIn16Bit() const override { return bf16_; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&saved_}; }
-  std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const override { return {&saved_}; }
+  std::vector<const Blob<Dtype>*> SavedIn16BitOnGpu() const override { return {&saved_}; }
 
  protected:
   void Forward_cpu(const BlobVec&, const BlobVec&) override { FAIL() << "the graph runs no layer"; }

@@ -158,7 +158,7 @@ TEST_F(StrataTool, BadCommandAndFlags) {
   const std::string net = Write("net.prototxt", kNet);
   ExpectError("time --model=" + net + " --phase=TRAINING", {"--phase", "TRAINING"});
   ExpectError("time --model=" + net + " --gpu_channels_last=float",
-              {"--gpu_channels_last", "bf16, all or none", "float"});
+              {"--gpu_channels_last", "16bit, all or none", "float"});
 }
 
 TEST_F(StrataTool, TrainWithoutNetOrData) {

@@ -1,14 +1,16 @@
 // SyncedMemory: nothing is allocated before the first access, the head follows the last writer, released memory
 // comes back zeroed, borrowed memory is neither freed nor counted, and MemoryTracker sees every byte under the
 // block's category; the version counts the accesses that may write. The device side: a CPU-only build refuses it
-// outright; a GPU build moves values both ways (skipped without a GPU). bfloat16 (memory_format.hpp), which a
-// GPU's device copy may hold: rounding to the nearest, ties to even, and the host's widening in place.
+// outright; a GPU build moves values both ways (skipped without a GPU). bfloat16 and float16 (memory_format.hpp),
+// which a GPU's device copy may hold: rounding to the nearest, ties to even, and the host's widening in place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "strata/device.hpp"
@@ -70,22 +72,110 @@ TEST(Bfloat16, RoundsToTheNearestWithTiesToEven) {
   }
 }
 
-TEST(Bfloat16, WidensInPlaceOverSeveralChunks) {
+// float16's values by their definition: sign, 5 bits of exponent biased by 15, 10 of significand; subnormals at
+// exponent 0; infinity and NaN at 31. In double, exactly.
+double Fp16Value(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 31) return m == 0 ? sign * std::numeric_limits<double>::infinity() : std::nan("");
+  return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+}
+
+// The float16 nearest to finite `v` by another route than to_fp16's: a search among every finite magnitude, with
+// the one past the largest (65536) standing for infinity, measured in double, ties to the even.
+uint16_t NearestFp16(float v) {
+  static const std::vector<double> magnitudes = [] {
+    std::vector<double> m;
+    for (uint32_t h = 0; h <= 0x7C00u; ++h) m.push_back(h == 0x7C00u ? 65536.0 : Fp16Value(static_cast<uint16_t>(h)));
+    return m;
+  }();
+  const double a = std::fabs(static_cast<double>(v));
+  const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
+  const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), a);
+  if (above == magnitudes.end()) return sign | 0x7C00u;
+  const uint16_t hi = static_cast<uint16_t>(above - magnitudes.begin());
+  if (*above == a || hi == 0) return sign | hi;
+  const uint16_t lo = hi - 1;
+  const double d0 = a - magnitudes[lo], d1 = *above - a;
+  return sign | (d0 < d1 ? lo : d1 < d0 ? hi : (lo & 1u) ? hi : lo);
+}
+
+TEST(Float16, WidensEveryValueExactly) {
+  for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
+    const float16 x{static_cast<uint16_t>(h)};
+    const double want = Fp16Value(x.bits);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(from_fp16(x))) << std::hex << h;
+      ASSERT_TRUE(std::isnan(from_fp16(to_fp16(from_fp16(x))))) << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(from_fp16(x)), want) << std::hex << h;
+    ASSERT_EQ(std::signbit(from_fp16(x)), (h & 0x8000u) != 0) << std::hex << h;
+    ASSERT_EQ(to_fp16(from_fp16(x)).bits, x.bits) << "rounding a float16 value gives it back: " << std::hex << h;
+  }
+}
+
+TEST(Float16, RoundsToTheNearestWithTiesToEven) {
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<uint32_t> any;
+  std::uniform_int_distribution<uint32_t> exponent(97, 145);  // float16's range and a little past each end
+  for (int i = 0; i < 300000; ++i) {
+    uint32_t u = any(gen);
+    if (i % 2 == 0) u = (u & 0x807FFFFFu) | (exponent(gen) << 23);
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    if (!std::isfinite(v)) continue;
+    ASSERT_EQ(to_fp16(v).bits, NearestFp16(v)) << std::hex << u << " " << v;
+  }
+  // Every midpoint between neighbours (exact in float: 12 significant bits), and a float either side of it.
+  for (uint32_t h = 0; h < 0x7BFFu; ++h) {
+    const float mid = static_cast<float>((Fp16Value(static_cast<uint16_t>(h)) + Fp16Value(h + 1)) / 2);
+    ASSERT_EQ(to_fp16(mid).bits, (h & 1u) ? h + 1 : h) << "a tie goes to the even: " << std::hex << h;
+    ASSERT_EQ(to_fp16(-mid).bits, 0x8000u | ((h & 1u) ? h + 1 : h)) << std::hex << h;
+    ASSERT_EQ(to_fp16(std::nextafter(mid, 0.f)).bits, h) << std::hex << h;
+    ASSERT_EQ(to_fp16(std::nextafter(mid, 1e9f)).bits, h + 1) << std::hex << h;
+  }
+  EXPECT_EQ(to_fp16(65504.f).bits, 0x7BFFu);                       // the largest finite
+  EXPECT_EQ(to_fp16(65519.996f).bits, 0x7BFFu);                    // just short of the midpoint to 65536
+  EXPECT_EQ(to_fp16(65520.f).bits, 0x7C00u);                       // the midpoint: to the even, infinity
+  EXPECT_EQ(to_fp16(-1e30f).bits, 0xFC00u);
+  EXPECT_EQ(to_fp16(std::ldexp(1.f, -24)).bits, 0x0001u);          // the least subnormal
+  EXPECT_EQ(to_fp16(std::ldexp(1.f, -25)).bits, 0x0000u);          // half of it: a tie, to the even zero
+  EXPECT_EQ(to_fp16(std::ldexp(1.5f, -25)).bits, 0x0001u);
+  EXPECT_EQ(to_fp16(std::ldexp(1.f, -14)).bits, 0x0400u);          // the least normal
+  EXPECT_EQ(to_fp16(std::numeric_limits<float>::denorm_min()).bits, 0x0000u);
+  EXPECT_EQ(to_fp16(-0.f).bits, 0x8000u);
+  EXPECT_EQ(to_fp16(std::numeric_limits<float>::infinity()).bits, 0x7C00u);
+  for (uint32_t nan : {0x7FC00000u, 0x7F800001u, 0x7FFFFFFFu, 0xFF80FFFFu, 0x7F802000u}) {
+    float v;
+    std::memcpy(&v, &nan, sizeof v);
+    EXPECT_TRUE(std::isnan(from_fp16(to_fp16(v)))) << std::hex << nan;
+    EXPECT_EQ(to_fp16(v).bits >> 15, nan >> 31) << "the sign stays";
+  }
+}
+
+template <typename T>
+void CheckWidensInPlace(ElementType type) {
   for (size_t n : {size_t(0), size_t(1), size_t(1023), size_t(1024), size_t(1025), size_t(3000)}) {
     std::vector<float> want(n), memory(n + 1, -7.f);  // one float past the end must stay untouched
-    std::vector<bfloat16> packed(n);
+    std::vector<T> packed(n);
     std::mt19937 gen(static_cast<unsigned>(n));
     std::normal_distribution<float> normal(0.f, 10.f);
     for (size_t i = 0; i < n; ++i) {
-      packed[i] = to_bf16(normal(gen));
-      want[i] = from_bf16(packed[i]);
+      put(&packed[i], normal(gen));
+      want[i] = value_of(packed[i]);
     }
-    if (n) std::memcpy(memory.data(), packed.data(), n * sizeof(bfloat16));
-    widen_bf16_in_place(memory.data(), n);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(memory[i], want[i]) << "n " << n << ", value " << i;
+    if (n) std::memcpy(memory.data(), packed.data(), n * sizeof(T));
+    widen_16bit_in_place(type, memory.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(memory[i], want[i]) << element_type_name(type) << ", n " << n << ", value " << i;
+    }
     EXPECT_EQ(memory[n], -7.f);
   }
 }
+
+TEST(Bfloat16, WidensInPlaceOverSeveralChunks) { CheckWidensInPlace<bfloat16>(ElementType::kBf16); }
+TEST(Float16, WidensInPlaceOverSeveralChunks) { CheckWidensInPlace<float16>(ElementType::kFp16); }
 
 // ImageLayout, the index rule of every kernel that runs in either order: channels-first is the plain row-major order,
 // channels-last puts the channels innermost, and each is a one-to-one map onto the blob's places.
@@ -151,25 +241,40 @@ TEST(ChannelsLast, HostConversionsFollowTheRuleBothWays) {
 // A host read of device memory in each format: the device's bytes copied into the host block, then made the plain
 // floats in place; channels-last made for fewer values than the block holds (a blob's memory keeps the room of
 // its largest shape) puts back only those.
-TEST(ChannelsLast, AHostReadOfDeviceBytesGivesThePlainFloats) {
+template <typename T>
+void CheckHostRead(ElementType type) {
   const LayoutShape shape{2, 5, 6, 2};
   const size_t count = shape.count(), room = count + 9;
-  std::vector<float> values(count), rounded(count);
+  std::vector<float> rounded(count);
+  std::vector<T> plain16(count), last16(count);
   std::mt19937 gen(9);
   std::normal_distribution<float> normal(0.f, 3.f);
   for (size_t i = 0; i < count; ++i) {
-    values[i] = normal(gen);
-    rounded[i] = from_bf16(to_bf16(values[i]));
+    put(&plain16[i], normal(gen));
+    rounded[i] = value_of(plain16[i]);
   }
-  std::vector<bfloat16> plain16(count), last16(count);
-  for (size_t i = 0; i < count; ++i) plain16[i] = to_bf16(values[i]);
   ToChannelsLast(shape, plain16.data(), last16.data());
-  for (DeviceFormat f : {DeviceFormat::kBf16, DeviceFormat::kBf16Nhwc}) {
+  for (bool last : {false, true}) {
+    const DeviceFormat f = device_format_for(type, last);
     std::vector<float> memory(room, 0.f);
-    std::memcpy(memory.data(), f == DeviceFormat::kBf16 ? plain16.data() : last16.data(), count * sizeof(bfloat16));
+    std::memcpy(memory.data(), last ? last16.data() : plain16.data(), count * sizeof(T));
     device_copy_to_plain_in_place(f, room, shape, memory.data());
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(memory[i], rounded[i]) << format_name(f) << " " << i;
   }
+}
+
+// A host read of device memory in each format: the device's bytes copied into the host block, then made the plain
+// floats in place; channels-last made for fewer values than the block holds (a blob's memory keeps the room of
+// its largest shape) puts back only those.
+TEST(ChannelsLast, AHostReadOfDeviceBytesGivesThePlainFloats) {
+  CheckHostRead<bfloat16>(ElementType::kBf16);
+  CheckHostRead<float16>(ElementType::kFp16);
+  const LayoutShape shape{2, 5, 6, 2};
+  const size_t count = shape.count(), room = count + 9;
+  std::vector<float> values(count);
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (float& v : values) v = normal(gen);
   std::vector<float> floats = values;
   device_copy_to_plain_in_place(DeviceFormat::kPlain, count, {}, floats.data());
   EXPECT_EQ(floats, values) << "float bytes are already plain";
@@ -184,21 +289,29 @@ TEST(ChannelsLast, AHostReadOfDeviceBytesGivesThePlainFloats) {
 
 // The formats' two properties, and the one rule that names a format by them.
 TEST(ChannelsLast, AFormatIsAnElementTypeInAnOrder) {
-  for (bool bf16 : {false, true}) {
+  std::vector<DeviceFormat> seen;
+  for (ElementType t : {ElementType::kOwn, ElementType::kBf16, ElementType::kFp16}) {
     for (bool last : {false, true}) {
-      const DeviceFormat f = device_format_for(bf16, last);
-      EXPECT_EQ(is_bf16(f), bf16) << format_name(f);
+      const DeviceFormat f = device_format_for(t, last);
+      EXPECT_EQ(element_type_of(f), t) << format_name(f);
+      EXPECT_EQ(is_16bit(f), t != ElementType::kOwn) << format_name(f);
       EXPECT_EQ(is_channels_last(f), last) << format_name(f);
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), f), 0) << "one format per type and order: " << format_name(f);
+      seen.push_back(f);
+      const std::string name = format_name(f);
+      EXPECT_EQ(name.rfind(element_type_name(t), 0), 0u) << name;
+      EXPECT_EQ(name.find("channels-last") != std::string::npos, last) << name;
     }
   }
   EXPECT_STREQ(format_name(DeviceFormat::kNhwc), "float channels-last");
+  EXPECT_STREQ(format_name(DeviceFormat::kFp16Nhwc), "float16 channels-last");
 }
 
 // Which convolutions gpu_options().channels_last sends channels-last, by their precision.
 TEST(ChannelsLast, TheOptionNamesThePrecisionsThatComputeChannelsLast) {
   GpuOptions o;
-  EXPECT_TRUE(o.channels_last_for(/*bf16=*/true)) << "bfloat16 by default";
-  EXPECT_FALSE(o.channels_last_for(/*bf16=*/false)) << "float only when asked";
+  EXPECT_TRUE(o.channels_last_for(/*in_16bit=*/true)) << "bfloat16 and float16 by default";
+  EXPECT_FALSE(o.channels_last_for(/*in_16bit=*/false)) << "float only when asked";
   o.channels_last = GpuOptions::ChannelsLast::kAll;
   EXPECT_TRUE(o.channels_last_for(true));
   EXPECT_TRUE(o.channels_last_for(false));

@@ -62,7 +62,8 @@
 DEFINE_string(model, "", "The net definition (prototxt).");
 DEFINE_string(phase, "TRAIN", "TRAIN or TEST: which phase's layers `time` builds.");
 DEFINE_int32(level, 0, "Net state level.");
-DEFINE_string(precision, "", "time, plan: FP32 or BF16, the precision of every layer that sets none (docs/onednn.md); "
+DEFINE_string(precision, "", "time, plan: FP32, BF16 or FP16, the precision of every layer that sets none "
+              "(docs/onednn.md, docs/gpu.md); "
               "default: what the model says.");
 DEFINE_string(stage, "", "Comma-separated net state stages.");
 DEFINE_int32(iterations, 50, "time: iterations to time; test: batches to score; train: overrides max_iter.");
@@ -86,9 +87,9 @@ DEFINE_int32(gpu, -1, "Run on this GPU (train, test, time; plan: count the bytes
 DEFINE_bool(tf32, false, "GPU: let cuBLAS and cuDNN use TF32 tensor cores for float (faster, ~1e-3 relative "
                          "error in products).");
 DEFINE_bool(gpu_deterministic, false, "GPU: only deterministic cuDNN algorithms (bit-identical reruns).");
-DEFINE_string(gpu_channels_last, "bf16", "GPU: which convolutions compute channels-last (NHWC), the layers after "
-                                         "them keeping it: bf16 (those with precision BF16), all (float ones too) or "
-                                         "none (true and false: bf16 and none).");
+DEFINE_string(gpu_channels_last, "16bit", "GPU: which convolutions compute channels-last (NHWC), the layers after "
+                                          "them keeping it: 16bit (those with precision BF16 or FP16), all (float "
+                                          "ones too) or none (bf16, true and false: 16bit, 16bit and none).");
 DEFINE_int32(cudnn_workspace_mb, 1024, "GPU: the most workspace one cuDNN convolution algorithm may use (MiB).");
 DEFINE_string(budget, "", "plan, time: activation memory budget, in bytes (\"200000000\", \"12G\", \"512MiB\") or "
                           "as a fraction of store-all with a decimal point (\"0.5\").");
@@ -146,11 +147,11 @@ double ms_since(Clock::time_point t0) {
 // quietly trains on the CPU instead is not the run that was asked for.
 GpuOptions::ChannelsLast parse_channels_last(const std::string& s) {
   using C = GpuOptions::ChannelsLast;
-  if (s == "bf16" || s == "true") return C::kBf16;
+  if (s == "16bit" || s == "bf16" || s == "true") return C::k16Bit;
   if (s == "all") return C::kAll;
   if (s == "none" || s == "false") return C::kNone;
-  STRATA_FAIL() << "--gpu_channels_last must be bf16, all or none, got '" << s << "'";
-  return C::kBf16;
+  STRATA_FAIL() << "--gpu_channels_last must be 16bit, all or none, got '" << s << "'";
+  return C::k16Bit;
 }
 
 bool setup_gpu(bool wanted) {
@@ -192,7 +193,7 @@ std::vector<std::string> parse_stages() { return SplitCommas(FLAGS_stage); }
 
 Precision parse_precision() {
   Precision p = FP32;
-  STRATA_REQUIRE(Precision_Parse(FLAGS_precision, &p)) << "--precision must be FP32 or BF16, got '"
+  STRATA_REQUIRE(Precision_Parse(FLAGS_precision, &p)) << "--precision must be FP32, BF16 or FP16, got '"
                                                         << FLAGS_precision << "'";
   return p;
 }

@@ -82,13 +82,14 @@ class Blob {
   const Dtype* cpu_diff_as_is() const;
   Dtype* mutable_cpu_data_as_is();
   Dtype* mutable_cpu_diff_as_is();
-  // bfloat16 on the device, for layers that compute in it on the GPU; float blobs only. `format` is kBf16 (the
-  // plain order) or kBf16Nhwc (channels-last: blobs that can_channels_last()). The memory is converted in place when
-  // it is in another format (rounding, from float), and every accessor above converts it back.
-  const bfloat16* gpu_data_bf16(DeviceFormat format = DeviceFormat::kBf16) const;
-  const bfloat16* gpu_diff_bf16(DeviceFormat format = DeviceFormat::kBf16) const;
-  bfloat16* mutable_gpu_data_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
-  bfloat16* mutable_gpu_diff_bf16(bool keep_values = true, DeviceFormat format = DeviceFormat::kBf16);
+  // The device memory in 16 bits (bfloat16 or float16, as `format` says), for layers that compute in them on the
+  // GPU; float blobs only. `format` is one of the 16-bit formats (channels-last: blobs that can_channels_last()). The
+  // memory is converted in place when it is in another format (rounding, from float), and every accessor above
+  // converts it back. Layers read it typed through src/strata/layers/device_storage.cuh's gpu_data_as.
+  const void* gpu_data_16bit(DeviceFormat format) const;
+  const void* gpu_diff_16bit(DeviceFormat format) const;
+  void* mutable_gpu_data_16bit(DeviceFormat format, bool keep_values = true);
+  void* mutable_gpu_diff_16bit(DeviceFormat format, bool keep_values = true);
   // The device memory in the blob's own type, in `format`: kPlain (as gpu_data()) or kNhwc (float channels-last, for
   // float layers on the GPU: docs/gpu.md, "Channels-last"), converted in place when it is in another.
   const Dtype* gpu_data_in(DeviceFormat format) const;

@@ -35,6 +35,9 @@ std::string gpu_device_report(int device);
 // Whether the current device computes in bfloat16 on tensor cores (compute capability 8.0, Ampere, or later):
 // where it does not, layers asked for precision: BF16 on the GPU compute in float. False without a device.
 bool gpu_has_bf16();
+// Whether the current device has float16 arithmetic (compute capability 5.3 or later; tensor cores from 7.0, Volta):
+// where it does not, layers asked for precision: FP16 on the GPU compute in float. False without a device.
+bool gpu_has_fp16();
 
 // Waits for all work queued on the current device; a no-op in a CPU-only build. For timing.
 void gpu_synchronize();
@@ -47,12 +50,12 @@ struct GpuOptions {
   bool deterministic = false;
   // Which convolutions compute with their activations channels-last (NHWC), which cuDNN's tensor-core kernels read
   // without a transpose, the layers after them keeping that layout (docs/gpu.md, "Channels-last"): those in
-  // bfloat16 (precision: BF16; the default), all of them (float ones too, as a PyTorch user's channels_last memory
-  // format: opt in until a GPU run has measured it), or none (every activation channels-first).
-  enum class ChannelsLast { kNone, kBf16, kAll };
-  ChannelsLast channels_last = ChannelsLast::kBf16;
-  bool channels_last_for(bool bf16) const {
-    return channels_last == ChannelsLast::kAll || (bf16 && channels_last == ChannelsLast::kBf16);
+  // 16 bits (precision: BF16 or FP16; the default), all of them (float ones too, as a PyTorch user's channels_last
+  // memory format: opt in until a GPU run has measured it), or none (every activation channels-first).
+  enum class ChannelsLast { kNone, k16Bit, kAll };
+  ChannelsLast channels_last = ChannelsLast::k16Bit;
+  bool channels_last_for(bool in_16bit) const {
+    return channels_last == ChannelsLast::kAll || (in_16bit && channels_last == ChannelsLast::k16Bit);
   }
   // The most device memory one convolution algorithm may use as workspace.
   size_t workspace_limit = size_t(1) << 30;

@@ -76,10 +76,10 @@ class Layer {
 
   // What a layer is to the code around it, so that Net, the recompute planner, solvers and tools ask the layer
   // rather than compare type() strings.
-  // True when the layer computes in bfloat16: its precision is BF16 and it and the device have the kernels (on the
-  // CPU, oneDNN's multiplications: docs/onednn.md; on the GPU, bfloat16 activations: docs/gpu.md); a layer asked
-  // for BF16 without them computes in float.
-  virtual bool ComputesInBf16() const { return false; }
+  // True when the layer computes in 16 bits: its precision is BF16 (or, on the GPU, FP16) and it and the device have
+  // the kernels (on the CPU, oneDNN's bfloat16 multiplications: docs/onednn.md; on the GPU, activations in
+  // GpuPrecision()'s type: docs/gpu.md); a layer asked for a 16-bit precision without them computes in float.
+  virtual bool ComputesIn16Bit() const { return false; }
   // The order a layer keeps its activations in on the GPU (docs/gpu.md, "Channels-last"): convolutions make them
   // channels-last (NHWC) where gpu_options() asks it, the layers with channels-last GPU code after them keep the
   // order of their first bottom (in the element type they compute in), and every other layer reads them
@@ -89,9 +89,9 @@ class Layer {
   // Whether top `index` holds indices (Pooling's mask): written plain on the GPU, in float and channels-first,
   // whatever format the layer's other tops are in.
   virtual bool TopHoldsIndices(int index) const { return false; }
-  // Whether a layer writes top `index` in bfloat16 on the GPU: every top of a layer that computes in it but one of
+  // Whether a layer writes top `index` in 16 bits on the GPU: every top of a layer that computes in them but one of
   // indices.
-  bool WritesTopInBf16(int index) const { return ComputesInBf16() && !TopHoldsIndices(index); }
+  bool WritesTopIn16Bit(int index) const { return ComputesIn16Bit() && !TopHoldsIndices(index); }
   // True for layers that bring a batch into the net (Input, Data): no bottoms, and the first axis of their first
   // top is the batch (Net::batch_size).
   virtual bool IsBatchSource() const { return false; }
@@ -124,9 +124,9 @@ class Layer {
   // counts their bytes; ReleaseActivations frees them for callers that run forward again before the backward
   // (reversible blocks, recomputation) or whose backward is done, and the next forward allocates them again.
   virtual std::vector<Blob<Dtype>*> SavedActivations() { return {}; }
-  // Those of them a layer that computes in bfloat16 on the GPU keeps in bfloat16 (BatchNorm's normalised input); the
+  // Those of them a layer that computes in 16 bits on the GPU keeps in 16 bits (BatchNorm's normalised input); the
   // rest stay Dtype. For the planner's byte counts.
-  virtual std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const { return {}; }
+  virtual std::vector<const Blob<Dtype>*> SavedIn16BitOnGpu() const { return {}; }
   void ReleaseActivations() {
     for (Blob<Dtype>* b : SavedActivations()) b->release_memory();
   }
@@ -210,9 +210,13 @@ class Layer {
     Backward_cpu(top, propagate_down, bottom);
   }
 
-  // The rule of every layer with bfloat16 GPU code: a float layer asked for precision: BF16, run in GPU mode on a
-  // device with bfloat16 tensor cores, reads and writes its activations in bfloat16 (docs/gpu.md, "bfloat16").
-  bool Bf16OnGpu() const;
+  // The rule of every layer with 16-bit GPU code: a float layer asked for precision: BF16 (FP16), run in GPU mode on
+  // a device with bfloat16 (float16) arithmetic, reads and writes its activations in that type (docs/gpu.md,
+  // "bfloat16" and "float16"); kOwn otherwise.
+  ElementType GpuPrecision() const;
+  // The element type the layer's GPU passes store its activations in: GpuPrecision() where the layer computes in
+  // 16 bits (ComputesIn16Bit), its own type otherwise.
+  ElementType GpuStorage() const { return ComputesIn16Bit() ? GpuPrecision() : ElementType::kOwn; }
 
   // For layers that map each value on its own (ReLU, BatchNorm, Scale, Eltwise's sum): the layout forward runs in.
   // Blocked when a bottom is (the others are then converted) and top 0 may be, or is bottom 0 itself; otherwise

@@ -247,9 +247,10 @@ Dtype* Blob<Dtype>::mutable_gpu_diff() {
 
 namespace {
 template <typename Dtype>
-SyncedMemory& bf16_memory(const std::shared_ptr<SyncedMemory>& m) {
+SyncedMemory& memory_16bit(const std::shared_ptr<SyncedMemory>& m, DeviceFormat format) {
   CHECK(m);
-  CHECK((std::is_same<Dtype, float>::value)) << "only a float blob is held in bfloat16";
+  CHECK(is_16bit(format)) << "a 16-bit device access asked for " << format_name(format);
+  CHECK((std::is_same<Dtype, float>::value)) << "only a float blob is held in " << format_name(format);
   return *m;
 }
 }  // namespace
@@ -259,13 +260,13 @@ LayoutShape Blob<Dtype>::device_shape(DeviceFormat format) const {
   if (!is_channels_last(format)) return {};
   CHECK(can_channels_last()) << "a blob of shape " << shape_string() << " has no channels-last layout";
   return {shape_[0], shape_[1], shape_[2] * shape_[3],
-          static_cast<int>(is_bf16(format) ? sizeof(bfloat16) : sizeof(Dtype))};
+          static_cast<int>(is_16bit(format) ? sizeof(uint16_t) : sizeof(Dtype))};
 }
 template <typename Dtype>
 DeviceFormat Blob<Dtype>::device_format_of(const SyncedMemory& m) const {
   const DeviceFormat f = m.device_format();
   if (is_channels_last(f) && !(can_channels_last() && m.device_shape() == device_shape(f))) {
-    return device_format_for(is_bf16(f), /*channels_last=*/false);
+    return device_format_for(element_type_of(f), /*channels_last=*/false);
   }
   return f;
 }
@@ -279,26 +280,20 @@ DeviceFormat Blob<Dtype>::diff_device_format() const {
 }
 
 template <typename Dtype>
-const bfloat16* Blob<Dtype>::gpu_data_bf16(DeviceFormat format) const {
-  CHECK(is_bf16(format)) << "gpu_data_bf16 in " << format_name(format);
-  return static_cast<const bfloat16*>(bf16_memory<Dtype>(data_).gpu_data_in(format, device_shape(format)));
+const void* Blob<Dtype>::gpu_data_16bit(DeviceFormat format) const {
+  return memory_16bit<Dtype>(data_, format).gpu_data_in(format, device_shape(format));
 }
 template <typename Dtype>
-const bfloat16* Blob<Dtype>::gpu_diff_bf16(DeviceFormat format) const {
-  CHECK(is_bf16(format)) << "gpu_diff_bf16 in " << format_name(format);
-  return static_cast<const bfloat16*>(bf16_memory<Dtype>(diff_).gpu_data_in(format, device_shape(format)));
+const void* Blob<Dtype>::gpu_diff_16bit(DeviceFormat format) const {
+  return memory_16bit<Dtype>(diff_, format).gpu_data_in(format, device_shape(format));
 }
 template <typename Dtype>
-bfloat16* Blob<Dtype>::mutable_gpu_data_bf16(bool keep_values, DeviceFormat format) {
-  CHECK(is_bf16(format)) << "mutable_gpu_data_bf16 in " << format_name(format);
-  return static_cast<bfloat16*>(
-      bf16_memory<Dtype>(data_).mutable_gpu_data_in(format, keep_values, device_shape(format)));
+void* Blob<Dtype>::mutable_gpu_data_16bit(DeviceFormat format, bool keep_values) {
+  return memory_16bit<Dtype>(data_, format).mutable_gpu_data_in(format, keep_values, device_shape(format));
 }
 template <typename Dtype>
-bfloat16* Blob<Dtype>::mutable_gpu_diff_bf16(bool keep_values, DeviceFormat format) {
-  CHECK(is_bf16(format)) << "mutable_gpu_diff_bf16 in " << format_name(format);
-  return static_cast<bfloat16*>(
-      bf16_memory<Dtype>(diff_).mutable_gpu_data_in(format, keep_values, device_shape(format)));
+void* Blob<Dtype>::mutable_gpu_diff_16bit(DeviceFormat format, bool keep_values) {
+  return memory_16bit<Dtype>(diff_, format).mutable_gpu_data_in(format, keep_values, device_shape(format));
 }
 
 namespace {
@@ -306,7 +301,7 @@ namespace {
 template <typename Dtype>
 SyncedMemory& own_type_memory(const std::shared_ptr<SyncedMemory>& m, DeviceFormat format) {
   CHECK(m);
-  CHECK(!is_bf16(format)) << "a device access in the blob's own type asked for " << format_name(format);
+  CHECK(!is_16bit(format)) << "a device access in the blob's own type asked for " << format_name(format);
   CHECK(format == DeviceFormat::kPlain || (std::is_same<Dtype, float>::value))
       << "only a float blob is held channels-last";
   return *m;

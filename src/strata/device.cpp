@@ -62,26 +62,36 @@ int select_gpu_device(int requested) {
   return device;
 }
 
-bool gpu_has_bf16() {
-  // Asked by every bfloat16 layer in every pass: the answer is kept per device (0: not asked yet, 1: no, 2: yes).
+namespace {
+
+// The current device's compute capability as 10 * major + minor, 0 without one. Asked by every 16-bit layer in every
+// pass: the answer is kept per device (0: not asked yet).
+int current_compute_capability() {
   constexpr int kDevices = 64;
   static std::atomic<int> known[kDevices] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
   const bool cacheable = device >= 0 && device < kDevices;
-  if (cacheable && known[device].load(std::memory_order_relaxed) != 0) return known[device].load() == 2;
-  int major = 0;
+  if (cacheable && known[device].load(std::memory_order_relaxed) != 0) return known[device].load();
+  int major = 0, minor = 0;
   if (gpu_device_count() == 0 ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  if (cacheable) known[device].store(major >= 8 ? 2 : 1);
-  return major >= 8;
+  const int cc = 10 * major + minor;
+  if (cacheable) known[device].store(cc);
+  return cc;
 }
+
+}  // namespace
+
+bool gpu_has_bf16() { return current_compute_capability() >= 80; }
+bool gpu_has_fp16() { return current_compute_capability() >= 53; }
 
 std::string gpu_device_report(int device) {
   cudaDeviceProp p;
@@ -311,6 +321,7 @@ int select_gpu_device(int) {
 }
 
 bool gpu_has_bf16() { return false; }
+bool gpu_has_fp16() { return false; }
 
 std::string gpu_device_report(int) {
   STRATA_FAIL() << "this build of Strata has no GPU support";

@@ -147,9 +147,11 @@ void Layer<Dtype>::set_loss_scale(Dtype scale, const BlobVec& top) {
 }
 
 template <typename Dtype>
-bool Layer<Dtype>::Bf16OnGpu() const {
-  return std::is_same<Dtype, float>::value && layer_param_.precision() == BF16 && Strata::mode() == Strata::GPU &&
-         gpu_has_bf16();
+ElementType Layer<Dtype>::GpuPrecision() const {
+  if (!std::is_same<Dtype, float>::value || Strata::mode() != Strata::GPU) return ElementType::kOwn;
+  if (layer_param_.precision() == BF16 && gpu_has_bf16()) return ElementType::kBf16;
+  if (layer_param_.precision() == FP16 && gpu_has_fp16()) return ElementType::kFp16;
+  return ElementType::kOwn;
 }
 
 STRATA_INSTANTIATE_CLASS(Layer);

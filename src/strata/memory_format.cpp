@@ -124,6 +124,17 @@ const char* format_name(DeviceFormat f) {
     case DeviceFormat::kBf16: return "bfloat16";
     case DeviceFormat::kBf16Nhwc: return "bfloat16 channels-last";
     case DeviceFormat::kNhwc: return "float channels-last";
+    case DeviceFormat::kFp16: return "float16";
+    case DeviceFormat::kFp16Nhwc: return "float16 channels-last";
+  }
+  return "?";
+}
+
+const char* element_type_name(ElementType t) {
+  switch (t) {
+    case ElementType::kOwn: return "float";
+    case ElementType::kBf16: return "bfloat16";
+    case ElementType::kFp16: return "float16";
   }
   return "?";
 }
@@ -139,24 +150,35 @@ bool SameFormat(const CustomFormat* a, const CustomFormat* b) {
   return a && b && a->Same(*b);
 }
 
-void widen_bf16_in_place(void* memory, size_t n) {
-  // Chunk by chunk from the end: chunk [begin, end) widens into bytes from 4 * begin on, past every bfloat16 value
+namespace {
+
+template <typename T>
+void widen_in_place(void* memory, size_t n) {
+  // Chunk by chunk from the end: chunk [begin, end) widens into bytes from 4 * begin on, past every 16-bit value
   // before it, which are still to be read.
   constexpr size_t kChunk = 1024;
-  bfloat16 chunk[kChunk];
+  T chunk[kChunk];
   float values[kChunk];
   char* bytes = static_cast<char*>(memory);
   for (size_t end = n; end > 0;) {
     const size_t begin = end > kChunk ? end - kChunk : 0;
-    std::memcpy(chunk, bytes + begin * sizeof(bfloat16), (end - begin) * sizeof(bfloat16));
-    for (size_t i = 0; i < end - begin; ++i) values[i] = from_bf16(chunk[i]);
+    std::memcpy(chunk, bytes + begin * sizeof(T), (end - begin) * sizeof(T));
+    for (size_t i = 0; i < end - begin; ++i) values[i] = value_of(chunk[i]);
     std::memcpy(bytes + begin * sizeof(float), values, (end - begin) * sizeof(float));
     end = begin;
   }
 }
 
+}  // namespace
+
+void widen_16bit_in_place(ElementType t, void* memory, size_t n) {
+  CHECK(t != ElementType::kOwn) << "widening values that are not 16-bit";
+  if (t == ElementType::kBf16) return widen_in_place<bfloat16>(memory, n);
+  widen_in_place<float16>(memory, n);
+}
+
 void device_copy_to_plain_in_place(DeviceFormat format, size_t n, const LayoutShape& shape, void* memory) {
-  if (is_bf16(format)) widen_bf16_in_place(memory, n);
+  if (is_16bit(format)) widen_16bit_in_place(element_type_of(format), memory, n);
   if (!is_channels_last(format)) return;
   const size_t m = shape.count();  // the blob's values: the memory may have room for more
   CHECK_LE(m, n) << "channels-last memory made for more values than it holds";

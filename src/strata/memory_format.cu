@@ -1,5 +1,5 @@
-// The device's conversions between a float blob's formats (memory_format.hpp): float and bfloat16 one thread per
-// value, with the rounding the CPU's reference uses (to_bf16); channels-first and channels-last as a transpose of
+// The device's conversions between a float blob's formats (memory_format.hpp): float and a 16-bit type one thread per
+// value, with the rounding the CPU's reference uses (to_bf16, to_fp16); channels-first and channels-last as a transpose of
 // each image's C x S matrix through shared-memory tiles (converting the element type on the way, where it changes),
 // so that both the reads and the writes are coalesced.
 #include <algorithm>
@@ -11,12 +11,17 @@ namespace strata {
 
 namespace {
 
-__global__ void to_bf16_kernel(long long n, const float* x, bfloat16* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = to_bf16(x[i]);
+template <typename In, typename Out>
+__global__ void convert_kernel(long long n, const In* x, Out* y) {
+  STRATA_KERNEL_LOOP(i, n) put(&y[i], value_of(x[i]));
 }
 
-__global__ void from_bf16_kernel(long long n, const bfloat16* x, float* y) {
-  STRATA_KERNEL_LOOP(i, n) y[i] = from_bf16(x[i]);
+template <typename In, typename Out>
+void convert(size_t n, const void* x, void* y) {
+  if (n == 0) return;
+  convert_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), static_cast<const In*>(x),
+                                                      static_cast<Out*>(y));
+  STRATA_CUDA_KERNEL_CHECK();
 }
 
 constexpr int kTile = 32, kTileRows = 8;
@@ -57,38 +62,38 @@ void transpose(int images, int rows, int cols, const void* x, void* y) {
   STRATA_CUDA_KERNEL_CHECK();
 }
 
+// Runs op(T{}) with T the type a float blob's memory holds its values as in format f.
+template <typename Op>
+void with_element_type(DeviceFormat f, Op op) {
+  switch (element_type_of(f)) {
+    case ElementType::kBf16: return op(bfloat16{});
+    case ElementType::kFp16: return op(float16{});
+    case ElementType::kOwn: return op(float{});
+  }
+}
+
 }  // namespace
-
-void gpu_to_bf16(size_t n, const float* x, bfloat16* y) {
-  if (n == 0) return;
-  to_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x, y);
-  STRATA_CUDA_KERNEL_CHECK();
-}
-
-void gpu_from_bf16(size_t n, const bfloat16* x, float* y) {
-  if (n == 0) return;
-  from_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), x, y);
-  STRATA_CUDA_KERNEL_CHECK();
-}
 
 void gpu_reformat(size_t n, const LayoutShape& shape, DeviceFormat from, const void* x, DeviceFormat to, void* y) {
   const int N = shape.num, C = shape.channels, S = shape.spatial;
   CHECK(from != to) << "gpu_reformat: nothing to convert";
-  const bool to_last = is_channels_last(to);
-  if (to_last == is_channels_last(from)) {
-    // The same order: the element type changes, value by value.
-    if (is_bf16(to)) return gpu_to_bf16(n, static_cast<const float*>(x), static_cast<bfloat16*>(y));
-    return gpu_from_bf16(n, static_cast<const bfloat16*>(x), static_cast<float*>(y));
+  const bool to_last = is_channels_last(to), same_order = to_last == is_channels_last(from);
+  if (!same_order) {
+    CHECK_EQ(shape.count(), n) << "a channels-last conversion of " << n << " values for a shape of " << shape.count();
   }
-  CHECK_EQ(shape.count(), n) << "a channels-last conversion of " << n << " values for a shape of " << shape.count();
   // To channels-last, each image's C x S becomes S x C; back, S x C becomes C x S.
   const int rows = to_last ? C : S, cols = to_last ? S : C;
-  if (is_bf16(from)) {
-    if (is_bf16(to)) return transpose<bfloat16, bfloat16>(N, rows, cols, x, y);
-    return transpose<bfloat16, float>(N, rows, cols, x, y);
-  }
-  if (is_bf16(to)) return transpose<float, bfloat16>(N, rows, cols, x, y);
-  transpose<float, float>(N, rows, cols, x, y);
+  with_element_type(from, [&](auto in) {
+    with_element_type(to, [&](auto out) {
+      using In = decltype(in);
+      using Out = decltype(out);
+      if (same_order) {
+        convert<In, Out>(n, x, y);  // the element type changes, value by value
+      } else {
+        transpose<In, Out>(N, rows, cols, x, y);
+      }
+    });
+  });
 }
 
 }  // namespace strata

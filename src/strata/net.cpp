@@ -373,35 +373,40 @@ void Net<Dtype>::Init(const NetParameter& in_param, const DataShard& shard) {
   CheckBuiltNet(*this);
 }
 
-// precision: BF16 is a request that a layer without bfloat16 kernels (or a device without them) meets in float:
-// say which layers compute in bfloat16. On the GPU those keep their tops in bfloat16, and a float layer reading one
+// precision: BF16 (FP16) is a request that a layer without 16-bit kernels (or a device without them) meets in float:
+// say which layers compute in 16 bits. On the GPU those keep their tops in 16 bits, and a float layer reading one
 // converts it (and its gradient) each pass: name those boundaries once, here (docs/gpu.md, "bfloat16"). Likewise the
 // layers that read channels-last activations channels-first (Layer::GpuActivationOrder; docs/gpu.md,
 // "Channels-last").
 template <typename Dtype>
 void Net<Dtype>::LogGpuFormats() const {
   using Order = typename Layer<Dtype>::GpuOrder;
-  std::vector<std::string> asked, bf16;
-  std::vector<bool> held_in_bf16(blobs_.size(), false), channels_last(blobs_.size(), false);
+  // Per 16-bit precision (BF16, FP16): the layers asking for it, and those computing in it.
+  std::vector<std::string> asked[2], computing[2];
+  std::vector<bool> held_in_16bit(blobs_.size(), false), channels_last(blobs_.size(), false);
   std::string boundaries, reorders;
   int converting = 0, reordering = 0;
   bool makes_channels_last = false;
   const auto name_of = [](const Layer<Dtype>& layer) { return layer.layer_param().name() + " (" + layer.type() + ")"; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer<Dtype>& layer = *layers_[l];
-    const bool in_bf16 = layer.ComputesInBf16();
-    if (layer.layer_param().precision() == BF16) asked.push_back(layer.layer_param().name());
-    if (in_bf16) bf16.push_back(layer.layer_param().name());
+    const bool in_16bit = layer.ComputesIn16Bit();
+    const Precision precision = layer.layer_param().precision();
+    if (precision != FP32) {
+      const int p = precision == BF16 ? 0 : 1;
+      asked[p].push_back(layer.layer_param().name());
+      if (in_16bit) computing[p].push_back(layer.layer_param().name());
+    }
     // A layer computed inside another (Layer::Absorb) reads nothing itself.
     if (Strata::mode() != Strata::GPU || (layer.absorbed() && layer.backward_absorbed())) continue;
-    bool reads_bf16 = false, reorders_bytes = false;
+    bool reads_16bit = false, reorders_bytes = false;
     for (int b : bottom_id_vecs_[l]) {
-      reads_bf16 = reads_bf16 || held_in_bf16[b];
+      reads_16bit = reads_16bit || held_in_16bit[b];
       // With one channel or one position per image both orders are the same bytes: no conversion runs.
       reorders_bytes = reorders_bytes || (channels_last[b] && blobs_[b]->shape(1) > 1 && blobs_[b]->count(2) > 1);
     }
-    // A Split sums its tops' gradients in bfloat16 when they all are (split_layer.cu): it converts nothing.
-    if (reads_bf16 && !in_bf16 && !layer.IsSplit() && converting++ < 8) {
+    // A Split sums its tops' gradients in 16 bits when they all are (split_layer.cu): it converts nothing.
+    if (reads_16bit && !in_16bit && !layer.IsSplit() && converting++ < 8) {
       boundaries += (boundaries.empty() ? "" : ", ") + name_of(layer);
     }
     const Order order = layer.GpuActivationOrder();
@@ -413,23 +418,24 @@ void Net<Dtype>::LogGpuFormats() const {
     // A Split's tops share its bottom's memory, in whatever element type and order.
     for (size_t k = 0; k < top_id_vecs_[l].size(); ++k) {
       const int t = top_id_vecs_[l][k];
-      held_in_bf16[t] = layer.WritesTopInBf16(static_cast<int>(k)) || (layer.IsSplit() && reads_bf16);
+      held_in_16bit[t] = layer.WritesTopIn16Bit(static_cast<int>(k)) || (layer.IsSplit() && reads_16bit);
       const bool follows = (order == Order::kFollowsBottom || layer.IsSplit()) && bottom_last;
       channels_last[t] = std::is_same<Dtype, float>::value && blobs_[t]->can_channels_last() &&
                          !layer.TopHoldsIndices(static_cast<int>(k)) &&
                          (order == Order::kMakesChannelsLast || follows);
     }
   }
-  if (!asked.empty()) {
+  for (int p = 0; p < 2; ++p) {
+    if (asked[p].empty()) continue;
     std::string names;
-    for (const std::string& n : bf16) names += (names.empty() ? "" : ", ") + n;
-    LOG(INFO) << "net '" << name_ << "': " << bf16.size() << " of the " << asked.size()
-              << " layers with precision BF16 compute in bfloat16" << (bf16.empty() ? "" : " (" + names + ")")
-              << "; the others compute in float";
+    for (const std::string& n : computing[p]) names += (names.empty() ? "" : ", ") + n;
+    LOG(INFO) << "net '" << name_ << "': " << computing[p].size() << " of the " << asked[p].size()
+              << " layers with precision " << (p == 0 ? "BF16 compute in bfloat16" : "FP16 compute in float16")
+              << (names.empty() ? "" : " (" + names + ")") << "; the others compute in float";
   }
   if (converting > 0) {
     LOG(INFO) << "net '" << name_ << "': " << converting << " float layer" << (converting == 1 ? "" : "s")
-              << " read blobs kept in bfloat16 on the GPU and convert them each pass: " << boundaries
+              << " read blobs kept in 16 bits on the GPU and convert them each pass: " << boundaries
               << (converting > 8 ? ", ..." : "");
   }
   if (makes_channels_last) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/device.hpp"
 #include "strata/math_functions.hpp"
 #include "strata/recompute/executor.hpp"
 #include "strata/recompute/graph.hpp"
@@ -201,6 +202,14 @@ template <typename Dtype>
 void Solver<Dtype>::InitTrainNet(const DataShard& shard) {
   const NetParameter net_param = TrainNetParam(param_);
   net_ = std::make_shared<Net<Dtype>>(net_param, shard);
+  // float16's gradients flush to zero below 2^-24: said once, since a net that trains in it without a scale may
+  // still learn (PyTorch's autocast warns nothing; NVIDIA's recipes always scale).
+  const bool fp16 = Strata::mode() == Strata::GPU && gpu_has_fp16() &&
+                    std::any_of(net_->layers().begin(), net_->layers().end(),
+                                [](const auto& l) { return l->layer_param().precision() == FP16; });
+  LOG_IF(WARNING, fp16 && !param_.has_loss_scale())
+      << "layers compute in float16 (precision: FP16) without a loss_scale: gradients below 2^-24 become zero and "
+         "above 65504 infinite; add loss_scale { dynamic: true } to the solver (docs/caffe.md, \"Loss scaling\")";
 
   // recompute_param: train within an activation budget by recomputing (docs/recompute.md). Without one,
   // blob_lifetime FREE_AFTER_USE frees each blob after its last use, through the store-all plan's executor.

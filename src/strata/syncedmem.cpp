@@ -122,7 +122,7 @@ void SyncedMemory::alloc_gpu(DeviceFormat format, const LayoutShape& shape) {
   if (is_channels_last(format)) check_channels_last(shape);
   STRATA_CUDA_CHECK(cudaGetDevice(&device_));
   // Nothing changes until the block is there: an allocation that throws (the device full) leaves the memory as it was.
-  const size_t bytes = is_bf16(format) ? size_ / 2 : size_;
+  const size_t bytes = is_16bit(format) ? size_ / 2 : size_;
   gpu_ptr_ = cuda::device_alloc(bytes);
   gpu_bytes_ = bytes;
   own_gpu_data_ = true;
@@ -152,13 +152,14 @@ void SyncedMemory::reformat_gpu(DeviceFormat format, const LayoutShape& shape) {
   CHECK(own_gpu_data_) << "cannot convert device memory owned elsewhere to another format";
   // Channels-last made for another shape (the blob was reshaped) goes back to channels-first first.
   if (is_channels_last(device_format_) && is_channels_last(format) && !same_images(shape, device_shape_)) {
-    reformat_gpu(device_format_for(is_bf16(device_format_), false), {});
+    reformat_gpu(device_format_for(element_type_of(device_format_), false), {});
   }
   // The channels-last side of the conversion: the memory's own shape going back, the one asked for going there.
   const bool layout_change = is_channels_last(format) != is_channels_last(device_format_);
   const LayoutShape last = is_channels_last(device_format_) ? device_shape_ : shape;
   // With one channel, or one position per image (a global pooling's output), both orders are the same bytes.
-  if (layout_change && is_bf16(format) == is_bf16(device_format_) && (last.channels == 1 || last.spatial == 1)) {
+  if (layout_change && element_type_of(format) == element_type_of(device_format_) &&
+      (last.channels == 1 || last.spatial == 1)) {
     if (is_channels_last(format)) check_channels_last(shape);
     device_format_ = format;
     device_shape_ = is_channels_last(format) ? shape : LayoutShape{};
@@ -385,7 +386,7 @@ const void* SyncedMemory::gpu_data_in(DeviceFormat format, const LayoutShape& sh
   to_gpu();
   if (!in_device_format(format, shape)) {
     reformat_gpu(format, shape);
-    if (is_bf16(format)) head_ = HEAD_AT_GPU;  // the host's copy may have values the device rounded
+    if (is_16bit(format)) head_ = HEAD_AT_GPU;  // the host's copy may have values the device rounded
   }
   return gpu_ptr_;
 }

@@ -28,7 +28,7 @@ class BatchNormLayer : public Layer<Dtype> {
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "BatchNorm"; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&mean_, &variance_, &inv_std_, &x_hat_}; }
-  std::vector<const Blob<Dtype>*> SavedInBf16OnGpu() const override { return {&x_hat_}; }
+  std::vector<const Blob<Dtype>*> SavedIn16BitOnGpu() const override { return {&x_hat_}; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
@@ -36,8 +36,8 @@ class BatchNormLayer : public Layer<Dtype> {
   // Per channel, in the channel-blocked layout too.
   bool AcceptsBlockedBottoms() const override { return true; }
   bool Absorb(Layer<Dtype>& next) override;
-  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu), with its absorbed Scale and ReLU.
-  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  // Reads and writes 16 bits on the GPU (Layer::GpuPrecision), with its absorbed Scale and ReLU.
+  bool ComputesIn16Bit() const override { return this->GpuPrecision() != ElementType::kOwn; }
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   bool IsStochastic() const override { return !use_global_stats_; }
   bool ParamIsStatistic(int param_id) const override { return param_id < 3; }
@@ -48,8 +48,8 @@ class BatchNormLayer : public Layer<Dtype> {
 #ifdef STRATA_USE_CUDA
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-  // The GPU passes with the activations, their gradients and x_hat stored as T: Dtype, or bfloat16 with
-  // Layer::Bf16OnGpu (the statistics, the running averages and the absorbed Scale's parameters stay Dtype).
+  // The GPU passes with the activations, their gradients and x_hat stored as T: Dtype, or Layer::GpuPrecision's
+  // 16-bit type (the statistics, the running averages and the absorbed Scale's parameters stay Dtype).
   template <typename T>
   void ForwardGpuAs(const BlobVec& bottom, const BlobVec& top);
   template <typename T>

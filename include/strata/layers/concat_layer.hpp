@@ -18,8 +18,8 @@ class ConcatLayer : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
   bool BackwardNeedsBottomData() const override { return false; }
   bool BackwardNeedsTopData() const override { return false; }
-  // Copies bfloat16 on the GPU (Layer::Bf16OnGpu).
-  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  // Copies 16 bits on the GPU (Layer::GpuPrecision).
+  bool ComputesIn16Bit() const override { return this->GpuPrecision() != ElementType::kOwn; }
   // Channels-last along the channels or the images (concat_layer.cu).
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override {
     return axis_ <= 1 ? Layer<Dtype>::GpuOrder::kFollowsBottom : Layer<Dtype>::GpuOrder::kChannelsFirst;

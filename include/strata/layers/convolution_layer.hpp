@@ -9,7 +9,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDNN
-class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/device_storage.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors and the algorithms chosen for the current shape (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -58,7 +58,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   bool bias_term() const { return bias_term_; }
   // Whether the CPU passes run through oneDNN (convolution_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
-  bool ComputesInBf16() const override;
+  bool ComputesIn16Bit() const override;
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override;
   // On oneDNN: its kernels read and write the channel-blocked layout themselves.
   bool AcceptsBlockedBottoms() const override;
@@ -73,7 +73,7 @@ class ConvolutionLayer : public Layer<Dtype> {
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef STRATA_USE_CUDNN
   // On the GPU through cuDNN, with the fastest algorithm measured once per shape (see convolution_layer.cu); in
-  // bfloat16 with Bf16OnGpu().
+  // 16 bits with GpuPrecision().
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
   // cuDNN's description of the current shape in the device format *order asked for (format_for_images), made on

@@ -13,7 +13,7 @@ class Convolution;
 }  // namespace onednn_conv
 
 #ifdef STRATA_USE_CUDNN
-class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/device_storage.cuh)
 namespace cudnn_conv {
 // cuDNN's descriptors of a convolution and its chosen algorithms (src/strata/layers/cudnn_convolution.cuh).
 struct Convolution;
@@ -49,7 +49,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   bool BackwardNeedsTopData() const override { return false; }
   // The oneDNN engine reads and writes the channel-blocked layout.
   bool AcceptsBlockedBottoms() const override;
-  bool ComputesInBf16() const override;
+  bool ComputesIn16Bit() const override;
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override;
   bool uses_onednn() const { return onednn_ != nullptr; }
 
@@ -64,7 +64,7 @@ class DeconvolutionLayer : public Layer<Dtype> {
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #ifdef STRATA_USE_CUDNN
-  // In bfloat16 with Layer::Bf16OnGpu, and channels-last, as Convolution's passes.
+  // In 16 bits with Layer::GpuPrecision, and channels-last, as Convolution's passes.
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
 #endif

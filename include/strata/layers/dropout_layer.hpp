@@ -21,8 +21,8 @@ class DropoutLayer : public NeuronLayer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Dropout"; }
-  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
-  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  // Reads and writes 16 bits on the GPU (Layer::GpuPrecision).
+  bool ComputesIn16Bit() const override { return this->GpuPrecision() != ElementType::kOwn; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&mask_}; }
   bool BackwardNeedsBottomData() const override { return false; }
   bool BackwardNeedsTopData() const override { return false; }

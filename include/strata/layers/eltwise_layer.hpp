@@ -23,8 +23,10 @@ class EltwiseLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return op_ == EltwiseParameter::PROD; }
   // A sum is value by value in any layout (the other operations read plain bottoms).
   bool AcceptsBlockedBottoms() const override { return op_ == EltwiseParameter::SUM; }
-  // SUM reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); PROD and MAX compute in float.
-  bool ComputesInBf16() const override { return this->Bf16OnGpu() && op_ == EltwiseParameter::SUM; }
+  // SUM reads and writes 16 bits on the GPU (Layer::GpuPrecision); PROD and MAX compute in float.
+  bool ComputesIn16Bit() const override {
+    return this->GpuPrecision() != ElementType::kOwn && op_ == EltwiseParameter::SUM;
+  }
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   bool BackwardNeedsTopData() const override {
     return (op_ == EltwiseParameter::PROD && !stable_prod_grad_) || relu_ != nullptr;

@@ -7,7 +7,7 @@
 namespace strata {
 
 #ifdef STRATA_USE_CUDA
-class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/bf16_device.cuh)
+class ParamCopy;  // a parameter's copy in a device format (src/strata/layers/device_storage.cuh)
 #endif
 namespace onednn_ip {
 // oneDNN's primitives for the current shape (src/strata/layers/onednn_inner_product.hpp).
@@ -21,8 +21,8 @@ class InnerProduct;
 // reference), ONEDNN oneDNN's inner product (float only; transposed weights too), DEFAULT oneDNN in float where
 // measured faster (docs/onednn.md), the GEMMs above otherwise and in double. precision: BF16 multiplies in
 // bfloat16 with engine ONEDNN where the CPU has the kernels (DEFAULT stays on the float GEMMs: measured faster). On
-// the GPU, cuBLAS; with Layer::Bf16OnGpu its input, output and their gradients are in bfloat16 and the GEMMs
-// multiply in bfloat16 and sum in float (the weight gradient accumulates in float).
+// the GPU, cuBLAS; with Layer::GpuPrecision its input, output and their gradients are in its 16-bit type and the
+// GEMMs multiply in it and sum in float (the weight gradient accumulates in float).
 template <typename Dtype>
 class InnerProductLayer : public Layer<Dtype> {
  public:
@@ -37,7 +37,7 @@ class InnerProductLayer : public Layer<Dtype> {
 
   // Whether the CPU passes run through oneDNN (inner_product_param.engine, above).
   bool uses_onednn() const { return onednn_ != nullptr; }
-  bool ComputesInBf16() const override;
+  bool ComputesIn16Bit() const override;
 
  protected:
   void Forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
@@ -45,9 +45,12 @@ class InnerProductLayer : public Layer<Dtype> {
 #ifdef STRATA_USE_CUDA
   void Forward_gpu(const BlobVec& bottom, const BlobVec& top) override;
   void Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) override;
-  void ForwardGpuBf16(const BlobVec& bottom, const BlobVec& top);
-  void BackwardGpuBf16(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
-  std::shared_ptr<ParamCopy> bf16_weights_;
+  // The passes in 16 bits, T the type (bfloat16 or float16).
+  template <typename T>
+  void ForwardGpuAs(const BlobVec& bottom, const BlobVec& top);
+  template <typename T>
+  void BackwardGpuAs(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+  std::shared_ptr<ParamCopy> weights_16bit_;
 #endif
 
   int M_ = 0;  // rows: the product of the axes before `axis`
@@ -58,7 +61,7 @@ class InnerProductLayer : public Layer<Dtype> {
   Blob<Dtype> bias_multiplier_;  // a column of ones, for adding the bias with a GEMM
   // Set when the engine picks oneDNN (float only).
   std::shared_ptr<onednn_ip::InnerProduct> onednn_;
-  bool bf16_ = false;  // precision: BF16 asked for
+  bool bf16_ = false;  // precision: BF16 asked for (oneDNN's bfloat16 where the CPU has it)
 };
 
 }  // namespace strata

@@ -34,8 +34,8 @@ class LRNLayer : public Layer<Dtype> {
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "LRN"; }
-  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu); its scale stays float.
-  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  // Reads and writes 16 bits on the GPU (Layer::GpuPrecision); its scale stays float.
+  bool ComputesIn16Bit() const override { return this->GpuPrecision() != ElementType::kOwn; }
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   std::vector<Blob<Dtype>*> SavedActivations() override { return {&scale_}; }
   int ExactNumBottomBlobs() const override { return 1; }

@@ -49,8 +49,10 @@ class PoolingLayer : public Layer<Dtype> {
   bool BackwardNeedsBottomData() const override { return stochastic() && this->phase_ == TEST; }
   bool BackwardNeedsTopData() const override { return false; }
   bool IsStochastic() const override { return stochastic() && this->phase_ == TRAIN; }
-  // MAX and AVE read and write bfloat16 on the GPU (Layer::Bf16OnGpu); STOCHASTIC computes in float.
-  bool ComputesInBf16() const override { return this->Bf16OnGpu() && !stochastic(); }
+  // MAX and AVE read and write 16 bits on the GPU (Layer::GpuPrecision); STOCHASTIC computes in float.
+  bool ComputesIn16Bit() const override {
+    return this->GpuPrecision() != ElementType::kOwn && !stochastic();
+  }
   bool TopHoldsIndices(int index) const override { return index == 1; }  // the mask
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override {
     return stochastic() ? Layer<Dtype>::GpuOrder::kChannelsFirst : Layer<Dtype>::GpuOrder::kFollowsBottom;

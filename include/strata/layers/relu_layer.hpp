@@ -31,8 +31,8 @@ class ReLULayer : public NeuronLayer<Dtype> {
   // Value by value, so any layout (on either engine: oneDNN's runs over the values as one flat vector).
   bool AcceptsBlockedBottoms() const override { return true; }
   Dtype negative_slope() const { return negative_slope_; }
-  // Reads and writes bfloat16 on the GPU (Layer::Bf16OnGpu).
-  bool ComputesInBf16() const override { return this->Bf16OnGpu(); }
+  // Reads and writes 16 bits on the GPU (Layer::GpuPrecision).
+  bool ComputesIn16Bit() const override { return this->GpuPrecision() != ElementType::kOwn; }
   typename Layer<Dtype>::GpuOrder GpuActivationOrder() const override { return Layer<Dtype>::GpuOrder::kFollowsBottom; }
   void LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   void Reshape(const BlobVec& bottom, const BlobVec& top) override;

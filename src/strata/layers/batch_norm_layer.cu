@@ -4,7 +4,7 @@
 
 #include <type_traits>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "channel_reduce.cuh"
 #include "relu_device.cuh"
 
@@ -37,13 +37,13 @@ struct BnPost {
 };
 
 // Element k's channel, in 32-bit arithmetic where the blob allows (64-bit division costs several times more), with
-// the channels innermost when `last` (bfloat16 channels-last: ImageLayout's rule).
+// the channels innermost when `last` (channels-last: ImageLayout's rule).
 template <typename Index>
 __device__ __forceinline__ int channel_of(Index k, int C, int S, bool last) {
   return static_cast<int>(last ? k % static_cast<Index>(C) : (k / static_cast<Index>(S)) % static_cast<Index>(C));
 }
 
-// T: how x, y, x_hat and the gradients are stored (Dtype, or bfloat16 with float arithmetic: ComputeType).
+// T: how x, y, x_hat and the gradients are stored (Dtype, or a 16-bit type with float arithmetic: ComputeType).
 template <typename T, typename Index>
 __global__ void bn_normalise(Index n, int C, int S, bool last, const T* x, const ComputeType<T>* mean,
                              const ComputeType<T>* inv_std, BnPost<ComputeType<T>> post, T* x_hat, T* y) {
@@ -56,7 +56,7 @@ __global__ void bn_normalise(Index n, int C, int S, bool last, const T* x, const
   }
 }
 
-// y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in bfloat16 or
+// y = x * scale[c] + shift[c] (shift may be null): use_global_stats's forward and backward in 16 bits or
 // channels-last (plain blobs in their own type use gpu_broadcast_affine).
 template <typename T, typename Index>
 __global__ void bn_affine(Index n, int C, int S, bool last, const T* x, const ComputeType<T>* scale,
@@ -190,19 +190,15 @@ BnPost<Dtype> device_post(ScaleLayer<Dtype>* scale, ReLULayer<Dtype>* relu) {
 
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (this->Bf16OnGpu()) return ForwardGpuAs<bfloat16>(bottom, top);
-  }
-  ForwardGpuAs<Dtype>(bottom, top);
+  with_storage<Dtype>(this->GpuStorage(), [&](auto stored) { ForwardGpuAs<decltype(stored)>(bottom, top); });
 }
 
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                          const BlobVec& bottom) {
-  if constexpr (std::is_same<Dtype, float>::value) {
-    if (this->Bf16OnGpu()) return BackwardGpuAs<bfloat16>(top, propagate_down, bottom);
-  }
-  BackwardGpuAs<Dtype>(top, propagate_down, bottom);
+  with_storage<Dtype>(this->GpuStorage(), [&](auto stored) {
+    BackwardGpuAs<decltype(stored)>(top, propagate_down, bottom);
+  });
 }
 
 template <typename Dtype>
@@ -211,8 +207,8 @@ void BatchNormLayer<Dtype>::ForwardGpuAs(const BlobVec& bottom, const BlobVec& t
   const long long n = bottom[0]->count();
   if (n == 0) return;
   const int C = channels_, S = spatial_;
-  // In the bottom's order (bf16_device.cuh), x_hat kept in it.
-  const DeviceFormat f = format_following(*bottom[0], std::is_same<T, bfloat16>::value);
+  // In the bottom's order (device_storage.cuh), x_hat kept in it.
+  const DeviceFormat f = format_following(*bottom[0], element_type_as<T>());
   gpu_format_ = f;
   const bool last = is_channels_last(f);
   const T* x = gpu_data_as<T>(*bottom[0], f);

@@ -1,4 +1,4 @@
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/concat_layer.hpp"
 #include "strata/math_functions.hpp"
@@ -13,12 +13,12 @@ struct ConcatRows {
   int scale = 0;
 };
 
-// In `f`, the order of the first bottom (bf16_device.cuh), where that keeps each bottom a run of rows:
+// In `f`, the order of the first bottom (device_storage.cuh), where that keeps each bottom a run of rows:
 // channels-last concatenates along the channels (N x S rows of C) or the images (each image one run), not along a
 // spatial axis.
 ConcatRows concat_rows(DeviceFormat f, int axis, int outer, int inner) {
   if (!is_channels_last(f)) return {f, outer, inner};
-  if (axis > 1) return {device_format_for(is_bf16(f), /*channels_last=*/false), outer, inner};
+  if (axis > 1) return {device_format_for(element_type_of(f), /*channels_last=*/false), outer, inner};
   return axis == 1 ? ConcatRows{f, outer * inner, 1} : ConcatRows{f, outer, inner};
 }
 }  // namespace
@@ -27,10 +27,10 @@ template <typename Dtype>
 void ConcatLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom.size() == 1) return;
   const ConcatRows r =
-      concat_rows(format_following(*bottom[0], ComputesInBf16()), axis_, outer_, inner_);
+      concat_rows(format_following(*bottom[0], this->GpuStorage()), axis_, outer_, inner_);
   const DeviceFormat f = r.format;
   gpu_format_ = f;
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);
     const int top_width = top[0]->shape(axis_) * r.scale;
@@ -50,7 +50,7 @@ void ConcatLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool
   // In forward's order: the top's value may have been freed (it is not read) or converted by a reader since.
   const ConcatRows r = concat_rows(gpu_format_, axis_, outer_, inner_);
   const DeviceFormat f = r.format;
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     const T* dy = gpu_diff_as<T>(*top[0], f);
     const int top_width = top[0]->shape(axis_) * r.scale;

@@ -83,14 +83,14 @@ void ConvolutionLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& t
 template <typename Dtype>
 typename Layer<Dtype>::GpuOrder ConvolutionLayer<Dtype>::GpuActivationOrder() const {
   const bool last = std::is_same<Dtype, float>::value && Strata::mode() == Strata::GPU &&
-                    gpu_options().channels_last_for(ComputesInBf16());
+                    gpu_options().channels_last_for(ComputesIn16Bit());
   return last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast : Layer<Dtype>::GpuOrder::kChannelsFirst;
 }
 
 template <typename Dtype>
-bool ConvolutionLayer<Dtype>::ComputesInBf16() const {
+bool ConvolutionLayer<Dtype>::ComputesIn16Bit() const {
 #ifdef STRATA_USE_CUDNN
-  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+  if (Strata::mode() == Strata::GPU) return this->GpuPrecision() != ElementType::kOwn;
 #endif
   return onednn_ && onednn_->bf16();
 }

@@ -1,14 +1,14 @@
 // Convolution on the GPU through cuDNN's convolution API, with the descriptors and the measured, cached choice of
-// algorithms that Deconvolution shares (cudnn_convolution.cuh). In bfloat16 (Layer::Bf16OnGpu) the input, the
-// output and their gradients are held in bfloat16, and channels-last where gpu_options() asks for it (by default
-// in bfloat16 only); then the weights multiply through their copy in that format (in KRSC order with channels-last
+// algorithms that Deconvolution shares (cudnn_convolution.cuh). In 16 bits (Layer::GpuPrecision: bfloat16 or
+// float16) the input, the output and their gradients are held in that type, and channels-last where gpu_options()
+// asks for it (by default in 16 bits only); then the weights multiply through their copy in that format (in KRSC order with channels-last
 // activations), and the bias, its gradient and the weight gradient's accumulation are in float.
 #ifdef STRATA_USE_CUDNN
 
 #include <algorithm>
 #include <type_traits>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "cudnn_convolution.cuh"
 #include "relu_device.cuh"
 #include "strata/layers/convolution_layer.hpp"
@@ -27,7 +27,7 @@ const cudnn_conv::Convolution& ConvolutionLayer<Dtype>::Cudnn(DeviceFormat* orde
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
-  DeviceFormat f = format_for_images(*bottom[0], this->Bf16OnGpu());
+  DeviceFormat f = format_for_images(*bottom[0], this->GpuPrecision());
   const cudnn_conv::Convolution& c = Cudnn(&f);
   if (f != DeviceFormat::kPlain) return ForwardGpuConverted(bottom, top, c, f);
   cudnnHandle_t h = cuda::cudnn();
@@ -53,7 +53,7 @@ template <typename Dtype>
 void ConvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                            const BlobVec& bottom) {
   if (num_ == 0) return;
-  DeviceFormat f = format_for_images(*bottom[0], this->Bf16OnGpu());
+  DeviceFormat f = format_for_images(*bottom[0], this->GpuPrecision());
   const cudnn_conv::Convolution& c = Cudnn(&f);
   if (f != DeviceFormat::kPlain) return BackwardGpuConverted(top, propagate_down, bottom, c, f);
   cudnnHandle_t h = cuda::cudnn();
@@ -85,7 +85,7 @@ void ConvolutionLayer<Dtype>::ForwardGpuConverted(const BlobVec& bottom, const B
     void* ws = cuda::workspace(c.algo.fwd_bytes);
     const float one = 1, zero = 0;
     const float* bias = bias_term_ ? this->blobs_[1]->gpu_data() : nullptr;
-    with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+    with_storage<Dtype>(element_type_of(f), [&](auto stored) {
       using T = decltype(stored);
       const T* w = weights_copy_->of<T>(*this->blobs_[0], last);
       for (size_t i = 0; i < bottom.size(); ++i) {
@@ -109,7 +109,7 @@ void ConvolutionLayer<Dtype>::BackwardGpuConverted(const BlobVec& top, const std
     const float one = 1, zero = 0;
     const Blob<Dtype>& weight = *this->blobs_[0];
     const int weights = weight.count();
-    with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+    with_storage<Dtype>(element_type_of(f), [&](auto stored) {
       using T = decltype(stored);
       const T* w = weights_copy_->of<T>(weight, last);
       for (size_t i = 0; i < top.size(); ++i) {

@@ -26,9 +26,9 @@ cudnnDataType_t data_type() {
 // The first (fastest: cuDNN sorts by time) usable result of a Find call, or null. Without TF32, a result measured
 // with FMA math is preferred: the descriptors asked for it, and the run uses the math type of the chosen result.
 template <typename Perf>
-const Perf* pick(const Perf* perf, int returned, bool bf16) {
+const Perf* pick(const Perf* perf, int returned, bool in_16bit) {
   const GpuOptions& o = gpu_options();
-  const bool prefer_fma = !o.allow_tf32 && !bf16;  // bfloat16 is on tensor cores by design
+  const bool prefer_fma = !o.allow_tf32 && !in_16bit;  // 16-bit types are on tensor cores by design
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > o.workspace_limit) continue;
@@ -58,7 +58,7 @@ bool run_find(Find find, bool optional) {
 }
 
 // Measures the three directions' algorithms on the described shape; `missing` names a direction without one.
-Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf16, bool optional,
+Algorithms find_algorithms(const Convolution& c, const std::string& key, bool in_16bit, bool optional,
                            const char** missing) {
   const cuda::CudnnApi& dnn = cuda::cudnn_api();
   Algorithms a{};
@@ -70,7 +70,7 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
     return dnn.cudnnFindConvolutionForwardAlgorithm(h, c.x, c.w, c.fwd, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                     &returned, fp);
   }, optional);
-  const auto* f = found_fwd ? pick(fp, returned, bf16) : nullptr;
+  const auto* f = found_fwd ? pick(fp, returned, in_16bit) : nullptr;
   if (!f) {
     *missing = "forward";
     return a;
@@ -83,7 +83,7 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
     return dnn.cudnnFindConvolutionBackwardDataAlgorithm(h, c.w, c.y, c.bwd_data, c.x,
                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, dp);
   }, optional);
-  const auto* d = found_data ? pick(dp, returned, bf16) : nullptr;
+  const auto* d = found_data ? pick(dp, returned, in_16bit) : nullptr;
   if (!d) {
     *missing = "backward-data";
     return a;
@@ -96,7 +96,7 @@ Algorithms find_algorithms(const Convolution& c, const std::string& key, bool bf
     return dnn.cudnnFindConvolutionBackwardFilterAlgorithm(h, c.x, c.y, c.bwd_filter, c.w,
                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, wp);
   }, optional);
-  const auto* wf = found_filter ? pick(wp, returned, bf16) : nullptr;
+  const auto* wf = found_filter ? pick(wp, returned, in_16bit) : nullptr;
   if (!wf) {
     *missing = "backward-filter";
     return a;
@@ -136,14 +136,16 @@ Convolution::~Convolution() {
 }
 
 template <typename Dtype>
-bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16,
+bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, ElementType stored,
                bool channels_last) {
   const GpuOptions& o = gpu_options();
-  CHECK(!bf16 || sizeof(Dtype) == 4) << "bfloat16 convolutions are for float nets";
+  const bool in_16bit = stored != ElementType::kOwn;
+  CHECK(!in_16bit || sizeof(Dtype) == 4) << "16-bit convolutions are for float nets";
   CHECK(!channels_last || sizeof(Dtype) == 4) << "channels-last convolutions are for float nets";
   const int out_h = g.out_h(), out_w = g.out_w();
   std::ostringstream k;
-  k << (bf16 ? "bfloat16" : sizeof(Dtype) == 4 ? "float" : "double") << (channels_last ? " NHWC" : "") << " x " << num << "x" << g.channels << "x"
+  k << (in_16bit ? element_type_name(stored) : sizeof(Dtype) == 4 ? "float" : "double") << (channels_last ? " NHWC" : "")
+    << " x " << num << "x" << g.channels << "x"
     << g.height << "x" << g.width << " w " << num_output << "x" << g.channels / group << "x" << g.kernel_h << "x"
     << g.kernel_w
     << " pad " << g.pad_h << "," << g.pad_w << " stride " << g.stride_h << "," << g.stride_w << " dilation "
@@ -166,7 +168,9 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
   if (cached && !found) return false;
   c->key.clear();  // set again only once the algorithms are chosen (a failed Find must not leave them stale)
   const cudnnDataType_t b = data_type<Dtype>();  // the bias's and the sums' type
-  const cudnnDataType_t t = bf16 ? CUDNN_DATA_BFLOAT16 : b;
+  const cudnnDataType_t t = stored == ElementType::kBf16   ? CUDNN_DATA_BFLOAT16
+                            : stored == ElementType::kFp16 ? CUDNN_DATA_HALF
+                                                           : b;
   const cudnnTensorFormat_t order = channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->x, order, t, num, g.channels, g.height, g.width);
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y, order, t, num, num_output, out_h, out_w);
@@ -174,9 +178,9 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
   STRATA_CUDNN(cudnnSetTensor4dDescriptor, c->y_bias, CUDNN_TENSOR_NCHW, b, 1, num_output, 1, 1);
   STRATA_CUDNN(cudnnSetFilter4dDescriptor, c->w, t, order, num_output, g.channels / group, g.kernel_h,
                g.kernel_w);
-  // FMA math keeps float products in float; DEFAULT lets cuDNN convert float to TF32 on tensor cores. bfloat16 asks
+  // FMA math keeps float products in float; DEFAULT lets cuDNN convert float to TF32 on tensor cores. 16 bits ask
   // for tensor-core math: under DEFAULT, Find would not try those kernels for 16-bit data (cuDNN's legacy API).
-  const cudnnMathType_t math = bf16                                   ? CUDNN_TENSOR_OP_MATH
+  const cudnnMathType_t math = in_16bit                               ? CUDNN_TENSOR_OP_MATH
                                : o.allow_tf32 && sizeof(Dtype) == 4 ? CUDNN_DEFAULT_MATH
                                                                       : CUDNN_FMA_MATH;
   for (cudnnConvolutionDescriptor_t d : {c->fwd, c->bwd_data, c->bwd_filter}) {
@@ -188,7 +192,7 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
 
   if (!cached) {
     const char* missing = nullptr;
-    found = find_algorithms(*c, key, bf16, /*optional=*/channels_last, &missing);
+    found = find_algorithms(*c, key, in_16bit, /*optional=*/channels_last, &missing);
     if (missing) {
       // Channels-first is the layout every algorithm takes; channels-last the caller may do without.
       STRATA_REQUIRE(channels_last) << "cuDNN has no " << (o.deterministic ? "deterministic " : "") << missing
@@ -210,22 +214,22 @@ bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, i
   return true;
 }
 
-template bool configure<float>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
-template bool configure<double>(Convolution*, const ConvGeometry&, int, int, int, bool, bool);
+template bool configure<float>(Convolution*, const ConvGeometry&, int, int, int, ElementType, bool);
+template bool configure<double>(Convolution*, const ConvGeometry&, int, int, int, ElementType, bool);
 
 template <typename Dtype>
 void configure_pass(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, DeviceFormat* order,
                     const std::string& layer_name, const char* layer_type) {
-  const bool bf16 = is_bf16(*order);
+  const ElementType stored = element_type_of(*order);
   if (is_channels_last(*order)) {
-    if (configure<Dtype>(c, g, num, num_output, group, bf16, /*channels_last=*/true)) return;
+    if (configure<Dtype>(c, g, num, num_output, group, stored, /*channels_last=*/true)) return;
     LOG_IF(WARNING, !c->warned_channels_first)
         << "layer '" << layer_name << "' (" << layer_type << "): cuDNN has no " << format_name(*order)
         << " algorithm for its shape within the limits; it computes channels-first";
     c->warned_channels_first = true;
-    *order = device_format_for(bf16, /*channels_last=*/false);
+    *order = device_format_for(stored, /*channels_last=*/false);
   }
-  configure<Dtype>(c, g, num, num_output, group, bf16);
+  configure<Dtype>(c, g, num, num_output, group, stored);
 }
 
 template void configure_pass<float>(Convolution*, const ConvGeometry&, int, int, int, DeviceFormat*,

@@ -48,14 +48,15 @@ struct Convolution {
 
 // Describes the convolution of `num` images of g.channels x g.height x g.width into num_output channels of
 // g.out_h() x g.out_w() in `group` groups, and finds (or recalls) its algorithms. Does nothing when the shape is
-// the one already described. With `bf16` (float only) x, w and y are bfloat16 and the products are summed in
-// float on tensor cores (cuDNN's pseudo-bfloat16 configuration); the bias descriptors stay float. With
+// the one already described. With a 16-bit `stored` (float only) x, w and y are bfloat16 or float16 and the
+// products are summed in float on tensor cores (cuDNN's pseudo-bfloat16 and pseudo-half configurations); the bias
+// descriptors stay float. With
 // `channels_last` (float nets) x and y are NHWC and w is KRSC (ParamCopy's channels-last copy), and the result is
 // false where cuDNN has no such algorithm for a direction within the limits (the caller computes channels-first);
 // channels-first, that is an Error naming the shape.
 template <typename Dtype>
-bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group, bool bf16 = false,
-               bool channels_last = false);
+bool configure(Convolution* c, const ConvGeometry& g, int num, int num_output, int group,
+               ElementType stored = ElementType::kOwn, bool channels_last = false);
 
 // configure for a layer's pass in *order (a DeviceFormat: its element type and order): where cuDNN has no
 // channels-last algorithm for the shape, the pass computes channels-first (*order becomes the element type's plain

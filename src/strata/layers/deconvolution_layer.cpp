@@ -48,14 +48,14 @@ bool DeconvolutionLayer<Dtype>::AcceptsBlockedBottoms() const {
 template <typename Dtype>
 typename Layer<Dtype>::GpuOrder DeconvolutionLayer<Dtype>::GpuActivationOrder() const {
   const bool last = std::is_same<Dtype, float>::value && Strata::mode() == Strata::GPU &&
-                    gpu_options().channels_last_for(ComputesInBf16());
+                    gpu_options().channels_last_for(ComputesIn16Bit());
   return last ? Layer<Dtype>::GpuOrder::kMakesChannelsLast : Layer<Dtype>::GpuOrder::kChannelsFirst;
 }
 
 template <typename Dtype>
-bool DeconvolutionLayer<Dtype>::ComputesInBf16() const {
+bool DeconvolutionLayer<Dtype>::ComputesIn16Bit() const {
 #ifdef STRATA_USE_CUDNN
-  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+  if (Strata::mode() == Strata::GPU) return this->GpuPrecision() != ElementType::kOwn;
 #endif
   return onednn_ && onednn_->bf16();
 }

@@ -1,14 +1,14 @@
 // Deconvolution on the GPU through cuDNN: the convolution it transposes is described with x = the top (num_output
 // channels) and y = the bottom, so forward is cuDNN's backward-data, backward-data is cuDNN's forward and the
-// weight gradient is cuDNN's backward-filter, with the algorithms chosen as for Convolution. In bfloat16
-// (Layer::Bf16OnGpu) and channels-last as Convolution: activations and their gradients in that format, the weights
+// weight gradient is cuDNN's backward-filter, with the algorithms chosen as for Convolution. In 16 bits
+// (Layer::GpuPrecision) and channels-last as Convolution: activations and their gradients in that format, the weights
 // through their copy in it, the bias and the parameter gradients' accumulation in float.
 #ifdef STRATA_USE_CUDNN
 
 #include <algorithm>
 #include <type_traits>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "cudnn_convolution.cuh"
 #include "strata/layers/deconvolution_layer.hpp"
 
@@ -26,7 +26,7 @@ const cudnn_conv::Convolution& DeconvolutionLayer<Dtype>::Cudnn(DeviceFormat* or
 template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
-  DeviceFormat f = format_for_images(*bottom[0], this->Bf16OnGpu());
+  DeviceFormat f = format_for_images(*bottom[0], this->GpuPrecision());
   const cudnn_conv::Convolution& c = Cudnn(&f);
   cudnnHandle_t h = cuda::cudnn();
   void* ws = cuda::workspace(c.algo.bwd_data_bytes);
@@ -34,7 +34,7 @@ void DeconvolutionLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec
   if constexpr (std::is_same<Dtype, float>::value) {
     if (f != DeviceFormat::kPlain) {
       const bool last = is_channels_last(f);
-      return with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+      return with_storage<Dtype>(element_type_of(f), [&](auto stored) {
         using T = decltype(stored);
         const T* w = weights_copy_->of<T>(*this->blobs_[0], last);
         for (size_t i = 0; i < bottom.size(); ++i) {
@@ -64,14 +64,14 @@ template <typename Dtype>
 void DeconvolutionLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                              const BlobVec& bottom) {
   if (num_ == 0) return;
-  DeviceFormat f = format_for_images(*bottom[0], this->Bf16OnGpu());
+  DeviceFormat f = format_for_images(*bottom[0], this->GpuPrecision());
   const cudnn_conv::Convolution& c = Cudnn(&f);
   cudnnHandle_t h = cuda::cudnn();
   const Dtype one = 1, zero = 0;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (f != DeviceFormat::kPlain) {
       const bool last = is_channels_last(f);
-      return with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+      return with_storage<Dtype>(element_type_of(f), [&](auto stored) {
         using T = decltype(stored);
         const Blob<Dtype>& weight = *this->blobs_[0];
         for (size_t i = 0; i < top.size(); ++i) {

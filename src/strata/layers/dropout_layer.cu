@@ -1,6 +1,6 @@
 #include <cstdint>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/dropout_layer.hpp"
 #include "counter_rng.hpp"
@@ -11,7 +11,7 @@ namespace {
 
 // The CPU's counter-based mask (dropout_layer.cpp): values 2j and 2j+1 take the low and high halves of the j-th
 // draw, so the GPU draws exactly the CPU's mask for the same seed.
-// T: how the values are stored (Dtype, or bfloat16 with float arithmetic).
+// T: how the values are stored (Dtype, or a 16-bit type with float arithmetic).
 template <typename T>
 __global__ void dropout_forward(long long pairs, long long n, const T* x, T* y, uint8_t* mask, uint64_t seed,
                                 uint64_t keep_below, ComputeType<T> scale) {
@@ -40,7 +40,7 @@ void DropoutLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   // Drawn even for an empty blob, as the CPU does, so both keep the same random stream.
   const uint64_t seed = this->phase_ == TRAIN ? Strata::draw_seed() : 0;
   if (this->phase_ == TRAIN && n == 0) return;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  with_storage<Dtype>(this->GpuStorage(), [&](auto stored) {
     using T = decltype(stored);
     const T* x = gpu_data_as<T>(*bottom[0]);  // before the top's pointer: they may be one blob
     T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false);
@@ -62,7 +62,7 @@ void DropoutLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   if (!propagate_down[0]) return;
   const int n = top[0]->count();
   if (this->phase_ == TRAIN && n == 0) return;
-  with_storage<Dtype>(ComputesInBf16(), [&](auto stored) {
+  with_storage<Dtype>(this->GpuStorage(), [&](auto stored) {
     using T = decltype(stored);
     const T* dy = gpu_diff_as<T>(*top[0]);  // in place, the same blob as dx: converted first
     T* dx = mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false);

@@ -1,6 +1,6 @@
 #include <type_traits>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "relu_device.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/eltwise_layer.hpp"
@@ -10,7 +10,7 @@ namespace strata {
 namespace {
 
 // An absorbed ReLU (Layer::Absorb; its slope is never negative here) in the sum's passes. T: how the values are
-// stored (Dtype, or bfloat16 with float arithmetic).
+// stored (Dtype, or a 16-bit type with float arithmetic).
 template <typename T>
 __global__ void sum2(long long n, ComputeType<T> c0, const T* x0, ComputeType<T> c1, const T* x1, bool relu,
                      ComputeType<T> slope, T* y) {
@@ -20,11 +20,12 @@ __global__ void sum2(long long n, ComputeType<T> c0, const T* x0, ComputeType<T>
   }
 }
 
-// y = y + c * x, then the absorbed ReLU when `relu` (the sum's last pass): the bottoms after the second in bfloat16.
-__global__ void sum_more_bf16(long long n, float c, const bfloat16* x, bool relu, float slope, bfloat16* y) {
+// y = y + c * x, then the absorbed ReLU when `relu` (the sum's last pass): the bottoms after the second in 16 bits.
+template <typename T>
+__global__ void sum_more(long long n, float c, const T* x, bool relu, float slope, T* y) {
   STRATA_KERNEL_LOOP(i, n) {
-    const float z = from_bf16(y[i]) + c * from_bf16(x[i]);
-    y[i] = to_bf16(relu ? relu_value(z, slope) : z);
+    const float z = value_of(y[i]) + c * value_of(x[i]);
+    put(&y[i], relu ? relu_value(z, slope) : z);
   }
 }
 
@@ -70,24 +71,27 @@ void EltwiseLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   const int n = top[0]->count();
   if (n == 0) return;
   // In bottom 0's order (a value at a time), the others converted to it.
-  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
+  const DeviceFormat f = format_following(*bottom[0], this->GpuStorage());
   gpu_format_ = f;
   if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      const bfloat16* x0 = bottom[0]->gpu_data_bf16(f);
-      const bfloat16* x1 = bottom[1]->gpu_data_bf16(f);
-      bfloat16* y = top[0]->mutable_gpu_data_bf16(/*keep_values=*/false, f);  // may be x0 (in place)
-      const float slope = relu_ ? relu_->negative_slope() : 0.f;
-      const bool relu_now = relu_ && bottom.size() == 2;
-      sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1, relu_now,
-                                                slope, y);
-      STRATA_CUDA_KERNEL_CHECK();
-      for (size_t b = 2; b < bottom.size(); ++b) {
-        sum_more_bf16<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b],
-                                                           bottom[b]->gpu_data_bf16(f),
-                                                           relu_ && b + 1 == bottom.size(), slope, y);
+    if (ComputesIn16Bit()) {
+      with_storage<Dtype>(this->GpuStorage(), [&](auto stored) {
+        using T = decltype(stored);
+        const T* x0 = gpu_data_as<T>(*bottom[0], f);
+        const T* x1 = gpu_data_as<T>(*bottom[1], f);
+        T* y = mutable_gpu_data_as<T>(*top[0], /*keep_values=*/false, f);  // may be x0 (in place)
+        const float slope = relu_ ? relu_->negative_slope() : 0.f;
+        const bool relu_now = relu_ && bottom.size() == 2;
+        sum2<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[0], x0, coeffs_[1], x1,
+                                                  relu_now, slope, y);
         STRATA_CUDA_KERNEL_CHECK();
-      }
+        for (size_t b = 2; b < bottom.size(); ++b) {
+          sum_more<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b],
+                                                        gpu_data_as<T>(*bottom[b], f),
+                                                        relu_ && b + 1 == bottom.size(), slope, y);
+          STRATA_CUDA_KERNEL_CHECK();
+        }
+      });
       return;
     }
   }
@@ -137,17 +141,20 @@ void EltwiseLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   if (n == 0) return;
   const DeviceFormat f = gpu_format_;  // forward's: the top's value may be gone (unread without a ReLU) or converted
   if constexpr (std::is_same<Dtype, float>::value) {
-    if (ComputesInBf16()) {
-      const bfloat16* dy = top[0]->gpu_diff_bf16(f);
-      const bfloat16* y = relu_ ? top[0]->gpu_data_bf16(f) : nullptr;
-      const float slope = relu_ ? relu_->negative_slope() : 0.f;
-      // Bottom 0 last: in place, its gradient is the top's.
-      for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
-        if (!propagate_down[b]) continue;
-        sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy, y, slope,
-                                                               bottom[b]->mutable_gpu_diff_bf16(false, f));
-        STRATA_CUDA_KERNEL_CHECK();
-      }
+    if (ComputesIn16Bit()) {
+      with_storage<Dtype>(this->GpuStorage(), [&](auto stored) {
+        using T = decltype(stored);
+        const T* dy = gpu_diff_as<T>(*top[0], f);
+        const T* y = relu_ ? gpu_data_as<T>(*top[0], f) : nullptr;
+        const float slope = relu_ ? relu_->negative_slope() : 0.f;
+        // Bottom 0 last: in place, its gradient is the top's.
+        for (int b = static_cast<int>(bottom.size()) - 1; b >= 0; --b) {
+          if (!propagate_down[b]) continue;
+          sum_relu_backward<<<cuda::blocks(n), cuda::kThreads>>>(static_cast<long long>(n), coeffs_[b], dy, y,
+                                                                 slope, mutable_gpu_diff_as<T>(*bottom[b], false, f));
+          STRATA_CUDA_KERNEL_CHECK();
+        }
+      });
       return;
     }
   }

@@ -44,9 +44,9 @@ void InnerProductLayer<Dtype>::LayerSetUp(const BlobVec& bottom, const BlobVec& 
 }
 
 template <typename Dtype>
-bool InnerProductLayer<Dtype>::ComputesInBf16() const {
+bool InnerProductLayer<Dtype>::ComputesIn16Bit() const {
 #ifdef STRATA_USE_CUDA
-  if (Strata::mode() == Strata::GPU) return this->Bf16OnGpu();
+  if (Strata::mode() == Strata::GPU) return this->GpuPrecision() != ElementType::kOwn;
 #endif
   return onednn_ && onednn_->bf16();
 }

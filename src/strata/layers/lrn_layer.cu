@@ -1,6 +1,6 @@
 #include <type_traits>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "lrn_window.hpp"
 #include "strata/cuda.hpp"
 #include "strata/layers/lrn_layer.hpp"
@@ -28,11 +28,11 @@ template <typename Dtype>
 void LRNLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
   const long long n = bottom[0]->count();
   if (n == 0) return;
-  // In the bottom's order (bf16_device.cuh); scale_ is kept in it.
-  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
+  // In the bottom's order (device_storage.cuh); scale_ is kept in it.
+  const DeviceFormat f = format_following(*bottom[0], this->GpuStorage());
   gpu_format_ = f;
   const lrn_window::Window w{image_layout(*bottom[0], f), width_, size_, across_};
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     lrn_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0], f), w, alpha_, beta_, k_,
                                                      scale_.mutable_gpu_data(),
@@ -50,7 +50,7 @@ void LRNLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& 
   const Dtype coef = Dtype(2) * alpha_ * beta_ / (across_ ? Dtype(size_) : Dtype(size_ * size_));
   const DeviceFormat f = gpu_format_;  // forward's: scale_'s order
   const lrn_window::Window w{image_layout(*bottom[0], f), width_, size_, across_};
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     lrn_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0], f), gpu_data_as<T>(*top[0], f),
                                                       gpu_diff_as<T>(*top[0], f), scale_.gpu_data(), w, coef, beta_,

@@ -1,6 +1,6 @@
 #include <cfloat>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "counter_rng.hpp"
 #include "pool_order.hpp"
 #include "stochastic_pool.hpp"
@@ -12,7 +12,7 @@ namespace strata {
 namespace {
 
 // One thread per output (pool_order.hpp: MAX and AVE in either order, as the host tests check them). T: how x and
-// y are stored (Dtype, or bfloat16 for a float layer computing in it, with float arithmetic); `last`: channels-last,
+// y are stored (Dtype, or a 16-bit type for a float layer computing in it, with float arithmetic); `last`: channels-last,
 // C channels.
 template <typename T, typename Dtype, typename Window>
 __global__ void pool_forward(long long n, const T* x, Window w, int C, bool last, bool max_pool, T* y, int* mask,
@@ -93,11 +93,11 @@ void PoolingLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top)
   if (n == 0) return;
   int* mask = max_ ? reinterpret_cast<int*>(mask_.mutable_gpu_data()) : nullptr;
   Dtype* mask_top = max_ && top.size() > 1 ? top[1]->mutable_gpu_data() : nullptr;
-  // In the bottom's order (bf16_device.cuh).
-  const DeviceFormat f = format_following(*bottom[0], ComputesInBf16());
+  // In the bottom's order (device_storage.cuh).
+  const DeviceFormat f = format_following(*bottom[0], this->GpuStorage());
   const bool last = is_channels_last(f);
   gpu_format_ = f;
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     pool_forward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_data_as<T>(*bottom[0], f), win_, bottom[0]->shape(1),
                                                       last, max_,
@@ -124,7 +124,7 @@ void PoolingLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<boo
   // In forward's order, the mask's (the top may have been converted since, by a reader in another).
   const DeviceFormat f = gpu_format_;
   const bool last = is_channels_last(f);
-  with_storage<Dtype>(is_bf16(f), [&](auto stored) {
+  with_storage<Dtype>(element_type_of(f), [&](auto stored) {
     using T = decltype(stored);
     pool_backward<<<cuda::blocks(n), cuda::kThreads>>>(n, gpu_diff_as<T>(*top[0], f), win_, bottom[0]->shape(1),
                                                        last, keeps_index_, mask,

@@ -1,7 +1,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "bf16_device.cuh"
+#include "device_storage.cuh"
 #include "strata/cuda.hpp"
 #include "strata/layers/split_layer.hpp"
 
@@ -19,19 +19,25 @@ void SplitLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>
   if (!propagate_down[0]) return;
   const int n = bottom[0]->count();
   // A Split follows its consumers: their gradients are summed in the order of the first (the others converted to
-  // it, where they differ), and in bfloat16 when all of them are (layers computing in it).
+  // it, where they differ), and in 16 bits when all of them are in one 16-bit type (layers computing in it).
   const bool last = std::is_same<Dtype, float>::value && is_channels_last(top[0]->diff_device_format());
   if constexpr (std::is_same<Dtype, float>::value) {
-    bool bf16 = true;
-    for (Blob<Dtype>* t : top) bf16 = bf16 && is_bf16(t->diff_device_format());
-    if (bf16) {
-      const DeviceFormat f = device_format_for(/*bf16=*/true, last);
-      std::vector<const bfloat16*> terms;
-      for (Blob<Dtype>* t : top) terms.push_back(t->gpu_diff_bf16(f));
-      return gpu_sum_bf16(n, terms, bottom[0]->mutable_gpu_diff_bf16(/*keep_values=*/false, f));
+    const ElementType type = element_type_of(top[0]->diff_device_format());
+    bool alike = type != ElementType::kOwn;
+    for (Blob<Dtype>* t : top) alike = alike && element_type_of(t->diff_device_format()) == type;
+    if (alike) {
+      const DeviceFormat f = device_format_for(type, last);
+      return with_storage<Dtype>(type, [&](auto stored) {
+        using T = decltype(stored);
+        if constexpr (is_16bit_type<T>) {
+          std::vector<const T*> terms;
+          for (Blob<Dtype>* t : top) terms.push_back(gpu_diff_as<T>(*t, f));
+          gpu_sum_16bit(n, terms, mutable_gpu_diff_as<T>(*bottom[0], /*keep_values=*/false, f));
+        }
+      });
     }
   }
-  const DeviceFormat f = device_format_for(/*bf16=*/false, last);
+  const DeviceFormat f = device_format_for(ElementType::kOwn, last);
   Dtype* bottom_diff = bottom[0]->mutable_gpu_diff_in(f, /*keep_values=*/false);
   if (top.size() == 1) {
     gpu_copy(n, top[0]->gpu_diff_in(f), bottom_diff);

@@ -255,22 +255,22 @@ bool only_aliases(const Net<Dtype>& net, int l) {
   return true;
 }
 
-// Whether a layer keeps what it writes in bfloat16 in device memory: on the GPU, a layer that computes in bfloat16
-// (docs/gpu.md, "bfloat16"). On the CPU bfloat16 lives only inside oneDNN's multiplications.
+// Whether a layer keeps what it writes in 16 bits in device memory: on the GPU, a layer that computes in bfloat16 or
+// float16 (docs/gpu.md, "bfloat16"). On the CPU bfloat16 lives only inside oneDNN's multiplications.
 template <typename Dtype>
-bool stores_bf16(const Layer<Dtype>& layer) {
-  return Strata::mode() == Strata::GPU && layer.ComputesInBf16();
+bool stores_16bit(const Layer<Dtype>& layer) {
+  return Strata::mode() == Strata::GPU && layer.ComputesIn16Bit();
 }
 
-// Which blocks of memory a GPU pass holds in bfloat16 (docs/recompute.md, "bfloat16 on the GPU"). A float layer
-// that reads a bfloat16 block converts it to float in place, so a block takes bfloat16's bytes only when every
-// layer that touches it computes in bfloat16; counting the others as float keeps each block's count an upper bound.
+// Which blocks of memory a GPU pass holds in 16 bits (docs/recompute.md, "bfloat16 on the GPU"). A float layer that
+// reads a 16-bit block converts it to float in place, so a block takes 16-bit bytes only when every layer that
+// touches it computes in 16 bits; counting the others as float keeps each block's count an upper bound.
 template <typename Dtype>
-class Bf16Blocks {
+class Blocks16Bit {
  public:
   // block: the block of memory holding a blob's data (a Split's tops hold their bottom's).
   template <typename Block>
-  Bf16Blocks(const Net<Dtype>& net, const std::vector<std::vector<int>>& touch, Block block)
+  Blocks16Bit(const Net<Dtype>& net, const std::vector<std::vector<int>>& touch, Block block)
       : net_(net), touch_(touch) {
     const int n = net.num_layers();
     for (int l = 0; l < n; ++l) aliases_.push_back(only_aliases(net, l));
@@ -280,10 +280,10 @@ class Bf16Blocks {
       if (aliases_[l] || (layer.absorbed() && layer.backward_absorbed())) continue;
       const auto& tops = net.top_ids()[l];
       for (size_t k = 0; k < tops.size(); ++k) {
-        const bool bf16 = stores_bf16(layer) && layer.WritesTopInBf16(static_cast<int>(k));
-        data_.emplace(block(tops[k]), true).first->second &= bf16;
+        const bool top_16bit = stores_16bit(layer) && layer.WritesTopIn16Bit(static_cast<int>(k));
+        data_.emplace(block(tops[k]), true).first->second &= top_16bit;
       }
-      for (int b : net.bottom_ids()[l]) data_.emplace(block(b), true).first->second &= stores_bf16(layer);
+      for (int b : net.bottom_ids()[l]) data_.emplace(block(b), true).first->second &= stores_16bit(layer);
     }
     for (size_t b = 0; b < net.blobs().size(); ++b) sharing_diff_[net.blobs()[b]->diff().get()].push_back(b);
   }
@@ -294,26 +294,26 @@ class Bf16Blocks {
   }
 
   // A gradient is written by its consumers' backward and read by its producer's. A Split sums its tops' gradients
-  // in bfloat16 when they all are (split_layer.cu); a layer that only aliases shares its bottom's gradient.
+  // in 16 bits when they all are (split_layer.cu); a layer that only aliases shares its bottom's gradient.
   bool diff(int blob_id) {
     const SyncedMemory* mem = net_.blobs()[blob_id]->diff().get();
     auto it = diff_.find(mem);
     if (it != diff_.end()) return it->second;
-    bool bf16 = true;
+    bool in_16bit = true;
     for (int b : sharing_diff_[mem]) {
       for (int l : touch_[b]) {
         const Layer<Dtype>& layer = *net_.layers()[l];
         if (layer.IsSplit()) {
           const auto& bottoms = net_.bottom_ids()[l];
           if (std::find(bottoms.begin(), bottoms.end(), b) == bottoms.end()) continue;  // a top: it converts nothing
-          for (int t : net_.top_ids()[l]) bf16 = bf16 && diff(t);
+          for (int t : net_.top_ids()[l]) in_16bit = in_16bit && diff(t);
         } else if (!aliases_[l]) {
-          bf16 = bf16 && stores_bf16(layer);
+          in_16bit = in_16bit && stores_16bit(layer);
         }
       }
     }
-    diff_[mem] = bf16;
-    return bf16;
+    diff_[mem] = in_16bit;
+    return in_16bit;
   }
 
  private:
@@ -325,8 +325,8 @@ class Bf16Blocks {
 };
 
 template <typename Dtype>
-size_t element_bytes(bool bf16) {
-  return bf16 ? sizeof(bfloat16) : sizeof(Dtype);
+size_t element_bytes(bool in_16bit) {
+  return in_16bit ? sizeof(uint16_t) : sizeof(Dtype);
 }
 
 }  // namespace
@@ -435,21 +435,21 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
   // The same for gradients, whose blocks alias only where a layer shares its bottom's diff (Flatten, Reshape).
   const std::vector<bool> is_output = PinnedBlobs(net);
   const std::vector<std::vector<int>> touch = GradientLayers(net);
-  Bf16Blocks<Dtype> bf16(net, touch, block);
+  Blocks16Bit<Dtype> in_16bit(net, touch, block);
   std::map<const SyncedMemory*, bool> counted;
   std::map<const SyncedMemory*, std::pair<int, int>> gradient_of;  // diff block -> (node, gradient index)
   for (int b = 0; b < static_cast<int>(blobs.size()); ++b) {
     const SyncedMemory* mem = block(b);
     const int w = writer_of_blob(b);
     const size_t count = static_cast<size_t>(blobs[b]->count());
-    const size_t bytes = count * element_bytes<Dtype>(w >= 0 && bf16.data(mem));  // a net input is the caller's float
+    const size_t bytes = count * element_bytes<Dtype>(w >= 0 && in_16bit.data(mem));  // a net input is the caller's float
     const bool first = !counted[mem];
     counted[mem] = true;
     const SyncedMemory* diff = blobs[b]->diff().get();
     const bool has_diff = !touch[b].empty() || is_output[b];
     const bool first_diff = has_diff && !counted[diff];
     if (has_diff) counted[diff] = true;
-    const size_t diff_bytes = has_diff ? count * element_bytes<Dtype>(bf16.diff(b)) : 0;
+    const size_t diff_bytes = has_diff ? count * element_bytes<Dtype>(in_16bit.diff(b)) : 0;
     if (w < 0 || pinned[uf.find(w)] || is_output[b]) {
       // Sources and the net's outputs (losses, accuracies, read after backward) are never freed.
       if (first) g.source_bytes += bytes;
@@ -485,11 +485,11 @@ RecomputeGraph ExtractGraph(const Net<Dtype>& net) {
     for (int l : n.layers) {
       // An absorbed layer's forward never runs, so it saves nothing (a Scale in BatchNorm: BatchNorm's state).
       if (layers[l]->absorbed()) continue;
-      const std::vector<const Blob<Dtype>*> in_bf16 =
-          stores_bf16(*layers[l]) ? layers[l]->SavedInBf16OnGpu() : std::vector<const Blob<Dtype>*>{};
+      const std::vector<const Blob<Dtype>*> saved_16bit =
+          stores_16bit(*layers[l]) ? layers[l]->SavedIn16BitOnGpu() : std::vector<const Blob<Dtype>*>{};
       size_t saved = 0;
       for (const Blob<Dtype>* s : layers[l]->SavedActivations()) {
-        const bool half = std::find(in_bf16.begin(), in_bf16.end(), s) != in_bf16.end();
+        const bool half = std::find(saved_16bit.begin(), saved_16bit.end(), s) != saved_16bit.end();
         saved += static_cast<size_t>(s->count()) * element_bytes<Dtype>(half);
       }
       if (saved == 0) continue;

@@ -1,5 +1,5 @@
-// The bfloat16 helpers' kernels (bf16_device.cuh).
-#include "bf16_device.cuh"
+// The 16-bit helpers' kernels (device_storage.cuh).
+#include "device_storage.cuh"
 
 #include <algorithm>
 
@@ -26,16 +26,18 @@ __global__ void add_from_channels_last_kernel(long long n, const T* x, ImageLayo
 
 // Up to kTerms summands at a time, passed by value.
 constexpr int kTerms = 8;
+template <typename T>
 struct Terms {
-  const bfloat16* x[kTerms];
+  const T* x[kTerms];
   int count;
 };
 
-__global__ void sum_bf16_kernel(long long n, Terms t, bool accumulate, bfloat16* y) {
+template <typename T>
+__global__ void sum_kernel(long long n, Terms<T> t, bool accumulate, T* y) {
   STRATA_KERNEL_LOOP(i, n) {
-    float s = accumulate ? from_bf16(y[i]) : 0.f;
-    for (int k = 0; k < t.count; ++k) s += from_bf16(t.x[k][i]);
-    y[i] = to_bf16(s);
+    float s = accumulate ? value_of(y[i]) : 0.f;
+    for (int k = 0; k < t.count; ++k) s += value_of(t.x[k][i]);
+    put(&y[i], s);
   }
 }
 
@@ -69,26 +71,27 @@ void gpu_bias_relu(long long n, int spatial, int channels, const float* bias, bo
   STRATA_CUDA_KERNEL_CHECK();
 }
 
-void gpu_copy_rows_bf16(int rows, int width, const bfloat16* src, int src_stride, bfloat16* dst, int dst_stride) {
+void gpu_copy_rows_16bit(int rows, int width, const void* src, int src_stride, void* dst, int dst_stride) {
   if (rows <= 0 || width <= 0) return;
   // One contiguous run as one flat copy, as gpu_copy_rows does (cudaMemcpy2D's pitch limit).
   if (rows == 1 || (src_stride == width && dst_stride == width)) {
-    STRATA_CUDA_CHECK(cudaMemcpy(dst, src, sizeof(bfloat16) * static_cast<size_t>(width) * rows,
+    STRATA_CUDA_CHECK(cudaMemcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(width) * rows,
                                  cudaMemcpyDeviceToDevice));
     return;
   }
-  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(bfloat16) * dst_stride, src, sizeof(bfloat16) * src_stride,
-                                 sizeof(bfloat16) * width, rows, cudaMemcpyDeviceToDevice));
+  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(uint16_t) * dst_stride, src, sizeof(uint16_t) * src_stride,
+                                 sizeof(uint16_t) * width, rows, cudaMemcpyDeviceToDevice));
 }
 
-void gpu_sum_bf16(long long n, const std::vector<const bfloat16*>& terms, bfloat16* y) {
+template <typename T>
+void gpu_sum_16bit(long long n, const std::vector<const T*>& terms, T* y) {
   if (n <= 0 || terms.empty()) return;
   // More than kTerms summands (a blob read by more than 8 layers) round once per group of kTerms.
   for (size_t first = 0; first < terms.size(); first += kTerms) {
-    Terms t{};
+    Terms<T> t{};
     t.count = static_cast<int>(std::min<size_t>(kTerms, terms.size() - first));
     for (int k = 0; k < t.count; ++k) t.x[k] = terms[first + k];
-    sum_bf16_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, t, first > 0, y);
+    sum_kernel<<<cuda::blocks(n), cuda::kThreads>>>(n, t, first > 0, y);
     STRATA_CUDA_KERNEL_CHECK();
   }
 }
@@ -118,6 +121,10 @@ void gpu_channel_sums_as(int outer, int dim, int inner, const T* x, float* sums)
   template void gpu_channel_sums_as<T>(int, int, int, const T*, float*);
 STRATA_INSTANTIATE_STORED(float)
 STRATA_INSTANTIATE_STORED(bfloat16)
+STRATA_INSTANTIATE_STORED(float16)
 #undef STRATA_INSTANTIATE_STORED
+
+template void gpu_sum_16bit<bfloat16>(long long, const std::vector<const bfloat16*>&, bfloat16*);
+template void gpu_sum_16bit<float16>(long long, const std::vector<const float16*>&, float16*);
 
 }  // namespace strata
