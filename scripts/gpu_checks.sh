@@ -138,8 +138,8 @@ for step in $steps; do
     bf16)
       # precision: BF16 on the GPU (docs/gpu.md, "bfloat16"): the SGD step of AlexNet (256) and ResNet-50 (64) in
       # bfloat16, channels-last (the default) and channels-first, and float16 channels-last, beside TF32
-      # channels-first (the default) and channels-last (--gpu_channels_last=all); then LeNet trained in float and in bfloat16 (issue 36: bfloat16
-      # within 0.5 points of float).
+      # channels-first (the default) and channels-last (--gpu_channels_last=all); then LeNet trained in float and
+      # in bfloat16 (issue 36: bfloat16 within 0.5 points of float).
       timed_nets
       for net in /tmp/nets/alexnet256.prototxt /tmp/nets/resnet50_64.prototxt; do
         for run in FP32:none FP32:all BF16:16bit BF16:none FP16:16bit; do

@@ -1,7 +1,7 @@
-// The device's conversions between a float blob's formats (memory_format.hpp): float and a 16-bit type one thread per
-// value, with the rounding the CPU's reference uses (to_bf16, to_fp16); channels-first and channels-last as a transpose of
-// each image's C x S matrix through shared-memory tiles (converting the element type on the way, where it changes),
-// so that both the reads and the writes are coalesced.
+// The device's conversions between a float blob's formats (memory_format.hpp): float and a 16-bit type one thread
+// per value, with the rounding the CPU's reference uses (to_bf16, to_fp16); channels-first and channels-last as a
+// transpose of each image's C x S matrix through shared-memory tiles (converting the element type on the way, where
+// it changes), so that both the reads and the writes are coalesced.
 #include <algorithm>
 
 #include "strata/cuda.hpp"
