@@ -32,6 +32,7 @@ struct Features {
   bool fusion = true;
   bool layouts = true;        // blocked activations and parameters in oneDNN's layouts
   bool bf16 = false;
+  bool fp16 = false;          // precision: FP16 (float16 on the GPU; float on the CPU)
   bool recompute = false;     // recompute_param { planner: "sqrt" }
   bool free_after_use = false;  // blob_lifetime FREE_AFTER_USE (off: KEEP, Caffe's every blob kept)
   int reversible = 0;         // 0: no block; 1: a block keeping its input (verify); 2: rebuilding it
@@ -114,6 +115,7 @@ inline SolverParameter SolverParam(const std::string& source, const std::string&
   p.set_snapshot_prefix(prefix);
   p.set_snapshot_after_train(false);
   if (f.bf16) p.set_precision(BF16);
+  if (f.fp16) p.set_precision(FP16);
   if (f.recompute) p.mutable_recompute_param()->set_planner("sqrt");
   if (f.free_after_use) p.set_blob_lifetime(SolverParameter::FREE_AFTER_USE);
   if (f.clip) p.set_clip_gradients(0.05f);
@@ -142,8 +144,8 @@ struct Result {
   // Of those, the ones the solver updates (a learning rate above zero): not BatchNorm's statistics, which forward
   // moves whatever the solver does.
   std::vector<std::vector<float>> learned;
-  // Whether some blob's values were kept in bfloat16 on the device at the end, and some channels-last.
-  bool held_bf16 = false, held_channels_last = false;
+  // Whether some blob's values were kept in 16 bits on the device at the end, and some channels-last.
+  bool held_16bit = false, held_channels_last = false;
 
   // Takes the weights from `net`, layer by layer.
   void TakeWeights(Net<float>& net) {
@@ -152,7 +154,7 @@ struct Result {
       if (net.params_lr()[p] > 0) updated.insert(net.learnable_params()[p]);
     }
     for (const auto& b : net.blobs()) {
-      held_bf16 = held_bf16 || is_16bit(b->data_device_format());
+      held_16bit = held_16bit || is_16bit(b->data_device_format());
       held_channels_last = held_channels_last || is_channels_last(b->data_device_format());
     }
     for (int i = 0; i < net.num_layers(); ++i) {
@@ -201,6 +203,7 @@ inline const std::map<std::string, Feature>& FeatureTable() {
       {"fusion", {[](Features* f, bool on) { f->fusion = on; }}},
       {"layouts", {[](Features* f, bool on) { f->layouts = on; }}},
       {"bf16", {[](Features* f, bool on) { f->bf16 = on; }}},
+      {"fp16", {[](Features* f, bool on) { f->fp16 = on; }}},
       {"recompute", {[](Features* f, bool on) { f->recompute = on; }}},
       {"free_after_use", {[](Features* f, bool on) { f->free_after_use = on; }}},
       // Off: the same block keeping its input (the reference computes what rebuilding must reproduce).

@@ -155,6 +155,21 @@ const Cell kCells[] = {
     {"loss_scale", "resume", 0},
     {"loss_scale", "dropout", 0},
     {"loss_scale", "stochastic_pool", 0},
+    // precision: FP16 computes in float on the CPU (docs/gpu.md, "float16"): bit for bit the float run, whatever
+    // it meets. On the GPU it is the gpu x fp16 cell.
+    {"fp16", "fusion", 0},
+    {"fp16", "layouts", 0},
+    {"fp16", "recompute", 0},
+    {"fp16", "free_after_use", 0},
+    {"fp16", "reversible", 0},
+    {"fp16", "kfac_empirical", 0},
+    {"fp16", "kfac_true", 0},
+    {"fp16", "iter_size", 0},
+    {"fp16", "clip", 0},
+    {"fp16", "resume", 0},
+    {"fp16", "dropout", 0},
+    {"fp16", "stochastic_pool", 0},
+    {"fp16", "loss_scale", 0},
     {"gpu", "fusion", kRounding},
     {"gpu", "kfac_empirical", kRounding},
     {"gpu", "iter_size", kRounding},
@@ -174,6 +189,8 @@ const Cell kCells[] = {
     // bfloat16 on the GPU stores the activations rounded, the CPU's multiplies float blobs: no common reference
     // (tests/test_gpu_bf16.cpp holds the GPU's bfloat16 steps against its float ones).
     {"gpu", "bf16", 0, kTrains},
+    // Likewise float16, which the GPU stores and the CPU computes in float.
+    {"gpu", "fp16", 0, kTrains},
     // Channels-last against channels-first, both bfloat16 on the GPU: the same roundings, with cuDNN's algorithms
     // (chosen per layout) summing in other orders. The bound is bfloat16's rounding grown over the iterations; it is
     // owed a first run on a GPU (docs/gpu.md, "Status").
@@ -238,6 +255,8 @@ TEST_P(Composability, EqualsTheReferenceOrIsRefused) {
   const Features with = CellFeatures(c, true), without = CellFeatures(c, false);
   // Before compute capability 8.0 BF16 computes in float on the GPU: both sides would be the same float run.
   if (with.gpu && with.bf16 && !gpu_has_bf16()) GTEST_SKIP() << "this GPU has no bfloat16 tensor cores";
+  if (with.gpu && with.fp16 && !gpu_has_fp16()) GTEST_SKIP() << "this GPU has no float16 arithmetic";
+  const bool in_16bit = with.bf16 || with.fp16;
   if (c.outcome == kRefused) {
     testing_data::ExpectErrorContaining([&] { Train(*dir_ / "db", dir_->path(), with, 1); }, RefusalWords(c));
     return;
@@ -245,18 +264,18 @@ TEST_P(Composability, EqualsTheReferenceOrIsRefused) {
   const Result run = Train(*dir_ / "db", dir_->path(), with);
   ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
   if (with.gpu && !with.free_after_use && !with.recompute) {
-    // What the cell is about ran: blobs left in bfloat16 after the last pass, channels-last where asked (not refused
+    // What the cell is about ran: blobs left in 16 bits after the last pass, channels-last where asked (not refused
     // by cuDNN throughout). Freed blobs (blob lifetimes, a plan) are plain again, so those cells cannot tell.
-    EXPECT_EQ(run.held_bf16, with.bf16);
+    EXPECT_EQ(run.held_16bit, in_16bit);
     GpuOptions asked;
     asked.channels_last = with.channels_last;
     // A Reversible block rebuilding its input leaves every 4-axis blob but the first convolution's output plain (its
     // backward reads and rebuilds them channels-first), and that convolution has one input channel, which cuDNN may
     // compute channels-first: only "none unasked" can be told there.
-    if (with.reversible == 2 && asked.channels_last_for(with.bf16)) {
+    if (with.reversible == 2 && asked.channels_last_for(in_16bit)) {
       SUCCEED() << "channels-last not observable after a rebuilding Reversible block";
     } else {
-      EXPECT_EQ(run.held_channels_last, asked.channels_last_for(with.bf16));
+      EXPECT_EQ(run.held_channels_last, asked.channels_last_for(in_16bit));
     }
   }
   for (float loss : run.losses) ASSERT_TRUE(std::isfinite(loss));

@@ -144,7 +144,7 @@ template <typename Dtype>
 bool gpu_all_finite(const std::vector<std::pair<const Dtype*, size_t>>& spans);
 template <typename Dtype>
 void gpu_copy(int n, const Dtype* x, Dtype* y);
-// cpu_copy_rows on the device: one 2-D copy.
+// cpu_copy_rows on the device: one 2-D copy (float, double, and uint16_t for the 16-bit storage types' bits).
 template <typename Dtype>
 void gpu_copy_rows(int rows, int width, const Dtype* src, int src_stride, Dtype* dst, int dst_stride);
 template <typename Dtype>

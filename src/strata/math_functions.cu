@@ -286,5 +286,7 @@ bool gpu_all_finite(const std::vector<std::pair<const Dtype*, size_t>>& spans) {
 
 STRATA_INSTANTIATE_GPU_MATH(float);
 STRATA_INSTANTIATE_GPU_MATH(double);
+// The 16-bit storage types' rows, copied as their bits (src/strata/layers/device_storage.cuh, gpu_copy_rows_as).
+template void gpu_copy_rows<uint16_t>(int, int, const uint16_t*, int, uint16_t*, int);
 
 }  // namespace strata

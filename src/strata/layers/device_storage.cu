@@ -71,18 +71,6 @@ void gpu_bias_relu(long long n, int spatial, int channels, const float* bias, bo
   STRATA_CUDA_KERNEL_CHECK();
 }
 
-void gpu_copy_rows_16bit(int rows, int width, const void* src, int src_stride, void* dst, int dst_stride) {
-  if (rows <= 0 || width <= 0) return;
-  // One contiguous run as one flat copy, as gpu_copy_rows does (cudaMemcpy2D's pitch limit).
-  if (rows == 1 || (src_stride == width && dst_stride == width)) {
-    STRATA_CUDA_CHECK(cudaMemcpy(dst, src, sizeof(uint16_t) * static_cast<size_t>(width) * rows,
-                                 cudaMemcpyDeviceToDevice));
-    return;
-  }
-  STRATA_CUDA_CHECK(cudaMemcpy2D(dst, sizeof(uint16_t) * dst_stride, src, sizeof(uint16_t) * src_stride,
-                                 sizeof(uint16_t) * width, rows, cudaMemcpyDeviceToDevice));
-}
-
 template <typename T>
 void gpu_sum_16bit(long long n, const std::vector<const T*>& terms, T* y) {
   if (n <= 0 || terms.empty()) return;

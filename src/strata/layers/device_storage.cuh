@@ -17,14 +17,6 @@
 
 namespace strata {
 
-// Whether T is one of the 16-bit storage types.
-template <typename T>
-constexpr bool is_16bit_type = std::is_same<T, bfloat16>::value || std::is_same<T, float16>::value;
-
-// The arithmetic type of a stored element type: float for the 16-bit types, the type itself otherwise.
-template <typename T>
-using ComputeType = std::conditional_t<is_16bit_type<T>, float, T>;
-
 // The element type values stored as T are (kOwn: the blob's own type), and its device format in an order.
 template <typename T>
 constexpr ElementType element_type_as() {
@@ -32,6 +24,14 @@ constexpr ElementType element_type_as() {
   else if constexpr (std::is_same<T, float16>::value) return ElementType::kFp16;
   else return ElementType::kOwn;
 }
+// Whether T is one of the 16-bit storage types.
+template <typename T>
+constexpr bool is_16bit_type = element_type_as<T>() != ElementType::kOwn;
+
+// The arithmetic type of a stored element type: float for the 16-bit types, the type itself otherwise.
+template <typename T>
+using ComputeType = std::conditional_t<is_16bit_type<T>, float, T>;
+
 template <typename T>
 constexpr DeviceFormat format_of(bool channels_last) {
   return device_format_for(element_type_as<T>(), channels_last);
@@ -179,13 +179,13 @@ void gpu_bias_relu(long long n, int spatial, int channels, const float* bias, bo
 // weight gradient in the filter order of channels-last activations).
 template <typename T>
 void gpu_add_as(long long n, const T* x, float* y, ImageLayout x_order = {});
-// Copies `rows` rows of `width` 16-bit values between strided matrices (gpu_copy_rows's 16-bit form).
-void gpu_copy_rows_16bit(int rows, int width, const void* src, int src_stride, void* dst, int dst_stride);
-// gpu_copy_rows for values stored as T (Dtype, or a 16-bit type).
+// gpu_copy_rows for values stored as T (Dtype, or a 16-bit type, copied as its bits).
 template <typename T>
 void gpu_copy_rows_as(int rows, int width, const T* src, int src_stride, T* dst, int dst_stride) {
   if constexpr (is_16bit_type<T>) {
-    gpu_copy_rows_16bit(rows, width, src, src_stride, dst, dst_stride);
+    static_assert(sizeof(T) == sizeof(uint16_t), "a 16-bit storage type");
+    gpu_copy_rows(rows, width, reinterpret_cast<const uint16_t*>(src), src_stride, reinterpret_cast<uint16_t*>(dst),
+                  dst_stride);
   } else {
     gpu_copy_rows(rows, width, src, src_stride, dst, dst_stride);
   }

@@ -19,8 +19,9 @@ __global__ void add_bias_rounding(long long n, int columns, const float* sum, co
 // The CPU's GEMMs, on cuBLAS. M == 1 (a single row) would be a GEMV, but cuBLAS picks that path itself.
 template <typename Dtype>
 void InnerProductLayer<Dtype>::Forward_gpu(const BlobVec& bottom, const BlobVec& top) {
-  if (this->GpuStorage() == ElementType::kBf16) return ForwardGpuAs<bfloat16>(bottom, top);
-  if (this->GpuStorage() == ElementType::kFp16) return ForwardGpuAs<float16>(bottom, top);
+  const ElementType stored = this->GpuStorage();
+  if (stored == ElementType::kBf16) return ForwardGpuAs<bfloat16>(bottom, top);
+  if (stored == ElementType::kFp16) return ForwardGpuAs<float16>(bottom, top);
   const Dtype* x = bottom[0]->gpu_data();
   const Dtype* w = this->blobs_[0]->gpu_data();
   Dtype* y = top[0]->mutable_gpu_data();
@@ -36,8 +37,9 @@ template <typename Dtype>
 void InnerProductLayer<Dtype>::Backward_gpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
   if (M_ == 0) return;
-  if (this->GpuStorage() == ElementType::kBf16) return BackwardGpuAs<bfloat16>(top, propagate_down, bottom);
-  if (this->GpuStorage() == ElementType::kFp16) return BackwardGpuAs<float16>(top, propagate_down, bottom);
+  const ElementType stored = this->GpuStorage();
+  if (stored == ElementType::kBf16) return BackwardGpuAs<bfloat16>(top, propagate_down, bottom);
+  if (stored == ElementType::kFp16) return BackwardGpuAs<float16>(top, propagate_down, bottom);
   const Dtype* dy = top[0]->gpu_diff();
   if (this->param_propagate_down(0)) {
     const Dtype* x = bottom[0]->gpu_data();
