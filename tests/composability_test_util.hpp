@@ -40,6 +40,7 @@ struct Features {
   int batch = kBatch;         // records per iteration (per rank)
   int iter_size = 1;          // the batch split into iter_size passes
   bool clip = false;          // clip_gradients, set to bite
+  float clip_norm = 0.05f;    // its threshold
   bool resume = false;        // snapshot half-way, restore in a new solver, train on
   bool dropout = false;
   bool stochastic_pool = false;
@@ -118,7 +119,7 @@ inline SolverParameter SolverParam(const std::string& source, const std::string&
   if (f.fp16) p.set_precision(FP16);
   if (f.recompute) p.mutable_recompute_param()->set_planner("sqrt");
   if (f.free_after_use) p.set_blob_lifetime(SolverParameter::FREE_AFTER_USE);
-  if (f.clip) p.set_clip_gradients(0.05f);
+  if (f.clip) p.set_clip_gradients(f.clip_norm);
   if (f.loss_scale) {
     LossScaleParameter* s = p.mutable_loss_scale();
     s->set_scale(4096);
@@ -146,6 +147,7 @@ struct Result {
   std::vector<std::vector<float>> learned;
   // Whether some blob's values were kept in 16 bits on the device at the end, and some channels-last.
   bool held_16bit = false, held_channels_last = false;
+  double loss_scale = 1;  // the optimizer's at the end
 
   // Takes the weights from `net`, layer by layer.
   void TakeWeights(Net<float>& net) {

@@ -140,16 +140,16 @@ const Cell kCells[] = {
     {"resume", "dropout", 0},
     {"resume", "stochastic_pool", 0},
     // A loss scale that is a power of two moves every gradient by an exact factor, which the update divides out:
-    // bit for bit, bfloat16's roundings included (docs/caffe.md, "Loss scaling"). K-FAC would take the scaled
-    // gradients into its factors: refused.
+    // bit for bit, bfloat16's roundings included (docs/caffe.md, "Loss scaling"). K-FAC divides it out of its
+    // factors' output gradients and of the factored form's, as exactly.
     {"loss_scale", "fusion", 0},
     {"loss_scale", "layouts", 0},
     {"loss_scale", "bf16", 0},
     {"loss_scale", "recompute", 0},
     {"loss_scale", "free_after_use", 0},
     {"loss_scale", "reversible", 0},
-    {"loss_scale", "kfac_empirical", 0, kRefused, "loss_scale|K-FAC"},
-    {"loss_scale", "kfac_true", 0, kRefused, "loss_scale|K-FAC"},
+    {"loss_scale", "kfac_empirical", 0},
+    {"loss_scale", "kfac_true", 0},
     {"loss_scale", "iter_size", 0},
     {"loss_scale", "clip", 0},
     {"loss_scale", "resume", 0},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data_test_util.hpp"
+#include "strata/comm/collectives.hpp"
 #include "strata/engine/bucket_plan.hpp"
 #include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/make_engine.hpp"
@@ -229,6 +230,69 @@ TEST(Optimizer, StateRoundTripsThroughTheSolverstate) {
   }
 }
 
+// The other parts of a model (a pipeline replica's other stages), faked: every sum adds what they hold.
+class OtherParts : public Collectives {
+ public:
+  explicit OtherParts(double held) : held_(held) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void Allreduce(float* buf, size_t n) override { Add(buf, n); }
+  void Allreduce(double* buf, size_t n) override { Add(buf, n); }
+  void ReduceScatter(float*, const std::vector<int>&) override { ADD_FAILURE() << "ReduceScatter"; }
+  void ReduceScatter(double*, const std::vector<int>&) override { ADD_FAILURE() << "ReduceScatter"; }
+  void Allgather(float*, const std::vector<int>&) override { ADD_FAILURE() << "Allgather"; }
+  void Allgather(double*, const std::vector<int>&) override { ADD_FAILURE() << "Allgather"; }
+  std::vector<std::string> GatherToRoot(const std::string& mine) override { return {mine}; }
+  int sums = 0;
+
+ private:
+  template <typename T>
+  void Add(T* buf, size_t n) {
+    ASSERT_EQ(n, 1u);
+    buf[0] += static_cast<T>(held_);
+    ++sums;
+  }
+  double held_;
+};
+
+// With the model in parts (Optimizer::set_model_parts), clipping bounds the norm of the whole gradient and a
+// dynamic loss scale skips the step when any part's gradient is not finite: one sum over the parts each.
+TEST(Optimizer, ClippingAndALossScaleSpanTheModelsParts) {
+  const auto step = [](const std::string& extra, Collectives* parts) {
+    auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 1 " + extra));
+    SetInputs(solver->net());
+    solver->optimizer()->set_model_parts(parts);
+    const std::vector<float> before = AllWeights(*solver);
+    solver->Step(1);
+    std::vector<float> moved = AllWeights(*solver);
+    for (size_t i = 0; i < moved.size(); ++i) moved[i] -= before[i];
+    return std::make_pair(moved, solver->optimizer()->loss_scale());
+  };
+  // Plain SGD at rate 0.5: the unclipped step is -0.5 x the gradient, so its squares give this part's norm.
+  const std::vector<float> free = step("", nullptr).first;
+  double own = 0;
+  for (float m : free) own += (m / 0.5) * (m / 0.5);
+  ASSERT_GT(own, 1e-6);
+  // A threshold half this part's norm, the other parts holding 3 times its square: the whole norm is twice this
+  // part's, so the step is a quarter of the free one (half, were the other parts left out).
+  OtherParts other(3 * own);
+  const std::string clip = "clip_gradients: " + std::to_string(0.5 * std::sqrt(own));
+  const std::vector<float> clipped = step(clip, &other).first;
+  EXPECT_EQ(other.sums, 1);
+  for (size_t i = 0; i < free.size(); ++i) {
+    EXPECT_NEAR(clipped[i], 0.25f * free[i], 1e-4f * std::fabs(free[i]) + 1e-9f) << "weight " << i;
+  }
+  // One part not finite (the sum of the parts' flags is 1): every part skips, and its scale is lowered.
+  OtherParts overflowed(1), finite(0);
+  const auto [skipped, lowered] = step("loss_scale { scale: 1024 dynamic: true }", &overflowed);
+  EXPECT_EQ(skipped, std::vector<float>(free.size(), 0.f));
+  EXPECT_EQ(lowered, 512);
+  const auto [taken, kept] = step("loss_scale { scale: 1024 dynamic: true }", &finite);
+  EXPECT_EQ(taken, free);  // a power of two: bit for bit the unscaled step
+  EXPECT_EQ(kept, 1024);
+  EXPECT_EQ(overflowed.sums + finite.sums, 2);
+}
+
 TEST(Optimizer, UnknownTypeIsRefusedWithTheKnownOnes) {
   try {
     SolverRegistry<float>::Create(MakeParam("type: 'Lion'"));
@@ -250,7 +314,6 @@ TEST(MakeEngine, ChoosesTheLocalEngineOnOneProcessAndRefusesWhatAPipelineCannotR
   EXPECT_NE(dynamic_cast<LocalEngine<float>*>(solver->engine()), nullptr);
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"type: 'KFAC'", "pipeline_param and the K-FAC solver"},
-      {"clip_gradients: 1", "clip_gradients"},
       {"recompute_param { planner: 'sqrt' }", "recompute_param and pipeline_param"},
       {"", "pipeline_param needs the ranks of an MPI job"}};
   for (const auto& [extra, message] : refused) {

@@ -257,8 +257,9 @@ struct Trained {
   std::vector<double> losses;
 };
 
+// `loss_scale`: a LossScaleParameter's text, or "" for none.
 template <typename Dtype>
-Trained Train(bool gpu, const std::string& kfac_text) {
+Trained Train(bool gpu, const std::string& kfac_text, const std::string& loss_scale = "") {
   Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
   SolverParameter p;
   ReadProtoFromTextString(kNet, p.mutable_net_param());
@@ -272,6 +273,7 @@ Trained Train(bool gpu, const std::string& kfac_text) {
   p.set_snapshot_after_train(false);
   p.set_display(0);
   ReadProtoFromTextString(kfac_text, p.mutable_kfac_param());
+  if (!loss_scale.empty()) ReadProtoFromTextString(loss_scale, p.mutable_loss_scale());
   auto solver = SolverRegistry<Dtype>::Create(p);
   std::mt19937 gen(11);
   std::normal_distribution<double> normal(0, 1);
@@ -307,10 +309,11 @@ Trained Train(bool gpu, const std::string& kfac_text) {
   return t;
 }
 
+// The GPU's run, under `gpu_loss_scale` ("" for none), against the CPU's without a loss scale.
 template <typename Dtype>
-void ExpectGpuTrainsAsTheCpu(const std::string& kfac_text, double bound) {
-  SCOPED_TRACE(kfac_text);
-  const Trained cpu = Train<Dtype>(false, kfac_text), gpu = Train<Dtype>(true, kfac_text);
+void ExpectGpuTrainsAsTheCpu(const std::string& kfac_text, double bound, const std::string& gpu_loss_scale = "") {
+  SCOPED_TRACE(kfac_text + " " + gpu_loss_scale);
+  const Trained cpu = Train<Dtype>(false, kfac_text), gpu = Train<Dtype>(true, kfac_text, gpu_loss_scale);
   ASSERT_EQ(cpu.weights.size(), gpu.weights.size());
   ASSERT_EQ(cpu.a.size(), 5u);  // conv1's two groups, conv2, ip1, ip2
   const auto compare = [&](const char* what, const std::vector<std::vector<double>>& want,
@@ -345,6 +348,14 @@ TEST_F(GpuTestKfac, StepsEqualTheCpusInDouble) {
 
 TEST_F(GpuTestKfac, StepsEqualTheCpusInFloat) {
   for (const char* form : kForms) ExpectGpuTrainsAsTheCpu<float>(form, 1e-4);
+}
+
+// A dynamic loss scale (a power of two, doubled every 2 iterations) divides out of the factors on the device as it
+// does on the CPU: the GPU's scaled steps equal the CPU's unscaled ones to the same bound.
+TEST_F(GpuTestKfac, StepsUnderALossScaleEqualTheCpusWithout) {
+  for (const char* form : {kForms[0], kForms[6]}) {
+    ExpectGpuTrainsAsTheCpu<float>(form, 1e-4, "scale: 4096 dynamic: true growth_interval: 2");
+  }
 }
 
 }  // namespace

@@ -68,6 +68,8 @@ class Net {
   void ClearParamDiffs();
   // Backward starts from every loss times `scale` (Layer::set_loss_scale); Forward's loss stays unscaled.
   void set_loss_scale(Dtype scale);
+  // The scale backward starts from: every output gradient is this times the unscaled one (K-FAC divides it out).
+  Dtype loss_scale() const { return loss_scale_; }
   // data -= diff for every owned parameter (the plain update; solvers compute diff first).
   void Update();
   // Makes this net's layers use `other`'s parameter blobs, for layers with the same name (test net <- train net).
@@ -181,6 +183,7 @@ class Net {
   std::vector<std::vector<Blob<Dtype>*>> top_vecs_;
   std::vector<std::vector<int>> top_id_vecs_;
   std::vector<Dtype> blob_loss_weights_;
+  Dtype loss_scale_ = 1;
   std::vector<std::vector<int>> param_id_vecs_;
   std::vector<int> param_owners_;
   std::vector<std::string> param_display_names_;

@@ -40,6 +40,10 @@ class GradientStage {
   virtual void BeforeBackward(int pass) {}
   // True while the stage runs a backward of its own: its gradients are not the iteration's.
   virtual bool in_statistics_pass() const { return false; }
+  // Reduces the statistics the iteration collected across the replicas, first in Apply on every rank (it may be
+  // collective): whether they are all finite, the same answer on every rank. A dynamic loss scale skips the step
+  // when they are not, as for a gradient that is not (the scaled backward overflowed).
+  virtual bool ReduceStatistics(int iter) { return true; }
   // Rewrites the gradients of the whole net, already scaled to the mean and clipped, before the rule.
   // `gradient_scale` is what they were scaled by (for statistics the stage kept unscaled).
   virtual void Precondition(Dtype rate, int iter, Dtype gradient_scale) = 0;
@@ -122,6 +126,10 @@ class Optimizer {
   Dtype gradient_scale() const { return gradient_scale_; }
   // Collectives over the replicas for stages that communicate more than the gradient (K-FAC); null: one rank.
   void set_collectives(Collectives* collectives);
+  // Collectives over the ranks that hold the other parts of this rank's model (a pipeline replica's stages), for
+  // what spans the whole gradient: clipping's norm and a dynamic loss scale's finiteness. Null: this rank holds
+  // all of it (replicas hold copies, not parts).
+  void set_model_parts(Collectives* parts) { model_parts_ = parts; }
   // The rule's state into a solverstate (its history blobs, in Caffe's order), and back. Restore checks that the
   // state fits this net and rule; `origin` (the file) prefixes its errors. The stage's state is saved apart, by
   // SaveStageState: it is collective (every rank calls it; rank 0's `state` receives it), where the history is
@@ -147,9 +155,11 @@ class Optimizer {
   // The gradient times gradient_scale() (nothing when that is 1).
   void Normalize(int param_id);
   void Regularize(int param_id);
-  // Scales the gradients down so that the L2 norm of diff_scale x diff is at most clip_gradients.
+  // Scales the gradients down so that the L2 norm of diff_scale x diff (over every part of the model) is at most
+  // clip_gradients.
   void ClipGradients(Dtype diff_scale);
-  // Whether every learnable param's gradient is finite (a dynamic loss scale skips the step when one is not).
+  // Whether every learnable param's gradient is finite, in every part of the model (a dynamic loss scale skips the
+  // step when one is not).
   bool GradientsFinite() const;
   // The net's loss scale and gradient_scale() from the scaler's scale.
   void UseLossScale();
@@ -166,6 +176,7 @@ class Optimizer {
   void ApplyWithStage(Dtype rate, int iter);
 
   std::unique_ptr<GradientStage<Dtype>> stage_;
+  Collectives* model_parts_ = nullptr;
   LossScaler loss_scaler_;
   int replicas_ = 1;
   Dtype gradient_scale_ = 1;

@@ -644,6 +644,7 @@ void Net<Dtype>::ClearParamDiffs() {
 
 template <typename Dtype>
 void Net<Dtype>::set_loss_scale(Dtype scale) {
+  loss_scale_ = scale;
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_loss_scale(scale, top_vecs_[i]);
 }
 

@@ -194,6 +194,7 @@ TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<
   CheckGradientContributions(engine_->replicas(), param_.iter_size());
   optimizer_->set_replicas(engine_->replicas());
   optimizer_->set_collectives(engine_->collectives());
+  optimizer_->set_model_parts(engine_->model_parts());
   engine_->set_stop_poll([this] { return StopRequestedInIteration(); });
   return engine_.get();
 }
@@ -538,6 +539,11 @@ void Solver<Dtype>::GatherSpreadState(const std::vector<int>& stage_of, SolverSt
       state->add_data_seed(part.data_seed(i));
     }
   }
+  // A dynamic loss scale moves alike on every stage (they agree on every skipped step): stage 0's.
+  if (parts[0].has_loss_scale()) {
+    state->set_loss_scale(parts[0].loss_scale());
+    state->set_loss_scale_finite_iters(parts[0].loss_scale_finite_iters());
+  }
 }
 
 template <typename Dtype>
@@ -568,8 +574,13 @@ void Solver<Dtype>::StagePartOf(const SolverState& whole, const std::vector<int>
   STRATA_REQUIRE(sets * total_params == whole.history_size())
       << origin << " holds " << whole.history_size() << " history blobs; this pipeline's stages hold "
       << total_params << " learnable parameters in all (a different net or solver type?)";
-  // Only what the stage restores from its part (the history, the data streams); the rest is read from `whole`.
+  // Only what the stage restores from its part (the history, the loss scale, the data streams); the rest is read
+  // from `whole`.
   part->Clear();
+  if (whole.has_loss_scale()) {
+    part->set_loss_scale(whole.loss_scale());
+    part->set_loss_scale_finite_iters(whole.loss_scale_finite_iters());
+  }
   for (int h = 0; h < sets; ++h) {
     for (int i = 0; i < params; ++i) *part->add_history() = whole.history(h * total_params + param_offset + i);
   }

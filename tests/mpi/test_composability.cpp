@@ -122,6 +122,7 @@ class ComposabilityRanks : public ::testing::TestWithParam<Cell> {
       throw;
     }
     r.TakeWeights(*solver->net());
+    r.loss_scale = solver->optimizer()->loss_scale();
     solver->set_engine(nullptr);
     Strata::set_solver_rank(0);
     Strata::set_solver_count(1);
@@ -164,11 +165,13 @@ const Cell kCells[] = {
     {"pipeline_sync", "reversible", kRounding},
     {"pipeline_sync", "kfac_empirical", 0, kRefused, "pipeline|K-FAC"},
     {"pipeline_sync", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
-    {"pipeline_sync", "clip", 0, kRefused, "clip_gradients|pipeline_param"},
+    // The norm and the finiteness of the whole gradient are sums over one replica's stages (Optimizer::
+    // set_model_parts).
+    {"pipeline_sync", "clip", kRounding},
     {"pipeline_sync", "resume", kRounding},
     {"pipeline_sync", "dropout", 0, kTrains, "each stage draws from its own engine: one rank interleaves the draws"},
     {"pipeline_sync", "stochastic_pool", 0, kTrains, "each stage draws from its own engine"},
-    {"pipeline_sync", "loss_scale", 0, kRefused, "loss_scale|pipeline_param"},
+    {"pipeline_sync", "loss_scale", kRounding},
     {"pipeline_async", "fusion", 0, kTrains, "ASYNC updates with stale weights by design (PETRA): no reference"},
     {"pipeline_async", "layouts", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "bf16", 0, kTrains, "ASYNC: no reference"},
@@ -178,10 +181,10 @@ const Cell kCells[] = {
     {"pipeline_async", "stochastic_pool", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "kfac_empirical", 0, kRefused, "pipeline|K-FAC"},
     {"pipeline_async", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
-    {"pipeline_async", "clip", 0, kRefused, "clip_gradients|pipeline_param"},
+    {"pipeline_async", "clip", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
     {"pipeline_async", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
-    {"pipeline_async", "loss_scale", 0, kRefused, "loss_scale|pipeline_param"},
+    {"pipeline_async", "loss_scale", 0, kTrains, "ASYNC: no reference"},
 };
 
 TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {
@@ -203,6 +206,9 @@ TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {
   const bool per_pass = pipeline || reference.bf16;
   reference.iter_size = per_pass ? passes * replicas : passes;
   reference.batch = kPerRank * passes * replicas;
+  // Clipping bounds the norm of the passes' sum, over replicas their mean: one rank's sum of R times the passes is
+  // R times larger.
+  if (per_pass) reference.clip_norm *= static_cast<float>(replicas);
   if (c.outcome == kRefused) {
     testing_data::ExpectErrorContaining([&] { Train(with, 1); }, RefusalWords(c));
     return;
@@ -256,6 +262,28 @@ TEST_F(ComposabilityRanks, KfacResumesAsTheUninterruptedRun) {
     EXPECT_TRUE(all_ranks(diff == 0)) << "K-FAC " << kfac << ": rank " << world_rank() << "'s weights differ by "
                                       << diff;
   }
+}
+
+// A pipeline's dynamic loss scale (the same on every stage) is in its snapshot, and every stage resumes from it:
+// the resumed run scales as the uninterrupted one (a power of two leaves the weights alike either way, so the scale
+// itself is compared).
+TEST_F(ComposabilityRanks, PipelineLossScaleResumesAsTheUninterruptedRun) {
+  if (world_size() < 2 || world_size() % 2 != 0) GTEST_SKIP() << "a pipeline of 2 stages needs an even number of ranks";
+  Features f;
+  f.engine = Features::kPipelineSync;
+  f.loss_scale = true;
+  f.iter_size = kMicroBatches;
+  f.batch = kPerRank * kMicroBatches;
+  Features resumed = f;
+  resumed.resume = true;
+  const Result straight = Train(f), again = Train(resumed);
+  EXPECT_EQ(straight.loss_scale, 4096 << (kIterations / 2));  // doubled every 2 iterations
+  EXPECT_TRUE(all_ranks(again.loss_scale == straight.loss_scale)) << "rank " << world_rank() << " resumed at scale "
+                                                                  << again.loss_scale;
+  EXPECT_TRUE(all_ranks(again.losses == straight.losses));
+  // The learned weights: a snapshot drains the pipeline, which averages the replicas' BatchNorm statistics.
+  const double diff = RelativeDifference(again.learned, straight.learned);
+  EXPECT_TRUE(all_ranks(diff == 0)) << "rank " << world_rank() << "'s weights differ by " << diff;
 }
 
 std::string CellName(const ::testing::TestParamInfo<Cell>& info) {

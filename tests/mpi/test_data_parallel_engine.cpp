@@ -97,8 +97,10 @@ struct SolverSetting {
   // conv1's outputs: 16 has oneDNN keep its weights in a blocked layout of its own (memory_format.hpp), which the
   // allreduce then sums as it is.
   int conv_outputs = 3;
+  bool loss_scale = false;  // a dynamic loss scale from 2^12, doubled every 2 iterations
   bool operator<(const SolverSetting& o) const {
-    return std::tie(iter_size, clip, kfac, gpu, conv_outputs) < std::tie(o.iter_size, o.clip, o.kfac, o.gpu, o.conv_outputs);
+    return std::tie(iter_size, clip, kfac, gpu, conv_outputs, loss_scale) <
+           std::tie(o.iter_size, o.clip, o.kfac, o.gpu, o.conv_outputs, o.loss_scale);
   }
 };
 
@@ -122,7 +124,7 @@ struct Config {
       << solver.iter_size << ", clip " << solver.clip << ", K-FAC " << solver.kfac
       << (solver.gpu ? std::string(", GPU, ") + CommParameter::GpuPath_Name(gpu_path) : "")
       << (staged ? ", HOST staging in CPU training" : "") << ", conv1 outputs " << solver.conv_outputs
-      << (plain_on_rank1 ? ", rank 1's parameters plain" : "");
+      << (plain_on_rank1 ? ", rank 1's parameters plain" : "") << (solver.loss_scale ? ", a loss scale" : "");
     return s.str();
   }
 };
@@ -154,6 +156,38 @@ class DataParallelEngineTest : public ::testing::Test {
     FLAGS_minloglevel = saved_minloglevel_;
   }
 
+  // y = w x (x: 1 x 2, w starting at 0.5) under a Euclidean loss against t, trained by every rank with
+  // `solver_text`'s settings: the tests of values that are not finite on one rank set x and t themselves.
+  static std::unique_ptr<Solver<float>> MakeOneWeightSolver(const std::string& solver_text) {
+    Strata::set_solver_rank(world_rank());
+    Strata::set_solver_count(world_size());
+    SolverParameter param;
+    ReadProtoFromTextString(solver_text, &param);
+    ReadProtoFromTextString(R"(
+      name: "huge"
+      layer { name: "in" type: "Input" top: "x" top: "t" input_param { shape { dim: 1 dim: 2 } shape { dim: 1 dim: 1 } } }
+      layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
+              inner_product_param { num_output: 1 bias_term: false weight_filler { type: "constant" value: 0.5 } } }
+      layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "l" })",
+                            param.mutable_net_param());
+    EngineSetup setup;
+    setup.comm = comm_.get();
+    return SolverRegistry<float>::Create(param, setup);
+  }
+
+  // Two iterations that every rank skips, each halving the loss scale from `scale`; returns the weights they kept.
+  static Weights ExpectTwoSkippedIterations(Solver<float>* solver, double scale) {
+    const Weights start = WeightsOf(*solver);
+    for (int k = 1; k <= 2; ++k) {
+      solver->Step(1);
+      solver->engine()->Drain();
+      EXPECT_TRUE(all_ranks(WeightsOf(*solver) == start)) << "iteration " << k << " was not skipped on every rank";
+      EXPECT_TRUE(all_ranks(solver->optimizer()->skipped_iterations() == k));
+      EXPECT_TRUE(all_ranks(solver->optimizer()->loss_scale() == scale / (1 << k)));
+    }
+    return start;
+  }
+
   static SolverParameter MakeSolverParam(int batch, const SolverSetting& s, bool batch_norm = false) {
     SolverParameter p;
     ReadProtoFromTextString(NetText(db_, batch, batch_norm, s.conv_outputs), p.mutable_net_param());
@@ -178,6 +212,12 @@ class DataParallelEngineTest : public ::testing::Test {
       k->set_inverse_interval(3);
       k->set_kl_clip(0.01f);
       k->set_distribute_inverses(s.kfac == 1);
+    }
+    if (s.loss_scale) {
+      LossScaleParameter* l = p.mutable_loss_scale();
+      l->set_scale(4096);
+      l->set_dynamic(true);
+      l->set_growth_interval(2);
     }
     p.set_random_seed(1701);
     p.set_display(0);
@@ -419,6 +459,11 @@ TEST_F(DataParallelEngineTest, KfacEqualsOneRankWithTheWholeBatch) {
   Check(c, 1e-4f);
   c.solver.kfac = 2;
   Check(c, 1e-4f);
+  // The loss scale divides out of the factors and of the gathered rows of dy as it does out of the gradient.
+  c.solver.loss_scale = true;
+  Check(c, 1e-4f);
+  c.solver.kfac = 1;
+  Check(c, 1e-4f);
 }
 
 // The GPU path's bookkeeping, in CPU training: through the HOST staging with plain copies in place of the device
@@ -477,36 +522,41 @@ TEST_F(DataParallelEngineTest, MakeEngineChoosesTheDataParallelEngineOnSeveralRa
 // gradient is infinite on every rank, so every rank skips the same iterations and lowers its scale alike, and the
 // first finite one moves every rank's weights the same way.
 TEST_F(DataParallelEngineTest, ANonFiniteGradientOnOneRankSkipsTheIterationOnEvery) {
-  Strata::set_solver_rank(world_rank());
-  Strata::set_solver_count(world_size());
-  SolverParameter param;
-  ReadProtoFromTextString("base_lr: 1e-31 lr_policy: 'fixed' momentum: 0.9 max_iter: 10 random_seed: 5 "
-                          "snapshot_after_train: false loss_scale { scale: 2147483648 dynamic: true }",
-                          &param);  // 2^31
   // y = 0.5 x0: the last rank's weight gradient is 5e29 times the scale, infinite in float from 2^30 on.
-  ReadProtoFromTextString(R"(
-    name: "huge"
-    layer { name: "in" type: "Input" top: "x" top: "t" input_param { shape { dim: 1 dim: 2 } shape { dim: 1 dim: 1 } } }
-    layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
-            inner_product_param { num_output: 1 bias_term: false weight_filler { type: "constant" value: 0.5 } } }
-    layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "l" })",
-                          param.mutable_net_param());
-  EngineSetup setup;
-  setup.comm = comm_.get();
-  auto solver = SolverRegistry<float>::Create(param, setup);
+  auto solver = MakeOneWeightSolver("base_lr: 1e-31 lr_policy: 'fixed' momentum: 0.9 max_iter: 10 random_seed: 5 "
+                                    "snapshot_after_train: false loss_scale { scale: 2147483648 dynamic: true }");
   float* x = solver->net()->blob_by_name("x")->mutable_cpu_data();
   x[0] = world_rank() == world_size() - 1 ? 1e15f : 1.f;
   x[1] = 0;
   solver->net()->blob_by_name("t")->mutable_cpu_data()[0] = 0;
-  const Weights start = WeightsOf(*solver);
-  for (int k = 1; k <= 2; ++k) {
-    solver->Step(1);
-    solver->engine()->Drain();
-    EXPECT_TRUE(all_ranks(WeightsOf(*solver) == start)) << "iteration " << k << " was not skipped on every rank";
-    EXPECT_TRUE(all_ranks(solver->optimizer()->skipped_iterations() == k));
-    EXPECT_TRUE(all_ranks(solver->optimizer()->loss_scale() == std::ldexp(1.0, 31 - k)));
-  }
+  const Weights start = ExpectTwoSkippedIterations(solver.get(), std::ldexp(1.0, 31));
   solver->Step(1);  // at 2^29 the sum is finite
+  solver->engine()->Drain();
+  EXPECT_TRUE(all_ranks(WeightsOf(*solver) != start)) << "the first finite iteration did not update";
+  EXPECT_TRUE(same_on_all_ranks(WeightsDigest(*solver->net())));
+  solver->set_engine(nullptr);
+  Strata::set_solver_rank(0);
+  Strata::set_solver_count(1);
+}
+
+// K-FAC's factors infinite on one rank only (its input is 2e19, whose square is not a float; its gradient is 0):
+// a block's owner alone sees the reduced factor, so the ranks agree on a flag, skip the iteration alike and lower
+// the scale alike, and the next finite iteration moves every rank's weights the same way.
+TEST_F(DataParallelEngineTest, NonFiniteFactorsOnOneRankSkipTheIterationOnEvery) {
+  auto solver = MakeOneWeightSolver("type: 'KFAC' base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 max_iter: 10 "
+                                    "random_seed: 5 snapshot_after_train: false loss_scale { scale: 64 dynamic: true } "
+                                    "kfac_param { fisher: EMPIRICAL damping: 0.01 distribute_inverses: true }");
+  const auto set_input = [&](bool huge) {
+    float* x = solver->net()->blob_by_name("x")->mutable_cpu_data();
+    x[0] = huge ? 2e19f : 1.f + 0.25f * world_rank();
+    x[1] = 0.5f;
+    solver->net()->blob_by_name("t")->mutable_cpu_data()[0] = 0.5f * x[0];  // the huge rank's y - t rounds to 0
+  };
+  set_input(world_rank() == world_size() - 1);
+  const Weights start = ExpectTwoSkippedIterations(solver.get(), 64);
+  set_input(false);
+  solver->net()->blob_by_name("t")->mutable_cpu_data()[0] = 0.3f;
+  solver->Step(1);
   solver->engine()->Drain();
   EXPECT_TRUE(all_ranks(WeightsOf(*solver) != start)) << "the first finite iteration did not update";
   EXPECT_TRUE(same_on_all_ranks(WeightsDigest(*solver->net())));

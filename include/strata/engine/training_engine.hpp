@@ -88,6 +88,9 @@ class TrainingEngine {
   virtual int replicas() const { return 1; }
   // Collectives over the replicas for optimizers that communicate more than the gradient (K-FAC); null: one rank.
   virtual Collectives* collectives() { return nullptr; }
+  // Collectives over the ranks that hold the other parts of this rank's model (a pipeline replica's stages); null:
+  // every rank holds the whole model. Optimizer::set_model_parts says what they are for.
+  virtual Collectives* model_parts() { return nullptr; }
 
   // The loop's "stop now?", for engines that drop an iteration between its micro-batches: a signal is then
   // honoured within one micro-batch whatever iter_size is (a data-parallel job's ranks agree on it first).

@@ -92,8 +92,9 @@ class KfacBlock {
   void Precondition(const Dtype* matrix, Dtype* out);
   // The same for an inner product's gradient given as its factors, D = dy^T [x 1] (x: rows x inputs, dy:
   // rows x outputs): G^-1 D A^-1 = (G^-1 dy^T) ([x 1] A^-1), which for a batch narrower than the layer costs a
-  // fraction of the product with D. Split damping only (the unsplit form divides between the rotations).
-  void PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype* out);
+  // fraction of the product with D. The result is multiplied by dy_scale. Split damping only (the unsplit form
+  // divides between the rotations).
+  void PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype dy_scale, Dtype* out);
   // Whether PreconditionFactored would be cheaper than Precondition for `rows` rows.
   bool FactoredIsCheaper(int rows) const;
   bool split() const { return split_; }

@@ -40,6 +40,9 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   void BeginIteration(int iter) override { iter_ = iter; }
   void BeforeBackward(int pass) override;
   bool in_statistics_pass() const override { return statistics_pass_; }
+  // On factor iterations, the batch's factors reduced across the ranks (to each block's owner, or to every rank):
+  // whether every one is finite. The output gradients they are made of carry the loss scale, which divides out.
+  bool ReduceStatistics(int iter) override;
   // Folds the iteration's factors, inverts where due and preconditions every block's gradient (the steps above).
   void Precondition(Dtype rate, int iter, Dtype gradient_scale) override;
   void set_collectives(Collectives* collectives) override { collectives_ = collectives; }
@@ -68,7 +71,10 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   template <typename M>
   void CollectFactorsOn(M m, int layer_id);
   void AssignOwners();
-  void ReduceFactors();
+  // Packs the fresh factors and reduces them across the ranks; whether they are all finite (agreed by the ranks).
+  bool ReduceFactors();
+  // Folds the reduced factors into each owned block's running averages.
+  void FoldFactors();
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
   void LogTimes(int iter);
   // On the GPU the host reaches a part when its work is launched, not done: the last iteration of each display
@@ -81,6 +87,7 @@ class KfacPreconditioner : public GradientStage<Dtype> {
     int rows = 0;  // over all ranks; 0: precondition D itself
     const Dtype* x = nullptr;
     const Dtype* dy = nullptr;
+    Dtype dy_scale = 1;  // what dy is still to be scaled by, as the solver scaled the summed gradient
   };
   template <typename M>
   void GatherFactoredInputs(M m, Dtype gradient_scale);
@@ -93,6 +100,8 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   Net<Dtype>* net_;
   Collectives* collectives_ = nullptr;
   int iter_ = 0;                  // the iteration whose statistics the hooks collect
+  int reduced_iter_ = -1;         // the iteration whose factors factor_buffer_ holds reduced
+  bool reduced_finite_ = true;    // and whether they are all finite
   bool statistics_pass_ = false;
   std::vector<std::unique_ptr<KfacBlock<Dtype>>> blocks_;
   std::vector<std::vector<int>> blocks_of_layer_;

@@ -1,6 +1,6 @@
 // The loss scale of solver loss_scale { } (docs/caffe.md, "Loss scaling"): the factor backward starts from, and,
 // when dynamic, how it follows the gradients: lowered (and the iteration skipped) when one is not finite, raised
-// after growth_interval finite iterations in a row. The Optimizer owns one and asks it after every reduced gradient.
+// after growth_interval finite iterations in a row. The Optimizer owns one and asks it after every reduced backward.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +19,11 @@ class LossScaler {
   // Whether backward is scaled at all (a scale other than 1, or one that may change).
   bool active() const { return dynamic() || scale_ != 1; }
 
-  // After iteration `iter`'s gradient, scaled by scale(): whether it is all finite. Returns whether the update may
-  // use it; false (a dynamic scale and a gradient that is not) lowers the scale, logged. A gradient not finite at
-  // min_scale ends the run with an Error: lowering the scale further would not make it finite.
-  bool AfterGradient(bool finite, int iter);
+  // After iteration `iter`'s backward, scaled by scale(): what of it is not finite ("the gradient", "a statistic
+  // of the KFAC stage"), or "" when all of it is. Returns whether the update may use it; false (a dynamic scale and
+  // something not finite) lowers the scale, logged. Something not finite at min_scale ends the run with an Error:
+  // lowering the scale further would not make it finite.
+  bool AfterBackward(const std::string& not_finite, int iter);
 
   // The dynamic scale's state (a solverstate's loss_scale fields), so that a resumed run scales as the
   // uninterrupted one would; a state without them (Caffe's, a static scale's) leaves the solver's first scale.

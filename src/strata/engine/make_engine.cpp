@@ -10,12 +10,6 @@ EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup) 
     STRATA_REQUIRE(param.type() != "KFAC") << "pipeline_param and the K-FAC solver together are not supported: "
                                            << "pipeline training runs the SGD family; K-FAC's factors are not "
                                            << "split by stage";
-    STRATA_REQUIRE(param.clip_gradients() < 0)
-        << "clip_gradients needs the norm of the whole gradient, which a pipeline spreads over its stages; it is not "
-        << "supported with pipeline_param";
-    STRATA_REQUIRE(!param.has_loss_scale() || (!param.loss_scale().dynamic() && param.loss_scale().scale() == 1))
-        << "loss_scale and pipeline_param together are not supported: the stages would have to agree on every "
-        << "skipped step, and only the last one sees the loss";
     STRATA_REQUIRE(!param.has_recompute_param())
         << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
         << "pipeline_param { activations: RECOMPUTE }";

@@ -112,6 +112,12 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
   world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
+  if (grid_.stages > 1) {
+    // One replica's stages: the parts of one model, for the optimizer's whole-gradient norm and finiteness.
+    STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), grid_.replica, s, &parts_comm_));
+    parts_allreduce_ = policy.create(parts_comm_);
+    parts_collectives_ = std::make_unique<MpiCollectives>(parts_comm_, parts_allreduce_.get());
+  }
   if (grid_.replicas > 1) {
     // Without MPI_THREAD_MULTIPLE this thread, which sends and receives too, sums everything after the last backward.
     const bool threads = comm.thread_level() >= MPI_THREAD_MULTIPLE;
@@ -155,6 +161,9 @@ PipelineEngine<Dtype>::~PipelineEngine() {
   link_.reset();  // waits for the sends in flight
   stage_allreduce_.reset();
   if (stage_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_comm_);
+  parts_collectives_.reset();
+  parts_allreduce_.reset();
+  if (parts_comm_ != MPI_COMM_NULL) MPI_Comm_free(&parts_comm_);
 }
 
 template <typename Dtype>

@@ -335,7 +335,7 @@ bool KfacBlock<Dtype>::FactoredIsCheaper(int rows) const {
 }
 
 template <typename Dtype>
-void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype* out) {
+void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int rows, Dtype dy_scale, Dtype* out) {
   CHECK(has_inverses_ && split_) << shape_.name << ": the factored form needs split-damping inverses";
   const int g = g_dim(), a = a_dim(), k = shape_.inputs;
   OnSolverDevice<Dtype>([&](auto m) {
@@ -353,7 +353,7 @@ void KfacBlock<Dtype>::PreconditionFactored(const Dtype* x, const Dtype* dy, int
     } else {
       m.gemm(CblasNoTrans, CblasNoTrans, rows, a, a, Dtype(1), xh, m.data(a_inv_.matrix), Dtype(0), right);
     }
-    m.gemm(CblasNoTrans, CblasNoTrans, g, a, rows, Dtype(1), left, right, Dtype(0), out);
+    m.gemm(CblasNoTrans, CblasNoTrans, g, a, rows, dy_scale, left, right, Dtype(0), out);
   });
 }
 

@@ -200,17 +200,19 @@ void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
         block.CollectConvolutionA(m.data(*bottom), bottom->count(0, conv->channel_axis()), conv->geometry());
       }
     }
+    // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy, and dy is
+    // the loss scale times the unscaled one (a power of two divides out exactly).
+    const double unscale = 1.0 / static_cast<double>(net->loss_scale());
     for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
-      // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy.
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = top->num_axes() - 1;  // the inner product's output is rows x num_output
         const int rows = top->count(0, axis);
-        block.CollectInnerProductG(m.diff(*top), rows, static_cast<Dtype>(rows));
+        block.CollectInnerProductG(m.diff(*top), rows, static_cast<Dtype>(rows * unscale));
       } else {
         const auto* conv = static_cast<const ConvolutionLayer<Dtype>*>(layer);
         const int images = top->count(0, conv->channel_axis());
         block.CollectConvolutionG(m.diff(*top), images, conv->geometry(), conv->num_output(),
-                                  static_cast<Dtype>(images));
+                                  static_cast<Dtype>(images * unscale));
       }
     }
   }
@@ -311,7 +313,19 @@ bool KfacPreconditioner<Dtype>::Owns(int b) const {
 }
 
 template <typename Dtype>
-void KfacPreconditioner<Dtype>::ReduceFactors() {
+bool KfacPreconditioner<Dtype>::ReduceStatistics(int iter) {
+  CHECK_EQ(iter, iter_) << "K-FAC: the update is not for the iteration whose factors were collected";
+  if (owners_.empty()) AssignOwners();
+  if (blocks_.empty() || !Collecting()) return true;
+  if (reduced_iter_ != iter) {
+    reduced_finite_ = ReduceFactors();
+    reduced_iter_ = iter;
+  }
+  return reduced_finite_;
+}
+
+template <typename Dtype>
+bool KfacPreconditioner<Dtype>::ReduceFactors() {
   const int ranks = collectives_ ? collectives_->size() : 1;
   const std::vector<int>& order = order_;
   std::vector<int> counts(ranks, 0);
@@ -332,7 +346,8 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
       }
     });
   }
-  if (ranks > 1 && total > 0) {
+  if (total == 0) return true;
+  if (ranks > 1) {
     Stopwatch watch(&Times::communication_ms, &times_, Synced());
     if (distributed_) {
       collectives_->ReduceScatter(factor_buffer_.mutable_cpu_data(), counts);
@@ -340,9 +355,28 @@ void KfacPreconditioner<Dtype>::ReduceFactors() {
       collectives_->Allreduce(factor_buffer_.mutable_cpu_data(), total);
     }
   }
+  // A sum holds every rank's inf or NaN; distributed, each rank has only its share, so the ranks add up a flag.
+  const int rank = distributed_ ? collectives_->rank() : 0;
+  const int start = std::accumulate(counts.begin(), counts.begin() + rank, 0);
+  const int share = distributed_ ? counts[rank] : total;
+  Dtype not_finite = 0;
+  {
+    Stopwatch watch(&Times::factors_ms, &times_, Synced());
+    not_finite = cpu_all_finite(static_cast<size_t>(share), factor_buffer_.cpu_data() + start) ? 0 : 1;
+  }
+  if (distributed_) {
+    Stopwatch watch(&Times::communication_ms, &times_, Synced());
+    collectives_->Allreduce(&not_finite, 1);
+  }
+  return not_finite == 0;
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::FoldFactors() {
+  const int ranks = collectives_ ? collectives_->size() : 1;
   Stopwatch watch(&Times::factors_ms, &times_, Synced());
-  const Dtype* p = total ? factor_buffer_.cpu_data() : nullptr;
-  for (int b : order) {
+  const Dtype* p = factor_buffer_.count() ? factor_buffer_.cpu_data() : nullptr;
+  for (int b : order_) {
     if (Owns(b)) blocks_[b]->FoldFactors(p, ranks, kp_.factor_decay());
     p += blocks_[b]->packed_factor_size();
   }
@@ -384,6 +418,7 @@ void KfacPreconditioner<Dtype>::GatherFactoredInputs(M m, Dtype gradient_scale) 
     for (int b : chosen) {
       factored_[b].x = m.data(*x_of(b));
       factored_[b].dy = m.diff(*dy_of(b));
+      factored_[b].dy_scale = gradient_scale;  // 1 / the loss scale
     }
     return;
   }
@@ -429,7 +464,7 @@ template <typename Dtype>
 bool KfacPreconditioner<Dtype>::FactoredPrecondition(int b, Dtype* v) {
   const Factored& f = factored_[b];
   if (f.rows == 0 || !blocks_[b]->has_inverses()) return false;
-  blocks_[b]->PreconditionFactored(f.x, f.dy, f.rows, v);
+  blocks_[b]->PreconditionFactored(f.x, f.dy, f.rows, f.dy_scale, v);
   return true;
 }
 
@@ -514,10 +549,15 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
 
 template <typename Dtype>
 void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradient_scale) {
-  CHECK_EQ(iter, iter_) << "K-FAC: the update is not for the iteration whose factors were collected";
-  if (owners_.empty()) AssignOwners();
+  const bool factors_finite = ReduceStatistics(iter);  // Apply has reduced them already: only looked up
   if (!blocks_.empty()) {
-    if (Collecting()) ReduceFactors();
+    if (Collecting() && factors_finite) {
+      FoldFactors();
+    } else if (Collecting()) {
+      // A dynamic loss scale has skipped such a step already (Optimizer::Apply); a static one, or none, keeps the
+      // running factors rather than an inf that no later batch would decay away.
+      LOG(WARNING) << "K-FAC: iteration " << iter << "'s factors are not finite; the running factors are kept";
+    }
     const bool scheduled = iter % kp_.inverse_interval() == 0;
     Stopwatch watch(&Times::inverses_ms, &times_, Synced());
     for (size_t b = 0; b < blocks_.size(); ++b) {

@@ -8,9 +8,9 @@ namespace strata {
 
 LossScaler::LossScaler(const LossScaleParameter& param) : param_(param), scale_(param.scale()) {}
 
-bool LossScaler::AfterGradient(bool finite, int iter) {
+bool LossScaler::AfterBackward(const std::string& not_finite, int iter) {
   if (!dynamic()) return true;
-  if (finite) {
+  if (not_finite.empty()) {
     if (++finite_iters_ >= param_.growth_interval()) {
       // A scale that would overflow float itself stays where it is (every gradient at it would be infinite anyway).
       const double grown = scale_ * param_.growth_factor();
@@ -20,10 +20,10 @@ bool LossScaler::AfterGradient(bool finite, int iter) {
     return true;
   }
   STRATA_REQUIRE(scale_ > param_.min_scale())
-      << "the gradient is not finite at iteration " << iter << " at loss_scale.min_scale (" << param_.min_scale()
+      << not_finite << " is not finite at iteration " << iter << " at loss_scale.min_scale (" << param_.min_scale()
       << "): a smaller scale would not make it finite (a NaN or inf from the data or a layer); training stopped";
   const double lowered = std::max<double>(scale_ * param_.backoff_factor(), param_.min_scale());
-  LOG(WARNING) << "Iteration " << iter << ": the gradient is not finite at loss scale " << scale_
+  LOG(WARNING) << "Iteration " << iter << ": " << not_finite << " is not finite at loss scale " << scale_
                << "; the step is skipped and the scale lowered to " << lowered;
   scale_ = lowered;
   finite_iters_ = 0;
@@ -50,10 +50,6 @@ void CheckLossScale(const SolverParameter& param) {
   // The update multiplies by 1 / scale in float: that must be a number too.
   STRATA_REQUIRE(s.scale() > 0 && std::isfinite(1.0f / s.scale()))
       << "loss_scale.scale is " << s.scale() << "; it must be positive, and its reciprocal a float";
-  const bool scaled = s.dynamic() || s.scale() != 1;
-  STRATA_REQUIRE(!scaled || param.type() != "KFAC")
-      << "loss_scale and the K-FAC solver together are not supported: K-FAC's factors are collected from the "
-      << "gradients of backward, which the scale would enter squared";
   if (!s.dynamic()) return;
   STRATA_REQUIRE(s.growth_factor() > 1) << "loss_scale.growth_factor is " << s.growth_factor()
                                         << "; it must be above 1";

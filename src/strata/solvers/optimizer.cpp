@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
+#include "strata/comm/collectives.hpp"
 #include "strata/math_functions.hpp"
 
 namespace strata {
@@ -41,16 +43,22 @@ void Optimizer<Dtype>::UseLossScale() {
 template <typename Dtype>
 bool Optimizer<Dtype>::GradientsFinite() const {
   const auto& params = net_->learnable_params();
+  const bool finite = [&] {
 #ifdef STRATA_USE_CUDA
-  if (Strata::mode() == Strata::GPU) {
-    std::vector<std::pair<const Dtype*, size_t>> spans;
-    for (Blob<Dtype>* p : params) spans.emplace_back(p->gpu_diff(), static_cast<size_t>(p->count()));
-    return gpu_all_finite(spans);
-  }
+    if (Strata::mode() == Strata::GPU) {
+      std::vector<std::pair<const Dtype*, size_t>> spans;
+      for (Blob<Dtype>* p : params) spans.emplace_back(p->gpu_diff(), static_cast<size_t>(p->count()));
+      return gpu_all_finite(spans);
+    }
 #endif
-  return std::all_of(params.begin(), params.end(), [](Blob<Dtype>* p) {
-    return cpu_all_finite(static_cast<size_t>(p->count()), p->cpu_diff_as_is());
-  });
+    return std::all_of(params.begin(), params.end(), [](Blob<Dtype>* p) {
+      return cpu_all_finite(static_cast<size_t>(p->count()), p->cpu_diff_as_is());
+    });
+  }();
+  if (!model_parts_) return finite;
+  Dtype not_finite = finite ? 0 : 1;  // a count of the parts that are not
+  model_parts_->Allreduce(&not_finite, 1);
+  return not_finite == 0;
 }
 
 template <typename Dtype>
@@ -79,6 +87,7 @@ void Optimizer<Dtype>::ClipGradients(Dtype diff_scale) {
   if (clip < 0) return;
   Dtype sumsq = 0;
   for (Blob<Dtype>* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  if (model_parts_) model_parts_->Allreduce(&sumsq, 1);
   const Dtype norm = std::sqrt(sumsq) * diff_scale;
   if (norm > clip) {
     const Dtype scale = clip / norm;
@@ -183,12 +192,19 @@ void Optimizer<Dtype>::UpdateLayer(int layer_id, Dtype rate, int iter) {
 template <typename Dtype>
 void Optimizer<Dtype>::Apply(Dtype rate, int iter) {
   const double loss_scale = loss_scaler_.scale();  // the one this gradient was computed with: the next may differ
-  // The gradient is the same on every rank (reduced), so every rank skips the same iterations.
-  if (loss_scaler_.dynamic() && !loss_scaler_.AfterGradient(GradientsFinite(), iter)) {
-    ++skipped_iterations_;
-    gradients_zeroed_ = false;
-    UseLossScale();
-    return;
+  // The gradient and the stage's statistics are the same on every rank (reduced), so every rank skips the same
+  // iterations.
+  const bool statistics_finite = !stage_ || stage_->ReduceStatistics(iter);
+  if (loss_scaler_.dynamic()) {
+    const std::string overflowed = !GradientsFinite()   ? "the gradient"
+                                   : !statistics_finite ? "a statistic of the " + std::string(stage_->type()) + " stage"
+                                                        : "";
+    if (!loss_scaler_.AfterBackward(overflowed, iter)) {
+      ++skipped_iterations_;
+      gradients_zeroed_ = false;
+      UseLossScale();
+      return;
+    }
   }
   const auto& params = net_->learnable_params();
   if (stage_) {
