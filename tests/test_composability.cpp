@@ -95,22 +95,24 @@ const Cell kCells[] = {
     {"layouts", "stochastic_pool", kRounding},
     {"recompute", "bf16", 0},
     {"recompute", "reversible", kRounding},  // the block's rebuilt input under the plan: 8e-7 measured
-    // K-FAC's factors (dense sums over the batch) round differently under the plan: 3e-6 measured.
+    // K-FAC's factors (dense sums over the batch) round differently under the plan: 3e-6 measured. The true
+    // Fisher's backward frees only what the real one recomputes (Net::BackwardKeepingValues).
     {"recompute", "kfac_empirical", kRounding},
-    {"recompute", "kfac_true", 0, kRefused, "TRUE_FISHER|recompute"},
+    {"recompute", "kfac_true", kRounding},
     {"recompute", "iter_size", 0},
     {"recompute", "clip", 0},
     {"recompute", "resume", 0},
     {"recompute", "dropout", 0},
     {"recompute", "stochastic_pool", 0},
     // Blobs freed after their last use run the same layers in the same order as Caffe's every blob kept. K-FAC's
-    // factors round differently, as under any plan (2e-6 measured); its true Fisher's second backward reads them.
+    // factors round differently, as under any plan (2e-6 measured); its true Fisher's backward, which the real one
+    // follows, frees only the gradients.
     {"free_after_use", "fusion", 0},
     {"free_after_use", "layouts", 0},
     {"free_after_use", "bf16", 0},
     {"free_after_use", "reversible", 0},
     {"free_after_use", "kfac_empirical", kRounding},
-    {"free_after_use", "kfac_true", 0, kRefused, "TRUE_FISHER|blob_lifetime"},
+    {"free_after_use", "kfac_true", kRounding},
     {"free_after_use", "iter_size", 0},
     {"free_after_use", "clip", 0},
     {"free_after_use", "resume", 0},

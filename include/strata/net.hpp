@@ -46,6 +46,9 @@ class Net {
   Dtype ForwardFromTo(int start, int end);
   // Runs backward over all layers, from the last (or by the pass runner).
   void Backward();
+  // A backward that another follows on the same forward (K-FAC's true-Fisher statistics): a pass runner frees
+  // only the gradients and what a recomputation rebuilds, so the next Backward finds every value it reads.
+  void BackwardKeepingValues();
   // Runs backward of layers start down to end inclusive (start >= end).
   void BackwardFromTo(int start, int end);
   // One layer's forward with its hooks: before_forward(i), the layer's Forward, after_forward(i). Returns the

@@ -18,6 +18,9 @@ class NetPassRunner {
   virtual Dtype Forward(Net<Dtype>& net) = 0;
   // One backward pass of `net`.
   virtual void Backward(Net<Dtype>& net) = 0;
+  // One backward pass that another follows on the same forward (Net::BackwardKeepingValues): a runner that frees
+  // memory in Backward frees here only what it rebuilds in the next one.
+  virtual void BackwardKeepingValues(Net<Dtype>& net) { Backward(net); }
 };
 
 }  // namespace strata

@@ -615,6 +615,17 @@ void Net<Dtype>::Backward() {
 }
 
 template <typename Dtype>
+void Net<Dtype>::BackwardKeepingValues() {
+  if (runner_) {
+    runner_->BackwardKeepingValues(*this);
+  } else {
+    // The plain passes free no value a backward reads but a reversible block's rebuilt inputs (which K-FAC's
+    // true Fisher refuses).
+    Backward();
+  }
+}
+
+template <typename Dtype>
 int Net<Dtype>::batch_size() const {
   for (int l = 0; l < num_layers(); ++l) {
     if (!layers_[l]->IsBatchSource() || top_vecs_[l].empty()) continue;

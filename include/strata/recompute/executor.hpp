@@ -39,12 +39,16 @@ class RecomputeExecutor : public NetPassRunner<Dtype> {
 
   Dtype Forward(Net<Dtype>& net) override;
   void Backward(Net<Dtype>& net) override;
+  // The same backward, freeing only the gradients and what the next backward's recomputations rebuild: values kept
+  // from forward keep their data, layers not re-run their saved state.
+  void BackwardKeepingValues(Net<Dtype>& net) override;
 
   const RecomputeSchedule& schedule() const { return schedule_; }
 
  private:
   Dtype RunForward(Net<Dtype>& net, int layer_id, bool last_segment);
-  void RunBackward(Net<Dtype>& net, int layer_id);
+  void RunBackward(Net<Dtype>& net, int layer_id, bool keep_values);
+  void RunBackwards(Net<Dtype>& net, bool keep_values);
   void Recompute(Net<Dtype>& net, int layer_id);
 
   RecomputeSchedule schedule_;

@@ -23,6 +23,10 @@ struct RecomputeSchedule {
   // Per net layer: blobs whose data and gradient no backward reads once that layer's backward is done (the
   // blobs of the nodes whose first layer it is). Every layer's saved state is freed after its own backward.
   std::vector<std::vector<int>> free_after_backward;
+  // For a backward that another follows (Net::BackwardKeepingValues): per blob, whether a recomputation rebuilds
+  // its data before each backward that reads it (it is freed whole then; the others only their gradients), and
+  // per layer, whether a recomputation re-runs it (its saved state is freed then; the others keep theirs).
+  std::vector<bool> rebuilt_blob, rebuilt_layer;
 };
 
 template <typename Dtype>

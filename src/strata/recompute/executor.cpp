@@ -21,12 +21,20 @@ Dtype RecomputeExecutor<Dtype>::RunForward(Net<Dtype>& net, int layer_id, bool l
 }
 
 template <typename Dtype>
-void RecomputeExecutor<Dtype>::RunBackward(Net<Dtype>& net, int layer_id) {
+void RecomputeExecutor<Dtype>::RunBackward(Net<Dtype>& net, int layer_id, bool keep_values) {
   net.BackwardFromTo(layer_id, layer_id);
   // Nothing reads this layer's state again this iteration, nor, once the node's first layer is done, the
-  // node's values and gradients: the next forward allocates them again.
-  net.layers()[layer_id]->ReleaseActivations();
-  for (int b : schedule_.free_after_backward[layer_id]) net.blobs()[b]->release_memory();
+  // node's values and gradients: the next forward allocates them again. A backward that another follows frees
+  // what that one rebuilds, and the gradients, which it writes anew.
+  if (!keep_values || schedule_.rebuilt_layer[layer_id]) net.layers()[layer_id]->ReleaseActivations();
+  for (int b : schedule_.free_after_backward[layer_id]) {
+    Blob<Dtype>& blob = *net.blobs()[b];
+    if (!keep_values || schedule_.rebuilt_blob[b]) {
+      blob.release_memory();
+    } else if (blob.diff()) {
+      blob.diff()->release();
+    }
+  }
 }
 
 // A re-run fires no hooks: the overlapped allreduce and timing see each layer once. A random or stateful layer
@@ -59,14 +67,24 @@ Dtype RecomputeExecutor<Dtype>::Forward(Net<Dtype>& net) {
 }
 
 template <typename Dtype>
-void RecomputeExecutor<Dtype>::Backward(Net<Dtype>& net) {
+void RecomputeExecutor<Dtype>::RunBackwards(Net<Dtype>& net, bool keep_values) {
   for (size_t s = schedule_.layers.size(); s-- > 0;) {
     for (int i : schedule_.recompute_layers[s]) Recompute(net, i);
     const auto& layers = schedule_.layers[s];
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) RunBackward(net, *it);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) RunBackward(net, *it, keep_values);
   }
   const auto& sources = schedule_.source_layers;
-  for (auto it = sources.rbegin(); it != sources.rend(); ++it) RunBackward(net, *it);
+  for (auto it = sources.rbegin(); it != sources.rend(); ++it) RunBackward(net, *it, keep_values);
+}
+
+template <typename Dtype>
+void RecomputeExecutor<Dtype>::Backward(Net<Dtype>& net) {
+  RunBackwards(net, false);
+}
+
+template <typename Dtype>
+void RecomputeExecutor<Dtype>::BackwardKeepingValues(Net<Dtype>& net) {
+  RunBackwards(net, true);
 }
 
 template <typename Dtype>

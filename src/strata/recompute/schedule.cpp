@@ -19,6 +19,8 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
   // weight: never freed (the graph counts them with the sources).
   const std::vector<bool> pinned = PinnedBlobs(net);
   s.free_after_backward.assign(net.num_layers(), {});
+  s.rebuilt_blob.assign(net.blobs().size(), false);
+  s.rebuilt_layer.assign(net.num_layers(), false);
   const size_t k = plan.segments.size();
   for (size_t i = 0; i < k; ++i) {
     std::vector<int> layers, fwd_free, fwd_release, re;
@@ -36,8 +38,13 @@ RecomputeSchedule MakeSchedule(const Net<Dtype>& net, const RecomputeGraph& g, c
         s.free_after_backward[n.layers.front()].push_back(b);
       }
     }
-    if (i + 1 < k)
-      for (int v : plan.recompute[i]) re.insert(re.end(), g.nodes[v].layers.begin(), g.nodes[v].layers.end());
+    if (i + 1 < k) {
+      for (int v : plan.recompute[i]) {
+        re.insert(re.end(), g.nodes[v].layers.begin(), g.nodes[v].layers.end());
+        for (int l : g.nodes[v].layers) s.rebuilt_layer[l] = true;
+        for (int b : g.nodes[v].blobs) s.rebuilt_blob[b] = !kept[v] && !pinned[b];
+      }
+    }
     // Inside a segment the net's own layer order: it is topological, and it keeps the order in which random
     // layers draw (and in which layers sharing memory through Split read and write it) as without a plan.
     std::sort(layers.begin(), layers.end());

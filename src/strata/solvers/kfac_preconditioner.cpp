@@ -92,9 +92,6 @@ KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<
     STRATA_REQUIRE(!softmax_losses_.empty())
         << "kfac_param.fisher TRUE_FISHER samples labels from a SoftmaxWithLoss layer, and the net has none; "
         << "use fisher: EMPIRICAL";
-    STRATA_REQUIRE(net->pass_runner() == nullptr)
-        << "kfac_param.fisher TRUE_FISHER runs a second backward over the pass's blobs, which a recompute plan and "
-        << "blob_lifetime FREE_AFTER_USE free; use fisher: EMPIRICAL";
   }
   collected_iter_.assign(blocks_.size(), -1);
   net->add_before_backward_hook([this](int layer_id) { CollectFactors(layer_id); }, this);
@@ -266,8 +263,10 @@ void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
   if (pass > 0) {
     for (Blob<Dtype>* p : net->learnable_params()) kept.emplace_back(p->cpu_diff(), p->cpu_diff() + p->count());
   }
+  // The real backward follows on the same forward: a recompute plan or blob_lifetime FREE_AFTER_USE keeps what it
+  // reads (docs/kfac.md, "True or empirical Fisher").
   statistics_pass_ = true;
-  net->Backward();
+  net->BackwardKeepingValues();
   statistics_pass_ = false;
   for (size_t k = 0; k < softmax_losses_.size(); ++k) {
     Blob<Dtype>* labels = net->bottom_vecs()[softmax_losses_[k]][1];
