@@ -257,9 +257,9 @@ struct Trained {
   std::vector<double> losses;
 };
 
-// `loss_scale`: a LossScaleParameter's text, or "" for none.
+// `solver_extra`: more SolverParameter text, merged in.
 template <typename Dtype>
-Trained Train(bool gpu, const std::string& kfac_text, const std::string& loss_scale = "") {
+Trained Train(bool gpu, const std::string& kfac_text, const std::string& solver_extra = "") {
   Strata::set_mode(gpu ? Strata::GPU : Strata::CPU);
   SolverParameter p;
   ReadProtoFromTextString(kNet, p.mutable_net_param());
@@ -273,7 +273,9 @@ Trained Train(bool gpu, const std::string& kfac_text, const std::string& loss_sc
   p.set_snapshot_after_train(false);
   p.set_display(0);
   ReadProtoFromTextString(kfac_text, p.mutable_kfac_param());
-  if (!loss_scale.empty()) ReadProtoFromTextString(loss_scale, p.mutable_loss_scale());
+  SolverParameter extra;
+  ReadProtoFromTextString(solver_extra, &extra);
+  p.MergeFrom(extra);
   auto solver = SolverRegistry<Dtype>::Create(p);
   std::mt19937 gen(11);
   std::normal_distribution<double> normal(0, 1);
@@ -309,11 +311,13 @@ Trained Train(bool gpu, const std::string& kfac_text, const std::string& loss_sc
   return t;
 }
 
-// The GPU's run, under `gpu_loss_scale` ("" for none), against the CPU's without a loss scale.
+// The GPU's run against the CPU's, both with `solver_extra` (SolverParameter text), the GPU's with `gpu_extra` too.
 template <typename Dtype>
-void ExpectGpuTrainsAsTheCpu(const std::string& kfac_text, double bound, const std::string& gpu_loss_scale = "") {
-  SCOPED_TRACE(kfac_text + " " + gpu_loss_scale);
-  const Trained cpu = Train<Dtype>(false, kfac_text), gpu = Train<Dtype>(true, kfac_text, gpu_loss_scale);
+void ExpectGpuTrainsAsTheCpu(const std::string& kfac_text, double bound, const std::string& solver_extra = "",
+                             const std::string& gpu_extra = "") {
+  SCOPED_TRACE(kfac_text + " " + solver_extra + " " + gpu_extra);
+  const Trained cpu = Train<Dtype>(false, kfac_text, solver_extra);
+  const Trained gpu = Train<Dtype>(true, kfac_text, solver_extra + " " + gpu_extra);
   ASSERT_EQ(cpu.weights.size(), gpu.weights.size());
   ASSERT_EQ(cpu.a.size(), 5u);  // conv1's two groups, conv2, ip1, ip2
   const auto compare = [&](const char* what, const std::vector<std::vector<double>>& want,
@@ -354,8 +358,14 @@ TEST_F(GpuTestKfac, StepsEqualTheCpusInFloat) {
 // does on the CPU: the GPU's scaled steps equal the CPU's unscaled ones to the same bound.
 TEST_F(GpuTestKfac, StepsUnderALossScaleEqualTheCpusWithout) {
   for (const char* form : {kForms[0], kForms[6]}) {
-    ExpectGpuTrainsAsTheCpu<float>(form, 1e-4, "scale: 4096 dynamic: true growth_interval: 2");
+    ExpectGpuTrainsAsTheCpu<float>(form, 1e-4, "", "loss_scale { scale: 4096 dynamic: true growth_interval: 2 }");
   }
+}
+
+// iter_size 2: the true Fisher's backward of the second pass keeps the first pass's gradients on the device (Train
+// counts the copies to the host).
+TEST_F(GpuTestKfac, StepsOverPassesEqualTheCpus) {
+  for (const char* form : {kForms[0], kForms[6]}) ExpectGpuTrainsAsTheCpu<float>(form, 1e-4, "iter_size: 2");
 }
 
 }  // namespace

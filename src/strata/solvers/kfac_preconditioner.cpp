@@ -258,10 +258,14 @@ void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
     }
   }
   // The sampled labels' gradients are only for G: the earlier passes' gradients (iter_size) are kept around
-  // this backward and put back after it.
-  std::vector<std::vector<Dtype>> kept;
+  // this backward and put back after it, where they are (on the GPU, the device).
+  const auto& params = net->learnable_params();
   if (pass > 0) {
-    for (Blob<Dtype>* p : net->learnable_params()) kept.emplace_back(p->cpu_diff(), p->cpu_diff() + p->count());
+    kept_diffs_.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!kept_diffs_[i]) kept_diffs_[i] = std::make_unique<Blob<Dtype>>();
+      kept_diffs_[i]->CopyFrom(*params[i], true, true);
+    }
   }
   // The real backward follows on the same forward: a recompute plan or blob_lifetime FREE_AFTER_USE keeps what it
   // reads (docs/kfac.md, "True or empirical Fisher").
@@ -275,9 +279,7 @@ void KfacPreconditioner<Dtype>::BeforeBackward(int pass) {
   if (pass == 0) {
     net->ClearParamDiffs();
   } else {
-    for (size_t i = 0; i < kept.size(); ++i) {
-      std::copy(kept[i].begin(), kept[i].end(), net->learnable_params()[i]->mutable_cpu_diff());
-    }
+    for (size_t i = 0; i < params.size(); ++i) params[i]->CopyFrom(*kept_diffs_[i], true);
   }
 }
 
