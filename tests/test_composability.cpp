@@ -120,7 +120,7 @@ const Cell kCells[] = {
     {"free_after_use", "stochastic_pool", 0},
     {"reversible", "bf16", kRounding},
     {"reversible", "kfac_empirical", kRounding},
-    {"reversible", "kfac_true", 0, kRefused, "TRUE_FISHER|Reversible"},
+    {"reversible", "kfac_true", kRounding},  // the true Fisher's backward and the real one each rebuild the input
     {"reversible", "iter_size", kRounding},
     {"reversible", "clip", kRounding},
     {"reversible", "resume", kRounding},

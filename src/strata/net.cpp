@@ -619,8 +619,8 @@ void Net<Dtype>::BackwardKeepingValues() {
   if (runner_) {
     runner_->BackwardKeepingValues(*this);
   } else {
-    // The plain passes free no value a backward reads but a reversible block's rebuilt inputs (which K-FAC's
-    // true Fisher refuses).
+    // The plain passes free no value a backward reads but a reversible block's input, which the block rebuilds
+    // again from its output.
     Backward();
   }
 }

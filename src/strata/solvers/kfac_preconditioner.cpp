@@ -85,9 +85,6 @@ KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<
     for (int i = 0; i < net->num_layers(); ++i) {
       const std::string type = net->layers()[i]->type();
       if (type == "SoftmaxWithLoss") softmax_losses_.push_back(i);
-      STRATA_REQUIRE(!net->layers()[i]->RebuildsBottomsInBackward())
-          << "kfac_param.fisher TRUE_FISHER runs a second backward, which layer '" << net->layer_names()[i]
-          << "' (" << type << ") cannot (it rebuilds its inputs in backward); use fisher: EMPIRICAL";
     }
     STRATA_REQUIRE(!softmax_losses_.empty())
         << "kfac_param.fisher TRUE_FISHER samples labels from a SoftmaxWithLoss layer, and the net has none; "
