@@ -111,8 +111,8 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   bool distributed_ = false;          // owners differ (several ranks and distribute_inverses)
   std::vector<int> softmax_losses_;   // SoftmaxWithLoss layers, for TRUE_FISHER
   std::mt19937 fisher_rng_;
-  std::vector<std::unique_ptr<Blob<Dtype>>> kept_diffs_;  // the gradients around a later pass's true-Fisher backward
   bool fisher_rng_seeded_ = false;
+  std::vector<std::unique_ptr<Blob<Dtype>>> kept_diffs_;  // the gradients around a later pass's true-Fisher backward
   // On the solver's device: packed factors, preconditioned and plain gradients (as block matrices), and the
   // gathered rows of x and dy of the factored blocks.
   Blob<Dtype> factor_buffer_, update_buffer_, gradient_buffer_, factored_inputs_;
