@@ -49,6 +49,12 @@ class GradientStage {
   virtual void Precondition(Dtype rate, int iter, Dtype gradient_scale) = 0;
   // Collectives over the replicas (null: one rank), from the engine.
   virtual void set_collectives(Collectives* collectives) {}
+  // Collectives over the ranks that hold the other parts of the model (Optimizer::set_model_parts); null: none.
+  virtual void set_model_parts(Collectives* parts) {}
+  // Another net sharing this net's params whose backwards are the iteration's too (a pipeline stage's copy for a
+  // micro-batch in flight): the stage watches it as it watches the net, until RemoveNetCopy, before it is destroyed.
+  virtual void AddNetCopy(Net<Dtype>* copy) {}
+  virtual void RemoveNetCopy(Net<Dtype>* copy) {}
   // What the stage keeps between iterations, into a solverstate: every rank calls it (its state may be spread over
   // the ranks, and is gathered), and rank 0's `state` receives it. Restore: every rank takes back its own part.
   virtual void SaveState(SolverState* state) {}
@@ -129,7 +135,15 @@ class Optimizer {
   // Collectives over the ranks that hold the other parts of this rank's model (a pipeline replica's stages), for
   // what spans the whole gradient: clipping's norm and a dynamic loss scale's finiteness. Null: this rank holds
   // all of it (replicas hold copies, not parts).
-  void set_model_parts(Collectives* parts) { model_parts_ = parts; }
+  void set_model_parts(Collectives* parts);
+  // A copy of the net sharing its params, whose backwards add into the same gradient (a pipeline stage's, one per
+  // micro-batch in flight), for the stage's statistics; removed before the copy is destroyed.
+  void AddNetCopy(Net<Dtype>* copy) {
+    if (stage_) stage_->AddNetCopy(copy);
+  }
+  void RemoveNetCopy(Net<Dtype>* copy) {
+    if (stage_) stage_->RemoveNetCopy(copy);
+  }
   // The rule's state into a solverstate (its history blobs, in Caffe's order), and back. Restore checks that the
   // state fits this net and rule; `origin` (the file) prefixes its errors. The stage's state is saved apart, by
   // SaveStageState: it is collective (every rank calls it; rank 0's `state` receives it), where the history is

@@ -96,8 +96,8 @@ class Solver {
   std::vector<Layer<Dtype>*> RecordStreamLayers();
   // The state a net cut by depth spreads over its stages: the optimizer's history and the data layers' streams.
   void SaveSpreadState(SolverState* state);
-  // A pipeline's: each stage's (from one replica) gathered to rank 0 in the whole net's order (collective), and
-  // this rank's stage's part of a whole state on restore (collective).
+  // A pipeline's: each stage's (from one replica), its optimizer stage's blocks too, gathered to rank 0 in the whole
+  // net's order (collective), and this rank's stage's part of a whole state on restore (collective).
   void GatherSpreadState(const std::vector<int>& stage_of, SolverState* state);
   void StagePartOf(const SolverState& whole, const std::vector<int>& stage_of, const std::string& origin,
                    SolverState* part);

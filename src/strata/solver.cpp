@@ -193,7 +193,7 @@ TrainingEngine<Dtype>* Solver<Dtype>::set_engine(std::unique_ptr<TrainingEngine<
                    : std::make_unique<LocalEngine<Dtype>>(net_.get(), optimizer_.get(), param_.iter_size());
   CheckGradientContributions(engine_->replicas(), param_.iter_size());
   optimizer_->set_replicas(engine_->replicas());
-  optimizer_->set_collectives(engine_->collectives());
+  optimizer_->set_collectives(engine_->replica_collectives());
   optimizer_->set_model_parts(engine_->model_parts());
   engine_->set_stop_poll([this] { return StopRequestedInIteration(); });
   return engine_.get();
@@ -508,9 +508,12 @@ template <typename Dtype>
 void Solver<Dtype>::GatherSpreadState(const std::vector<int>& stage_of, SolverState* state) {
   const std::vector<int> reps = StageRepresentatives(stage_of);
   const int rank = collectives()->rank();
+  // The optimizer stage's state (K-FAC's blocks) is gathered over the stage's replicas to its first, the
+  // representative (collective).
+  SolverState part;
+  optimizer_->SaveStageState(&part);
   std::string mine;
   if (reps[static_cast<size_t>(stage_of[static_cast<size_t>(rank)])] == rank) {
-    SolverState part;
     SaveSpreadState(&part);
     mine = std::to_string(net_->learnable_params().size()) + "\n" + part.SerializeAsString();
   }
@@ -538,6 +541,11 @@ void Solver<Dtype>::GatherSpreadState(const std::vector<int>& stage_of, SolverSt
       state->add_data_position(part.data_position(i));
       state->add_data_seed(part.data_seed(i));
     }
+  }
+  // K-FAC's blocks, the stages' one after another (the net's order, as one rank saves them).
+  for (const SolverState& part : parts) {
+    if (!part.has_kfac()) continue;
+    for (const KfacBlockState& block : part.kfac().block()) *state->mutable_kfac()->add_block() = block;
   }
   // A dynamic loss scale moves alike on every stage (they agree on every skipped step): stage 0's.
   if (parts[0].has_loss_scale()) {
@@ -574,9 +582,11 @@ void Solver<Dtype>::StagePartOf(const SolverState& whole, const std::vector<int>
   STRATA_REQUIRE(sets * total_params == whole.history_size())
       << origin << " holds " << whole.history_size() << " history blobs; this pipeline's stages hold "
       << total_params << " learnable parameters in all (a different net or solver type?)";
-  // Only what the stage restores from its part (the history, the loss scale, the data streams); the rest is read
-  // from `whole`.
+  // Only what the stage restores from its part (the history, K-FAC's, the loss scale, the data streams); the rest
+  // is read from `whole`.
   part->Clear();
+  // Every stage's K-FAC blocks: the stage takes its own (KfacPreconditioner::RestoreState).
+  if (whole.has_kfac()) *part->mutable_kfac() = whole.kfac();
   if (whole.has_loss_scale()) {
     part->set_loss_scale(whole.loss_scale());
     part->set_loss_scale_finite_iters(whole.loss_scale_finite_iters());
@@ -611,8 +621,11 @@ void Solver<Dtype>::Snapshot() {
   const bool gathered = engine_->GatherWeights(&weights, param_.snapshot_diff());
   SolverState state;
   const std::vector<int> stage_of = engine_->stage_of_ranks();
-  if (!stage_of.empty()) GatherSpreadState(stage_of, &state);
-  optimizer_->SaveStageState(&state);
+  if (stage_of.empty()) {
+    optimizer_->SaveStageState(&state);
+  } else {
+    GatherSpreadState(stage_of, &state);
+  }
   if (!Strata::root_solver()) return;
   // Files that check themselves, in either of Caffe's formats (util/snapshot_files.hpp).
   const SolverParameter::SnapshotFormat format = param_.snapshot_format();

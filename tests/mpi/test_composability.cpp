@@ -14,8 +14,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "composability_test_util.hpp"
@@ -27,6 +29,7 @@
 #include "strata/engine/data_parallel_engine.hpp"
 #include "strata/engine/pipeline_engine.hpp"
 #include "strata/solver.hpp"
+#include "strata/util/snapshot_files.hpp"
 
 namespace strata {
 namespace {
@@ -70,8 +73,10 @@ class ComposabilityRanks : public ::testing::TestWithParam<Cell> {
 
   // The one place training is made and run (the solver API may change: adapt here). `f.engine` picks the engine;
   // kOneRank runs the whole batch alone (the reference). With `resume`, half the iterations, a snapshot (rank 0
-  // writes), and new solvers (another seed) restored from it.
-  static Result Train(const Features& f, int iterations = kIterations) {
+  // writes), and new solvers (another seed) restored from it; `edit_state`, if given, runs on rank 0 with the
+  // solverstate's file name before they read it.
+  static Result Train(const Features& f, int iterations = kIterations,
+                      const std::function<void(const std::string&)>& edit_state = nullptr) {
     Switches switches(f);
     const bool one = f.engine == Features::kOneRank;
     Strata::set_solver_rank(one ? 0 : world_rank());
@@ -109,9 +114,11 @@ class ComposabilityRanks : public ::testing::TestWithParam<Cell> {
         solver->Snapshot();
         solver->set_engine(nullptr);
         solver.reset();
+        const std::string state = prefix + "_iter_" + std::to_string(iterations / 2) + ".solverstate";
+        if (edit_state && (one || world_rank() == 0)) edit_state(state);
         if (!one) MPI_Barrier(MPI_COMM_WORLD);
         solver = make(4242);
-        solver->Restore(prefix + "_iter_" + std::to_string(iterations / 2) + ".solverstate");
+        solver->Restore(state);
       }
       step(iterations);
       if (solver->engine()) solver->engine()->Drain();
@@ -163,8 +170,8 @@ const Cell kCells[] = {
     {"pipeline_sync", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
     {"pipeline_sync", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
     {"pipeline_sync", "reversible", kRounding},
-    {"pipeline_sync", "kfac_empirical", 0, kRefused, "pipeline|K-FAC"},
-    {"pipeline_sync", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
+    {"pipeline_sync", "kfac_empirical", kRounding},
+    {"pipeline_sync", "kfac_true", 0, kRefused, "pipeline_param|TRUE_FISHER"},
     // The norm and the finiteness of the whole gradient are sums over one replica's stages (Optimizer::
     // set_model_parts).
     {"pipeline_sync", "clip", kRounding},
@@ -179,8 +186,8 @@ const Cell kCells[] = {
     {"pipeline_async", "resume", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "dropout", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "stochastic_pool", 0, kTrains, "ASYNC: no reference"},
-    {"pipeline_async", "kfac_empirical", 0, kRefused, "pipeline|K-FAC"},
-    {"pipeline_async", "kfac_true", 0, kRefused, "pipeline|K-FAC"},
+    {"pipeline_async", "kfac_empirical", 0, kTrains, "ASYNC: no reference"},
+    {"pipeline_async", "kfac_true", 0, kRefused, "pipeline_param|TRUE_FISHER"},
     {"pipeline_async", "clip", 0, kTrains, "ASYNC: no reference"},
     {"pipeline_async", "recompute", 0, kRefused, "recompute_param|pipeline_param"},
     {"pipeline_async", "free_after_use", 0, kRefused, "blob_lifetime|pipeline_param"},
@@ -244,24 +251,59 @@ TEST_P(ComposabilityRanks, EqualsOneRankOrIsRefused) {
   EXPECT_TRUE(all_ranks(diff <= c.bound)) << "rank " << world_rank() << ": weights differ from one rank by " << diff;
 }
 
-// K-FAC's factors and inverses are spread over the ranks that own their blocks (distribute_inverses): a snapshot
-// gathers them to rank 0, and a run resumed from it on as many ranks takes the uninterrupted run's steps, bit for
-// bit, with either Fisher (the true one's label engines are each rank's own).
+// K-FAC's empirical Fisher in a SYNC pipeline of 2 stages, kMicroBatches micro-batches an iteration.
+Features PipelineKfac() {
+  Features f;
+  f.engine = Features::kPipelineSync;
+  f.batch_norm = false;
+  f.kfac = 1;
+  f.iter_size = kMicroBatches;
+  f.batch = kPerRank * kMicroBatches;
+  return f;
+}
+
+// K-FAC's factors and inverses are spread over the ranks that own their blocks (distribute_inverses), and in a
+// pipeline over its stages too: a snapshot gathers them to rank 0, and a run resumed from it on as many ranks takes
+// the uninterrupted run's steps, bit for bit, with either Fisher (the true one's label engines are each rank's own;
+// a pipeline takes the empirical one alone).
 TEST_F(ComposabilityRanks, KfacResumesAsTheUninterruptedRun) {
+  std::vector<std::pair<std::string, Features>> runs;
   for (int kfac : {1, 2}) {
     Features f;
     f.engine = Features::kDataParallel;
     f.batch_norm = false;
     f.kfac = kfac;
     f.batch = kPerRank;
+    runs.emplace_back("K-FAC " + std::to_string(kfac), f);
+  }
+  if (world_size() >= 2 && world_size() % 2 == 0) runs.emplace_back("a pipeline's K-FAC", PipelineKfac());
+  for (const auto& [name, f] : runs) {
     Features resumed = f;
     resumed.resume = true;
     const Result straight = Train(f), again = Train(resumed);
-    EXPECT_TRUE(all_ranks(again.losses == straight.losses)) << "K-FAC " << kfac << ": the losses differ";
+    EXPECT_TRUE(all_ranks(again.losses == straight.losses)) << name << ": the losses differ";
     const double diff = RelativeDifference(again.weights, straight.weights);
-    EXPECT_TRUE(all_ranks(diff == 0)) << "K-FAC " << kfac << ": rank " << world_rank() << "'s weights differ by "
-                                      << diff;
+    EXPECT_TRUE(all_ranks(diff == 0)) << name << ": rank " << world_rank() << "'s weights differ by " << diff;
   }
+}
+
+// A pipeline's stages find their own K-FAC blocks in the whole net's solverstate: one that no stage has is an
+// error on every rank (a different net), not a block silently left out.
+TEST_F(ComposabilityRanks, PipelineKfacRefusesABlockNoStageHas) {
+  if (world_size() < 2 || world_size() % 2 != 0) GTEST_SKIP() << "a pipeline of 2 stages needs an even number of ranks";
+  Features f = PipelineKfac();
+  f.resume = true;
+  const auto add_ghost = [](const std::string& file) {
+    SolverState state;
+    ReadSolverState(file, &state);
+    ASSERT_GT(state.kfac().block_size(), 0);
+    KfacBlockState ghost = state.kfac().block(0);
+    ghost.set_name("ghost");
+    *state.mutable_kfac()->add_block() = ghost;
+    WriteSolverState(&state, file, SolverParameter::BINARYPROTO);
+  };
+  testing_data::ExpectErrorContaining([&] { Train(f, kIterations, add_ghost); },
+                                      {"1 block(s) that no stage of this pipeline has"});
 }
 
 // A pipeline's dynamic loss scale (the same on every stage) is in its snapshot, and every stage resumes from it:

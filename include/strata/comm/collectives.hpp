@@ -29,6 +29,13 @@ class Collectives {
   // For state that differs by rank and that rank 0 alone writes (each rank's random engine in a solverstate).
   virtual std::vector<std::string> GatherToRoot(const std::string& mine) = 0;
 
+  // Whether `mine` is true on every rank: the same answer everywhere (one allreduce of a count).
+  bool AllTrue(bool mine) {
+    float not_true = mine ? 0 : 1;
+    Allreduce(&not_true, 1);
+    return not_true == 0;
+  }
+
   // The mean over the ranks, in place: Allreduce, then 1 / size() (values, such as scores or statistics, that
   // every rank computes for itself; gradients are summed, and the solver scales them).
   template <typename T>

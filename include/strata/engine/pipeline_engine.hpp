@@ -81,6 +81,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   std::vector<Layer<Dtype>*> record_stream_layers() override;
   int replicas() const override { return grid_.replicas; }
   Collectives* collectives() override { return world_collectives_.get(); }
+  Collectives* replica_collectives() override { return stage_collectives_.get(); }
   Collectives* model_parts() override { return parts_collectives_.get(); }
 
   const PipelineGrid& grid() const { return grid_; }
@@ -168,6 +169,7 @@ class PipelineEngine : public TrainingEngine<Dtype> {
   bool last_backward_ = false;   // the running backward is the iteration's last: its layers' gradients are final
   int iter_ = 0;                 // the iteration running
   std::unique_ptr<MpiCollectives> world_collectives_;
+  std::unique_ptr<MpiCollectives> stage_collectives_;  // over the stage's replicas (several replicas only)
   // This replica's stages (several stages only).
   MPI_Comm parts_comm_ = MPI_COMM_NULL;
   std::unique_ptr<Allreduce> parts_allreduce_;

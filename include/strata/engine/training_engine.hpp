@@ -86,8 +86,11 @@ class TrainingEngine {
 
   // How many gradient contributions each reduced gradient sums (the ranks of a data-parallel job).
   virtual int replicas() const { return 1; }
-  // Collectives over the replicas for optimizers that communicate more than the gradient (K-FAC); null: one rank.
+  // Collectives over every rank of the job (the loop's: snapshots gather by them); null: one rank.
   virtual Collectives* collectives() { return nullptr; }
+  // Collectives over the ranks holding copies of this rank's part of the model, for optimizers that communicate
+  // more than the gradient (K-FAC): every rank but in a pipeline, where a stage's replicas; null: none.
+  virtual Collectives* replica_collectives() { return collectives(); }
   // Collectives over the ranks that hold the other parts of this rank's model (a pipeline replica's stages); null:
   // every rank holds the whole model. Optimizer::set_model_parts says what they are for.
   virtual Collectives* model_parts() { return nullptr; }

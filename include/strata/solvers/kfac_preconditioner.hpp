@@ -46,8 +46,15 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   // Folds the iteration's factors, inverts where due and preconditions every block's gradient (the steps above).
   void Precondition(Dtype rate, int iter, Dtype gradient_scale) override;
   void set_collectives(Collectives* collectives) override { collectives_ = collectives; }
+  // A pipeline stage's other parts of the model: the KL clip's trust region spans the whole model, and a snapshot
+  // holds every stage's blocks.
+  void set_model_parts(Collectives* parts) override { model_parts_ = parts; }
+  // A pipeline stage's copies of its net: their backwards collect factors as the net's do.
+  void AddNetCopy(Net<Dtype>* copy) override;
+  void RemoveNetCopy(Net<Dtype>* copy) override;
   // The running factors and inverses of every block (each from the rank that owns it) and each rank's
-  // TRUE_FISHER engine; restored, a rank takes the blocks it owns and its own engine.
+  // TRUE_FISHER engine; restored, a rank takes the blocks it owns and its own engine. A pipeline stage saves its
+  // own blocks (the loop merges the stages') and restores its own from the whole net's.
   void SaveState(SolverState* state) override;
   void RestoreState(const SolverState& state, const std::string& origin) override;
 
@@ -66,16 +73,19 @@ class KfacPreconditioner : public GradientStage<Dtype> {
  private:
   void FindBlocks();
   bool Collecting() const;
-  void CollectFactors(int layer_id);
+  // From the backward of layer `layer_id` of `net` (net_ or a copy of it).
+  void CollectFactors(const Net<Dtype>& net, int layer_id);
   // The steps on the solver's device: M is kfac_math.hpp's CpuKfacMath or GpuKfacMath.
   template <typename M>
-  void CollectFactorsOn(M m, int layer_id);
+  void CollectFactorsOn(M m, const Net<Dtype>& net, int layer_id);
   void AssignOwners();
   // Packs the fresh factors and reduces them across the ranks; whether they are all finite (agreed by the ranks).
   bool ReduceFactors();
   // Folds the reduced factors into each owned block's running averages.
   void FoldFactors();
   void PreconditionAll(Dtype rate, Dtype gradient_scale);
+  // What the KL clip scales every update by, from this part's sum of lr^2 <v, g> (summed over the model's parts).
+  double KlClipScale(double vg);
   void LogTimes(int iter);
   // On the GPU the host reaches a part when its work is launched, not done: the last iteration of each display
   // window synchronises the device around every part, adding it to synced_ too (returned then, else null), and
@@ -98,7 +108,9 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   SolverParameter param_;
   KfacParameter kp_;
   Net<Dtype>* net_;
+  std::vector<Net<Dtype>*> copies_;  // AddNetCopy's
   Collectives* collectives_ = nullptr;
+  Collectives* model_parts_ = nullptr;
   int iter_ = 0;                  // the iteration whose statistics the hooks collect
   int reduced_iter_ = -1;         // the iteration whose factors factor_buffer_ holds reduced
   bool reduced_finite_ = true;    // and whether they are all finite

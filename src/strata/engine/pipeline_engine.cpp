@@ -67,6 +67,7 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
       theirs[p]->ShareDiff(*mine[p]);
     }
     nets_.push_back(copy.get());
+    optimizer_->AddNetCopy(copy.get());  // K-FAC's factors come from every copy's backward
     copies_.push_back(std::move(copy));
   }
   for (Net<Dtype>* net : nets_) {
@@ -112,6 +113,7 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
   stage_allreduce_ = policy.create(stage_comm_);
   world_allreduce_ = policy.create(comm.world());
   world_collectives_ = std::make_unique<MpiCollectives>(comm.world(), world_allreduce_.get());
+  if (grid_.replicas > 1) stage_collectives_ = std::make_unique<MpiCollectives>(stage_comm_, stage_allreduce_.get());
   if (grid_.stages > 1) {
     // One replica's stages: the parts of one model, for the optimizer's whole-gradient norm and finiteness.
     STRATA_MPI_CHECK(MPI_Comm_split(comm.world(), grid_.replica, s, &parts_comm_));
@@ -156,9 +158,11 @@ PipelineEngine<Dtype>::PipelineEngine(Net<Dtype>* net, const std::vector<Net<Dty
 template <typename Dtype>
 PipelineEngine<Dtype>::~PipelineEngine() {
   for (Net<Dtype>* net : nets_) net->RemoveHooks(this);
+  for (const auto& copy : copies_) optimizer_->RemoveNetCopy(copy.get());
   reducer_.reset();  // its threads first: they record into timeline_ and run on reducer_comms_
   for (MPI_Comm& c : reducer_comms_) MPI_Comm_free(&c);
   link_.reset();  // waits for the sends in flight
+  stage_collectives_.reset();
   stage_allreduce_.reset();
   if (stage_comm_ != MPI_COMM_NULL) MPI_Comm_free(&stage_comm_);
   parts_collectives_.reset();

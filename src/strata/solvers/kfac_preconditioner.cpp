@@ -91,12 +91,26 @@ KfacPreconditioner<Dtype>::KfacPreconditioner(const SolverParameter& param, Net<
         << "use fisher: EMPIRICAL";
   }
   collected_iter_.assign(blocks_.size(), -1);
-  net->add_before_backward_hook([this](int layer_id) { CollectFactors(layer_id); }, this);
+  net->add_before_backward_hook([this](int layer_id) { CollectFactors(*net_, layer_id); }, this);
 }
 
 template <typename Dtype>
 KfacPreconditioner<Dtype>::~KfacPreconditioner() {
   net_->RemoveHooks(this);
+  for (Net<Dtype>* copy : copies_) copy->RemoveHooks(this);
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::AddNetCopy(Net<Dtype>* copy) {
+  CHECK_EQ(copy->num_layers(), net_->num_layers()) << "K-FAC: a net copy with other layers";
+  copies_.push_back(copy);
+  copy->add_before_backward_hook([this, copy](int layer_id) { CollectFactors(*copy, layer_id); }, this);
+}
+
+template <typename Dtype>
+void KfacPreconditioner<Dtype>::RemoveNetCopy(Net<Dtype>* copy) {
+  copy->RemoveHooks(this);
+  copies_.erase(std::remove(copies_.begin(), copies_.end(), copy), copies_.end());
 }
 
 template <typename Dtype>
@@ -166,26 +180,25 @@ bool KfacPreconditioner<Dtype>::Collecting() const {
 }
 
 template <typename Dtype>
-void KfacPreconditioner<Dtype>::CollectFactors(int layer_id) {
+void KfacPreconditioner<Dtype>::CollectFactors(const Net<Dtype>& net, int layer_id) {
   if (blocks_of_layer_[layer_id].empty() || !Collecting()) return;
   // G from the true-Fisher backward when there is one, else from the real backward; A with it, from the inputs
   // that backward reads. So every pass of iter_size adds its samples once (as one pass over the whole batch
   // would), however often a recompute plan replays forward.
   if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
   Stopwatch watch(&Times::factors_ms, &times_, Synced());
-  OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, layer_id); });
+  OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, net, layer_id); });
 }
 
 template <typename Dtype>
 template <typename M>
-void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
-  Net<Dtype>* net = net_;
-  const Layer<Dtype>* layer = net->layers()[layer_id].get();
+void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, const Net<Dtype>& net, int layer_id) {
+  const Layer<Dtype>* layer = net.layers()[layer_id].get();
   for (int b : blocks_of_layer_[layer_id]) {
     KfacBlock<Dtype>& block = *blocks_[b];
     if (collected_iter_[b] != iter_) block.ResetFresh();  // the iteration's first pass
     collected_iter_[b] = iter_;
-    for (const Blob<Dtype>* bottom : net->bottom_vecs()[layer_id]) {
+    for (const Blob<Dtype>* bottom : net.bottom_vecs()[layer_id]) {
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = bottom->CanonicalAxisIndex(layer->layer_param().inner_product_param().axis());
         block.CollectInnerProductA(m.data(*bottom), bottom->count(0, axis));
@@ -195,9 +208,9 @@ void KfacPreconditioner<Dtype>::CollectFactorsOn(M m, int layer_id) {
       }
     }
     // The loss is a mean over the samples: a sample's own gradient is `samples` times its share of dy, and dy is
-    // the loss scale times the unscaled one (a power of two divides out exactly).
-    const double unscale = 1.0 / static_cast<double>(net->loss_scale());
-    for (const Blob<Dtype>* top : net->top_vecs()[layer_id]) {
+    // the loss scale times the unscaled one (a power of two divides out exactly). The optimizer sets it on net_.
+    const double unscale = 1.0 / static_cast<double>(net_->loss_scale());
+    for (const Blob<Dtype>* top : net.top_vecs()[layer_id]) {
       if (block.shape().kind == KfacBlock<Dtype>::Kind::kInnerProduct) {
         const int axis = top->num_axes() - 1;  // the inner product's output is rows x num_output
         const int rows = top->count(0, axis);
@@ -353,20 +366,18 @@ bool KfacPreconditioner<Dtype>::ReduceFactors() {
       collectives_->Allreduce(factor_buffer_.mutable_cpu_data(), total);
     }
   }
-  // A sum holds every rank's inf or NaN; distributed, each rank has only its share, so the ranks add up a flag.
+  // A sum holds every rank's inf or NaN; distributed, each rank has only its share, so the ranks agree on a flag.
   const int rank = distributed_ ? collectives_->rank() : 0;
   const int start = std::accumulate(counts.begin(), counts.begin() + rank, 0);
   const int share = distributed_ ? counts[rank] : total;
-  Dtype not_finite = 0;
+  bool finite = true;
   {
     Stopwatch watch(&Times::factors_ms, &times_, Synced());
-    not_finite = cpu_all_finite(static_cast<size_t>(share), factor_buffer_.cpu_data() + start) ? 0 : 1;
+    finite = cpu_all_finite(static_cast<size_t>(share), factor_buffer_.cpu_data() + start);
   }
-  if (distributed_) {
-    Stopwatch watch(&Times::communication_ms, &times_, Synced());
-    collectives_->Allreduce(&not_finite, 1);
-  }
-  return not_finite == 0;
+  if (!distributed_) return finite;
+  Stopwatch watch(&Times::communication_ms, &times_, Synced());
+  return collectives_->AllTrue(finite);
 }
 
 template <typename Dtype>
@@ -392,9 +403,9 @@ void KfacPreconditioner<Dtype>::GatherFactoredInputs(M m, Dtype gradient_scale) 
   const int ranks = collectives_ ? collectives_->size() : 1;
   factored_.assign(blocks_.size(), Factored());
   // A recompute plan (a pass runner on the net) frees activations and their gradients as backward passes them:
-  // only D is left then.
+  // only D is left then; so where a pipeline stage's last backward ran on a copy of the net.
   if (param_.iter_size() != 1 || param_.clip_gradients() >= 0 || !kp_.split_damping() ||
-      net->pass_runner() != nullptr) {
+      net->pass_runner() != nullptr || !copies_.empty()) {
     return;
   }
   std::vector<int> chosen;
@@ -534,7 +545,7 @@ void KfacPreconditioner<Dtype>::PreconditionAll(Dtype rate, Dtype gradient_scale
         const double lr = rate * net_->params_lr()[blocks_[b]->shape().weight_param];
         vg += lr * lr * dots[b];
       }
-      if (vg > 0) nu = std::min(1.0, std::sqrt(kp_.kl_clip() / vg));
+      nu = KlClipScale(vg);
     }
     Dtype* updates = m.mutable_data(update_buffer_);
     for (size_t b = 0; b < blocks_.size(); ++b) {
@@ -566,8 +577,21 @@ void KfacPreconditioner<Dtype>::Precondition(Dtype rate, int iter, Dtype gradien
       }
     }
   }
-  if (!blocks_.empty()) PreconditionAll(rate, gradient_scale);
+  if (!blocks_.empty()) {
+    PreconditionAll(rate, gradient_scale);
+  } else if (kp_.kl_clip() > 0 && model_parts_) {
+    KlClipScale(0);  // the other parts' trust region counts on this part's share
+  }
   LogTimes(iter);
+}
+
+template <typename Dtype>
+double KfacPreconditioner<Dtype>::KlClipScale(double vg) {
+  if (model_parts_) {
+    Stopwatch watch(&Times::communication_ms, &times_, Synced());
+    model_parts_->Allreduce(&vg, 1);
+  }
+  return vg > 0 ? std::min(1.0, std::sqrt(kp_.kl_clip() / vg)) : 1.0;
 }
 
 template <typename Dtype>
@@ -614,11 +638,25 @@ void KfacPreconditioner<Dtype>::RestoreState(const SolverState& state, const std
   if (owners_.empty()) AssignOwners();
   std::map<std::string, int> index;
   for (size_t b = 0; b < blocks_.size(); ++b) index[blocks_[b]->shape().name] = static_cast<int>(b);
+  // A pipeline stage finds its own blocks among every stage's: each block must be some stage's (counted over the
+  // stages before any restores, so that they all stop alike).
+  int matched = 0;
+  for (const KfacBlockState& block : kfac.block()) {
+    const bool ours = index.count(block.name()) > 0;
+    STRATA_REQUIRE(ours || model_parts_) << origin << " holds K-FAC factors of block '" << block.name()
+                                         << "', which this net does not have (a different net?)";
+    matched += ours ? 1 : 0;
+  }
+  if (model_parts_) {
+    double all = matched;
+    model_parts_->Allreduce(&all, 1);
+    STRATA_REQUIRE(all == kfac.block_size())
+        << origin << " holds K-FAC factors of " << kfac.block_size() - static_cast<int>(all)
+        << " block(s) that no stage of this pipeline has (a different net?)";
+  }
   for (const KfacBlockState& block : kfac.block()) {
     const auto it = index.find(block.name());
-    STRATA_REQUIRE(it != index.end()) << origin << " holds K-FAC factors of block '" << block.name()
-                                      << "', which this net does not have (a different net?)";
-    if (Owns(it->second)) blocks_[static_cast<size_t>(it->second)]->RestoreState(block, origin);
+    if (it != index.end() && Owns(it->second)) blocks_[static_cast<size_t>(it->second)]->RestoreState(block, origin);
   }
   const int rank = collectives_ ? collectives_->rank() : 0;
   if (rank < kfac.rank_fisher_rng_size() && !kfac.rank_fisher_rng(rank).empty()) {

@@ -55,15 +55,18 @@ bool Optimizer<Dtype>::GradientsFinite() const {
       return cpu_all_finite(static_cast<size_t>(p->count()), p->cpu_diff_as_is());
     });
   }();
-  if (!model_parts_) return finite;
-  Dtype not_finite = finite ? 0 : 1;  // a count of the parts that are not
-  model_parts_->Allreduce(&not_finite, 1);
-  return not_finite == 0;
+  return model_parts_ ? model_parts_->AllTrue(finite) : finite;
 }
 
 template <typename Dtype>
 void Optimizer<Dtype>::set_collectives(Collectives* collectives) {
   if (stage_) stage_->set_collectives(collectives);
+}
+
+template <typename Dtype>
+void Optimizer<Dtype>::set_model_parts(Collectives* parts) {
+  model_parts_ = parts;
+  if (stage_) stage_->set_model_parts(parts);
 }
 
 template <typename Dtype>
@@ -194,8 +197,10 @@ void Optimizer<Dtype>::Apply(Dtype rate, int iter) {
   const double loss_scale = loss_scaler_.scale();  // the one this gradient was computed with: the next may differ
   // The gradient and the stage's statistics are the same on every rank (reduced), so every rank skips the same
   // iterations.
-  const bool statistics_finite = !stage_ || stage_->ReduceStatistics(iter);
+  bool statistics_finite = !stage_ || stage_->ReduceStatistics(iter);
   if (loss_scaler_.dynamic()) {
+    // Each part reduced its own statistics: every part skips if one must.
+    if (stage_ && model_parts_) statistics_finite = model_parts_->AllTrue(statistics_finite);
     const std::string overflowed = !GradientsFinite()   ? "the gradient"
                                    : !statistics_finite ? "a statistic of the " + std::string(stage_->type()) + " stage"
                                                         : "";
