@@ -108,7 +108,7 @@ for step in $steps; do
       # The data-parallel engine's GPU path (docs/gpu.md): the staging on its own (HOST's copies wait for the compute stream;
       # NCCL, or its error for ranks sharing a GPU) and training equivalence (N ranks with batch b against one rank
       # with N*b, bit-identical ranks), on 1 rank and on 2 ranks sharing the GPU; at 4 ranks, a pipeline of 2 stages x 2
-      # replicas whose sums go through the reducer's host staging.
+      # replicas whose sums go through the reducer's host staging, with SGD and with K-FAC per stage.
       for np in 1 2 4; do
         filter='GradientStaging*:DataParallelEngineTest.Gpu*:DataParallelEngineTest.HostStaging*:PipelineEngineTest.Gpu*'
         [ "$np" = 4 ] && filter='PipelineEngineTest.GpuStagesTimesReplicas*'

@@ -313,7 +313,9 @@ TEST(MakeEngine, ChoosesTheLocalEngineOnOneProcessAndRefusesWhatAPipelineCannotR
   auto solver = SolverRegistry<float>::Create(MakeParam("max_iter: 1"));
   EXPECT_NE(dynamic_cast<LocalEngine<float>*>(solver->engine()), nullptr);
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"type: 'KFAC'", "pipeline_param and the K-FAC solver"},
+      {"type: 'KFAC'", "pipeline_param and the K-FAC solver's true Fisher"},
+      // The empirical Fisher runs per stage: refused only for want of ranks.
+      {"type: 'KFAC' kfac_param { fisher: EMPIRICAL }", "pipeline_param needs the ranks of an MPI job"},
       {"recompute_param { planner: 'sqrt' }", "recompute_param and pipeline_param"},
       {"", "pipeline_param needs the ranks of an MPI job"}};
   for (const auto& [extra, message] : refused) {

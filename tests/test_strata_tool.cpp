@@ -303,7 +303,7 @@ TEST_F(StrataTool, PipelineBadInputAndOneStage) {
   ExpectError("train --solver=" + Write("s2.prototxt", base + "pipeline_param { cut: \"ip\" }\n"),
               {"names 1 cut(s) for 1 stages"});
   ExpectError("train --solver=" + Write("s3.prototxt", base + "type: \"KFAC\"\npipeline_param { }\n"),
-              {"K-FAC"});
+              {"K-FAC solver's true Fisher", "TRUE_FISHER"});
   ExpectError("train --snapshot=x.solverstate --solver=" + Write("s4.prototxt", base + "pipeline_param { }\n"),
               {"x.solverstate"});
   const std::string gamma0 = Write("gamma0.prototxt", Replace(kNet,

@@ -10,8 +10,9 @@ EngineKind ChooseEngine(const SolverParameter& param, const EngineSetup& setup) 
     // K-FAC's empirical Fisher is collected by each stage's own backward; the true Fisher's sampled labels are the
     // last stage's, and their backward would have to run through every stage before the real one.
     STRATA_REQUIRE(param.type() != "KFAC" || param.kfac_param().fisher() != KfacParameter::TRUE_FISHER)
-        << "pipeline_param and kfac_param.fisher TRUE_FISHER together are not supported: the sampled labels' "
-        << "backward would have to run through every stage (use fisher: EMPIRICAL)";
+        << "pipeline_param and the K-FAC solver's true Fisher (kfac_param.fisher TRUE_FISHER, the default) together "
+        << "are not supported: the sampled labels' backward would have to run through every stage (use "
+        << "kfac_param { fisher: EMPIRICAL })";
     STRATA_REQUIRE(!param.has_recompute_param())
         << "recompute_param and pipeline_param together are not supported: a pipeline stage recomputes with "
         << "pipeline_param { activations: RECOMPUTE }";
