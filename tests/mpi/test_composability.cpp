@@ -306,6 +306,20 @@ TEST_F(ComposabilityRanks, PipelineKfacRefusesABlockNoStageHas) {
                                       {"1 block(s) that no stage of this pipeline has"});
 }
 
+// K-FAC's stages under a dynamic loss scale agree on each step's finiteness (one more sum over the stages) and
+// take the steps they take without one, bit for bit: the scale is a power of two, divided out of the factors' output
+// gradients as of the gradient.
+TEST_F(ComposabilityRanks, PipelineKfacUnderALossScaleEqualsWithout) {
+  if (world_size() < 2 || world_size() % 2 != 0) GTEST_SKIP() << "a pipeline of 2 stages needs an even number of ranks";
+  Features scaled = PipelineKfac();
+  scaled.loss_scale = true;
+  const Result plain = Train(PipelineKfac()), with = Train(scaled);
+  EXPECT_EQ(with.loss_scale, 4096 << (kIterations / 2));  // it grew: every step was taken
+  EXPECT_TRUE(all_ranks(with.losses == plain.losses));
+  const double diff = RelativeDifference(with.weights, plain.weights);
+  EXPECT_TRUE(all_ranks(diff == 0)) << "rank " << world_rank() << "'s weights differ by " << diff;
+}
+
 // A pipeline's dynamic loss scale (the same on every stage) is in its snapshot, and every stage resumes from it:
 // the resumed run scales as the uninterrupted one (a power of two leaves the weights alike either way, so the scale
 // itself is compared).
