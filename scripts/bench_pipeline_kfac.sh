@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # K-FAC in a pipeline (docs/kfac.md, "In a pipeline"; docs/benchmarks.md): LeNet on Fashion-MNIST trained with
 # K-FAC's empirical Fisher, 2 micro-batches of 64 an iteration, by one rank (iter_size 2) and by pipelines of 2
-# stages cut at each of CUTS (one rank per stage), run one after another, REPS times in a rotating order. Every
+# stages (one rank per stage) cut where the planner cuts and at each of CUTS, run one after another, REPS times in
+# a rotating order. Every
 # process computes with one BLAS and one OpenMP thread. The table: wall seconds (median over the reps), the
 # final test accuracy and loss (which SYNC makes the same as one rank's, to rounding) and the speed-up over one
 # rank. Needs the LMDBs scripts/quickstart.sh writes (data/fashion_mnist_{train,test}_lmdb).
@@ -28,10 +29,14 @@ solver() {
       models/lenet_fashion/lenet_kfac_solver.prototxt
   printf 'iter_size: 2\nsnapshot_after_train: false\n%s\n' "$1"
 }
-configs=(one)
+configs=(one planned)
 for c in $cuts; do configs+=("$c"); done
 for c in "${configs[@]}"; do
-  if [ "$c" = one ]; then solver "" >"$out/$c.prototxt"; else solver "pipeline_param { stages: 2 cut: \"$c\" }" >"$out/$c.prototxt"; fi
+  case $c in
+    one) solver "" ;;
+    planned) solver "pipeline_param { stages: 2 }" ;;
+    *) solver "pipeline_param { stages: 2 cut: \"$c\" }" ;;
+  esac >"$out/$c.prototxt"
 done
 
 n=${#configs[@]}
@@ -50,7 +55,7 @@ for ((r = 0; r < reps; ++r)); do
 done
 
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-printf '%-12s %6s %10s %12s %10s %9s\n' config ranks "wall s" "test acc." "test loss" speed-up
+printf '%-16s %6s %10s %12s %10s %9s\n' config ranks "wall s" "test acc." "test loss" speed-up
 base=$(awk '$1 == "one" {print $2}' "$out/times.txt.$$" | median)
 for c in "${configs[@]}"; do
   t=$(awk -v c="$c" '$1 == c {print $2}' "$out/times.txt.$$" | median)
@@ -59,6 +64,8 @@ for c in "${configs[@]}"; do
   loss=$(grep 'Test net output #1' "$last" | tail -1 | sed 's/.*= \([0-9.e+-]*\).*/\1/')
   ranks=2 name="cut $c"
   [ "$c" = one ] && ranks=1 name="one rank"
-  printf '%-12s %6s %10.1f %12s %10s %8.2fx\n' "$name" "$ranks" "$t" "$acc" "$loss" "$(awk -v b="$base" -v t="$t" 'BEGIN {print b / t}')"
+  # The planner's cut: the first layer of stage 1 in the log's stage list.
+  [ "$c" = planned ] && name="planned $(awk '/^ *stage 1:/ {print $3; exit}' "$last")"
+  printf '%-16s %6s %10.1f %12s %10s %8.2fx\n' "$name" "$ranks" "$t" "$acc" "$loss" "$(awk -v b="$base" -v t="$t" 'BEGIN {print b / t}')"
 done
 rm -f "$out/times.txt.$$"

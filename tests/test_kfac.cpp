@@ -554,6 +554,42 @@ TEST(Kfac, WideFactorIsTakenAsTheIdentity) {
   ExpectStep(DensePreconditioned(ip1, damping, false), StepOf(*net.layer_by_name("ip1"), before, 0, 3, 4), "ip1 step");
 }
 
+// The pipeline planner's measure of K-FAC's work (GradientStage::MeasureLayerCosts): it falls on the layers with
+// blocks and on no other, for the empirical Fisher and for the true one (whose factors come from its own backward),
+// and the bytes are the blocks' own.
+TEST(Kfac, MeasuredLayerCostsFallOnTheBlocksLayers) {
+  for (const char* fisher : {"EMPIRICAL", "TRUE_FISHER"}) {
+    SCOPED_TRACE(fisher);
+    auto solver = MakeKfac(kConvNet, std::string("fisher: ") + fisher + " factor_interval: 2 inverse_interval: 5");
+    Net<double>& net = *solver->net();
+    FillInputs(net, 3, 15);
+    KfacPreconditioner<double>& kfac = Kfac(*solver);
+    const auto costs = kfac.MeasureLayerCosts(2);
+    const size_t layers = static_cast<size_t>(net.num_layers());
+    ASSERT_EQ(costs.per_pass_ms.size(), layers);
+    ASSERT_EQ(costs.per_update_ms.size(), layers);
+    ASSERT_EQ(costs.bytes.size(), layers);
+    std::vector<double> block_bytes(layers, 0), factor_bytes(layers, 0);
+    for (const auto& block : kfac.blocks()) {
+      const size_t l = static_cast<size_t>(block->shape().layer_id);
+      block_bytes[l] += block->state_bytes();
+      factor_bytes[l] += sizeof(double) * (block->A().size() + block->G().size());
+      EXPECT_TRUE(block->has_inverses()) << block->shape().name;
+    }
+    for (size_t l = 0; l < layers; ++l) {
+      const std::string& name = net.layer_names()[l];
+      SCOPED_TRACE(name);
+      const bool has_blocks = name == "conv" || name == "ip";
+      EXPECT_EQ(costs.per_pass_ms[l] > 0, has_blocks);
+      EXPECT_EQ(costs.per_update_ms[l] > 0, has_blocks);
+      EXPECT_EQ(costs.bytes[l], block_bytes[l]);
+      // The running factors (double), fresh factors and inverses (Dtype): at least the first.
+      EXPECT_EQ(factor_bytes[l] > 0, has_blocks);
+      EXPECT_GE(costs.bytes[l], factor_bytes[l]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
 

@@ -59,6 +59,16 @@ class GradientStage {
   // the ranks, and is gathered), and rank 0's `state` receives it. Restore: every rank takes back its own part.
   virtual void SaveState(SolverState* state) {}
   virtual void RestoreState(const SolverState& state, const std::string& origin) {}
+
+  // Each layer's share of the stage's own work (per layer id of its net; 0 where it does none), for the pipeline's
+  // planner, which adds it to the layers' times and sizes: milliseconds per pass (what a forward or backward
+  // collects), per update (what the step does once per iteration), both averaged over the stage's intervals, and
+  // the bytes the stage holds for the layer. Measured over `passes` forward-backward passes of the stage's own on
+  // a net built for planning: they leave the stage's statistics as the passes made them.
+  struct LayerCosts {
+    std::vector<double> per_pass_ms, per_update_ms, bytes;
+  };
+  virtual LayerCosts MeasureLayerCosts(int passes) { return {}; }
 };
 
 template <typename Dtype>

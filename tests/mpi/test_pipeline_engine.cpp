@@ -443,6 +443,8 @@ TEST_F(PipelineEngineTest, PlannedCutsEqualOneRank) {
   if (world_size() > 8) GTEST_SKIP();
   Config c;  // the planner cuts wherever the measured times say: the result must not depend on where
   Check(c);
+  c.kfac = true;  // the planner also measures K-FAC's work per layer on the whole net
+  Check(c);
 }
 
 TEST_F(PipelineEngineTest, StagesTimesReplicasEqualOneRank) {

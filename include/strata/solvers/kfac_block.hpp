@@ -59,6 +59,8 @@ class KfacBlock {
   int packed_factor_size() const;
   // The d^3 of inverting both factors (for balancing owners across ranks).
   double inverse_cost() const;
+  // The bytes the block holds now: its fresh and running factors, inverses and scratch.
+  double state_bytes() const;
 
   // This batch's factors from an inner product's input x (rows x K) or output gradient dy (rows x N): each row
   // is one sample; `sample_scale` turns dy's rows into per-sample gradients (the batch size, for a mean loss).

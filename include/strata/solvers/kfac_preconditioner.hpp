@@ -57,6 +57,10 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   // own blocks (the loop merges the stages') and restores its own from the whole net's.
   void SaveState(SolverState* state) override;
   void RestoreState(const SolverState& state, const std::string& origin) override;
+  // Per layer: collecting its blocks' factors (per pass), packing and folding them, inverting and preconditioning
+  // (per update), each divided by how often it runs (factor_interval, inverse_interval), and the blocks' bytes. As
+  // one rank does them: with distribute_inverses a stage's replicas share the inversions and preconditioning.
+  typename GradientStage<Dtype>::LayerCosts MeasureLayerCosts(int passes) override;
 
   const std::vector<std::unique_ptr<KfacBlock<Dtype>>>& blocks() const { return blocks_; }
   // The rank that inverts and preconditions block b (0 on one rank or when every rank does every block).
@@ -131,6 +135,7 @@ class KfacPreconditioner : public GradientStage<Dtype> {
   std::vector<Dtype> factored_buffer_;  // on the host, for the allgather
   std::vector<Factored> factored_;
   Times times_;
+  std::vector<double>* layer_factors_ms_ = nullptr;  // while MeasureLayerCosts runs: CollectFactors's time per layer
   Times reported_;  // times_ as the last progress line found them
   Times synced_, synced_reported_;  // the GPU's synchronised iterations alone, and as last reported
 };

@@ -1,9 +1,12 @@
 #include "strata/engine/pipeline_stage_plan.hpp"
 
+#include <algorithm>
 #include <map>
+#include <memory>
 
 #include "strata/engine/layer_timing.hpp"
 #include "strata/net.hpp"
+#include "strata/optimizer.hpp"
 #include "strata/solver_param.hpp"
 #include "strata/util/io.hpp"
 
@@ -11,43 +14,50 @@ namespace strata {
 
 namespace {
 
-// Whole-net layer times, forward + backward per pass (engine/layer_timing.hpp), per layer of `filtered` (split
-// layers are not in it; their time is left out). Averaged over the ranks of `world`, so that every rank plans the
-// same cuts.
+// What the planner (PlanCuts) weighs, per layer of `filtered` (split layers are not in it; they are left out).
+struct LayerLoads {
+  std::vector<double> ms;        // per pass: forward + backward, and the optimizer stage's work (stage_ms)
+  std::vector<double> stage_ms;  // per pass: what the stage's passes collect, and its update spread over them
+  std::vector<double> bytes;     // the parameters, the outputs of one micro-batch and the stage's own state
+};
+
+// The whole net's layer times (engine/layer_timing.hpp) and sizes, with the work of the optimizer's stage before
+// its rule (K-FAC's factors, inversions and preconditioning: GradientStage::MeasureLayerCosts), whose per-update
+// share is spread over the update's `micro_batches`. Times are averaged over the ranks of `world`, so that every
+// rank plans the same cuts.
 template <typename Dtype>
-std::vector<double> MeasureLayerCosts(Net<Dtype>& net, const NetParameter& filtered, int passes, MPI_Comm world) {
+LayerLoads MeasureLayerLoads(Net<Dtype>& net, const NetParameter& filtered, const SolverParameter& param,
+                             int passes, MPI_Comm world) {
   LayerTimingOptions o;
   o.iterations = passes;
   const LayerTimes t = MeasureLayerTimes(net, o);
-  std::vector<double> cost(static_cast<size_t>(filtered.layer_size()), 0);
-  for (int i = 0; i < filtered.layer_size(); ++i) {
-    if (net.has_layer(filtered.layer(i).name())) {
-      const size_t l = static_cast<size_t>(net.layer_index(filtered.layer(i).name()));
-      cost[static_cast<size_t>(i)] = t.fwd_ms[l] + t.bwd_ms[l];
-    }
+  typename GradientStage<Dtype>::LayerCosts stage;
+  {
+    const std::unique_ptr<Optimizer<Dtype>> optimizer = OptimizerRegistry<Dtype>::Create(param, &net);
+    if (optimizer->stage()) stage = optimizer->stage()->MeasureLayerCosts(passes);
+  }
+  const size_t n = static_cast<size_t>(filtered.layer_size());
+  const double micro_batches = std::max(1, param.iter_size());
+  LayerLoads loads{std::vector<double>(n, 0), std::vector<double>(n, 0), std::vector<double>(n, 0)};
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& name = filtered.layer(static_cast<int>(i)).name();
+    if (!net.has_layer(name)) continue;
+    const size_t l = static_cast<size_t>(net.layer_index(name));
+    loads.ms[i] = t.fwd_ms[l] + t.bwd_ms[l];
+    if (!stage.per_pass_ms.empty()) loads.stage_ms[i] = stage.per_pass_ms[l] + stage.per_update_ms[l] / micro_batches;
+    double b = 0;
+    for (const auto& p : net.layers()[l]->blobs()) b += static_cast<double>(p->count());
+    for (const Blob<Dtype>* top : net.top_vecs()[l]) b += static_cast<double>(top->count());
+    loads.bytes[i] = b * sizeof(Dtype) + (stage.bytes.empty() ? 0 : stage.bytes[l]);
   }
   int ranks = 1;
   MPI_Comm_size(world, &ranks);
-  MPI_Allreduce(MPI_IN_PLACE, cost.data(), static_cast<int>(cost.size()), MPI_DOUBLE, MPI_SUM, world);
-  for (double& c : cost) c /= ranks;
-  return cost;
-}
-
-// Each layer of `filtered`'s parameter bytes and output bytes (one micro-batch) in the whole net: what a stage
-// holding it holds at least.
-template <typename Dtype>
-std::vector<double> LayerBytes(const Net<Dtype>& net, const NetParameter& filtered) {
-  std::vector<double> bytes(static_cast<size_t>(filtered.layer_size()), 0);
-  for (int i = 0; i < filtered.layer_size(); ++i) {
-    const std::string& name = filtered.layer(i).name();
-    if (!net.has_layer(name)) continue;
-    const int l = net.layer_index(name);
-    double b = 0;
-    for (const auto& p : net.layers()[static_cast<size_t>(l)]->blobs()) b += static_cast<double>(p->count());
-    for (const Blob<Dtype>* top : net.top_vecs()[static_cast<size_t>(l)]) b += static_cast<double>(top->count());
-    bytes[static_cast<size_t>(i)] = b * sizeof(Dtype);
+  for (std::vector<double>* v : {&loads.ms, &loads.stage_ms}) {
+    MPI_Allreduce(MPI_IN_PLACE, v->data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, world);
+    for (double& x : *v) x /= ranks;
   }
-  return bytes;
+  for (size_t i = 0; i < n; ++i) loads.ms[i] += loads.stage_ms[i];
+  return loads;
 }
 
 std::map<std::string, std::vector<int>> ShapesOf(const std::vector<std::string>& names,
@@ -98,18 +108,24 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
     shapes = BlobShapes(whole);
     whole.ToProto(&initial, false);
     if (cuts.empty() && grid.stages > 1) {
-      const std::vector<double> cost =
-          MeasureLayerCosts(whole, filtered, static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
-      const std::vector<double> bytes = LayerBytes(whole, filtered);
-      cuts = PlanCuts(filtered, cost, bytes, grid.stages);
+      const LayerLoads loads = MeasureLayerLoads(whole, filtered, param,
+                                                 static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
+      cuts = PlanCuts(filtered, loads.ms, loads.bytes, grid.stages);
       if (comm.rank() == 0) {
+        const std::string type = OptimizerRegistry<Dtype>::TypeOf(param);
+        const bool stage = std::any_of(loads.stage_ms.begin(), loads.stage_ms.end(), [](double v) { return v > 0; });
         std::ostringstream s;
-        for (int i = 0; i < filtered.layer_size(); ++i) {
-          s << " " << filtered.layer(i).name() << " " << cost[static_cast<size_t>(i)] << " ms "
-            << bytes[static_cast<size_t>(i)] / 1048576.0 << " MiB;";
+        for (size_t i = 0; i < loads.ms.size(); ++i) {
+          s << " " << filtered.layer(static_cast<int>(i)).name() << " " << loads.ms[i] << " ms";
+          if (loads.stage_ms[i] > 0) s << " (" << type << " " << loads.stage_ms[i] << ")";
+          s << " " << loads.bytes[i] / 1048576.0 << " MiB;";
         }
-        LOG(INFO) << "Pipeline planner: forward + backward time per pass (the mean of " << pp.plan_passes()
-                  << "), parameters and outputs per layer:" << s.str();
+        LOG(INFO) << "Pipeline planner: time per pass (the mean of " << pp.plan_passes() << "; forward + backward"
+                  << (stage ? " + " + type + "'s own work, its update's share spread over " +
+                                  std::to_string(std::max(1, param.iter_size())) + " micro-batches"
+                            : std::string())
+                  << ") and memory (parameters, outputs" << (stage ? ", " + type + "'s state" : std::string())
+                  << ") per layer:" << s.str();
       }
     }
   }

@@ -51,6 +51,17 @@ double KfacBlock<Dtype>::inverse_cost() const {
 }
 
 template <typename Dtype>
+double KfacBlock<Dtype>::state_bytes() const {
+  double elements = 0;
+  for (const Blob<Dtype>* b : {&fresh_a_, &fresh_a_sum_, &fresh_g_, &columns_, &ones_, &scratch_, &a_inv_.matrix,
+                               &a_inv_.divisors, &g_inv_.matrix, &g_inv_.divisors}) {
+    elements += static_cast<double>(b->count());
+  }
+  const double doubles = static_cast<double>(A_.size() + G_.size() + a_inv_.values.size() + g_inv_.values.size());
+  return elements * sizeof(Dtype) + doubles * sizeof(double);
+}
+
+template <typename Dtype>
 void KfacBlock<Dtype>::ResetFresh() {
   const int k = shape_.inputs, n = g_dim();
   OnSolverDevice<Dtype>([&](auto m) {

@@ -25,6 +25,12 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The time once the device has finished what was launched (a span between two holds its device work).
+double synced_now_ms() {
+  if (Strata::mode() == Strata::GPU) gpu_synchronize();
+  return now_ms();
+}
+
 // Adds the milliseconds since it was made to `part` of *total when it goes out of scope, and of *synced when that is
 // given, with the device synchronised at both ends so that the span holds the part's own device work.
 template <typename Times>
@@ -187,7 +193,9 @@ void KfacPreconditioner<Dtype>::CollectFactors(const Net<Dtype>& net, int layer_
   // would), however often a recompute plan replays forward.
   if (in_statistics_pass() != (kp_.fisher() == KfacParameter::TRUE_FISHER)) return;
   Stopwatch watch(&Times::factors_ms, &times_, Synced());
+  const double t0 = layer_factors_ms_ ? synced_now_ms() : 0;
   OnSolverDevice<Dtype>([&](auto m) { CollectFactorsOn(m, net, layer_id); });
+  if (layer_factors_ms_) (*layer_factors_ms_)[static_cast<size_t>(layer_id)] += synced_now_ms() - t0;
 }
 
 template <typename Dtype>
@@ -665,6 +673,80 @@ void KfacPreconditioner<Dtype>::RestoreState(const SolverState& state, const std
     STRATA_REQUIRE(!engine.fail()) << origin << ": rank " << rank << "'s K-FAC label engine is corrupt";
     fisher_rng_seeded_ = true;
   }
+}
+
+template <typename Dtype>
+typename GradientStage<Dtype>::LayerCosts KfacPreconditioner<Dtype>::MeasureLayerCosts(int passes) {
+  const size_t layers = static_cast<size_t>(net_->num_layers());
+  std::vector<double> collect(layers, 0), fold(layers, 0), invert(layers, 0), precondition(layers, 0);
+  auto layer_of = [this](size_t b) { return static_cast<size_t>(blocks_[b]->shape().layer_id); };
+  const auto& params = net_->learnable_params();
+  int factors = 0, matrices = 0;
+  for (const auto& block : blocks_) {
+    factors += block->packed_factor_size();
+    matrices = std::max(matrices, block->matrix_size());
+  }
+  factor_buffer_.Reshape({std::max(1, factors)});
+  gradient_buffer_.Reshape({std::max(1, matrices)});
+  update_buffer_.Reshape({std::max(1, matrices)});
+  // Pass 0 is not timed: it allocates the blocks' buffers and makes their first inverses.
+  for (int pass = 0; pass <= passes; ++pass) {
+    const bool timed = pass > 0;
+    auto add = [&](std::vector<double>* to, size_t layer, double t0) {
+      if (timed) (*to)[layer] += synced_now_ms() - t0;
+    };
+    net_->ClearParamDiffs();
+    BeginIteration(0);  // a factor iteration
+    layer_factors_ms_ = timed ? &collect : nullptr;
+    net_->Forward();
+    BeforeBackward(0);  // TRUE_FISHER's own backward collects G (its backward is no layer's)
+    net_->Backward();
+    layer_factors_ms_ = nullptr;
+    OnSolverDevice<Dtype>([&](auto m) {
+      Dtype* p = m.overwritten_data(factor_buffer_);
+      for (size_t b = 0; b < blocks_.size(); ++b) {
+        const double t0 = synced_now_ms();
+        blocks_[b]->PackFresh(p);
+        add(&fold, layer_of(b), t0);
+        p += blocks_[b]->packed_factor_size();
+      }
+    });
+    const Dtype* packed = factor_buffer_.cpu_data();  // on the GPU, the iteration's one copy to the host: no layer's
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      const double t0 = synced_now_ms();
+      blocks_[b]->FoldFactors(packed, 1, kp_.factor_decay());
+      add(&fold, layer_of(b), t0);
+      packed += blocks_[b]->packed_factor_size();
+    }
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      const double t0 = synced_now_ms();
+      blocks_[b]->ComputeInverses(DampingAt(0), kp_.split_damping(), kp_.inverse_method());
+      add(&invert, layer_of(b), t0);
+    }
+    OnSolverDevice<Dtype>([&](auto m) {
+      Dtype* g = m.overwritten_data(gradient_buffer_);
+      Dtype* v = m.overwritten_data(update_buffer_);
+      for (size_t b = 0; b < blocks_.size(); ++b) {
+        const double t0 = synced_now_ms();
+        blocks_[b]->GatherGradient(params, g);
+        blocks_[b]->Precondition(g, v);
+        blocks_[b]->ScatterGradient(v, params);
+        add(&precondition, layer_of(b), t0);
+      }
+    });
+  }
+  typename GradientStage<Dtype>::LayerCosts costs;
+  costs.per_pass_ms.assign(layers, 0);
+  costs.per_update_ms.assign(layers, 0);
+  costs.bytes.assign(layers, 0);
+  const double n = std::max(1, passes);
+  for (size_t l = 0; l < layers; ++l) {
+    costs.per_pass_ms[l] = collect[l] / n / kp_.factor_interval();
+    costs.per_update_ms[l] =
+        fold[l] / n / kp_.factor_interval() + invert[l] / n / kp_.inverse_interval() + precondition[l] / n;
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) costs.bytes[layer_of(b)] += blocks_[b]->state_bytes();
+  return costs;
 }
 
 template <typename Dtype>
