@@ -9,6 +9,9 @@
 #
 #   scripts/bench_pipeline_kfac.sh [build_dir] [out_dir]   (defaults: build, bench-out/pipeline_kfac)
 #   CUTS="conv2 ip1" ITERS=1000 REPS=3 ...                  (the defaults)
+#   CLUSTER=1 ...                                           (the pipelines across the hosts of the test bed, one
+#                                                            rank per host: bring it up first, e.g.
+#                                                            bash scripts/cluster.sh up 2 --slots 1 --rate 1gbit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -21,6 +24,8 @@ for split in train test; do
 done
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+mpirun=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
+[ "${CLUSTER:-0}" = 1 ] && mpirun=(bash scripts/cluster.sh mpirun --map-by node)
 
 # The K-FAC LeNet solver with the empirical Fisher, 2 passes an iteration, no snapshots; $1: a pipeline_param line.
 solver() {
@@ -48,7 +53,7 @@ for ((r = 0; r < reps; ++r)); do
     if [ "$c" = one ]; then
       "$build/bin/strata" train --solver="$out/$c.prototxt" >"$log" 2>&1
     else
-      mpirun -np 2 --oversubscribe --bind-to none --mca btl self,vader "$build/bin/strata" train --solver="$out/$c.prototxt" >"$log" 2>&1
+      "${mpirun[@]}" -np 2 "$build/bin/strata" train --solver="$out/$c.prototxt" >"$log" 2>&1
     fi
     awk -v c="$c" -v s="$start" -v e="$(date +%s.%N)" 'BEGIN {print c, e - s}' >>"$out/times.txt.$$"
   done

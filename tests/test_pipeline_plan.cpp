@@ -192,6 +192,52 @@ TEST(PipelinePlan, PlannerBalancesTheSlowestStage) {
   EXPECT_EQ(PlanCuts(net, cost, bytes, 2), (std::vector<std::string>{"b1"}));
 }
 
+// What a cut before each layer sends: for every cut, the blobs CutNet finds crossing it (FinishCut's rule, written
+// apart), and by hand.
+TEST(PipelinePlan, CrossingBytesAreWhatEachCutSends) {
+  const NetParameter net = TestNet();
+  // Powers of two, so that each sum names its blobs.
+  const std::map<std::string, double> bytes{{"data", 1},  {"label", 2}, {"conv1", 4}, {"r0", 8},
+                                            {"r1", 16},   {"sum", 32},  {"ip1", 64},  {"loss", 128}};
+  //   before:  data conv1 relu1 b0 b1  skip ip1 loss (end)
+  // conv1 crosses from its writer to relu1, relu1's version on to b0 and skip; label passes to the loss.
+  EXPECT_EQ(CrossingBytes(net, bytes), (std::vector<double>{0, 1 + 2, 4 + 2, 4 + 2, 8 + 4 + 2, 16 + 4 + 2, 32 + 2,
+                                                            64 + 2, 0}));
+  const std::vector<double> crossing = CrossingBytes(net, bytes);
+  for (int c = 2; c < net.layer_size(); ++c) {  // a cut before conv1 would leave stage 0 only data
+    const StageCut cut = CutNet(net, {net.layer(c).name()});
+    double sent = 0;
+    for (const std::string& b : cut.cross[0]) sent += bytes.at(b);
+    EXPECT_EQ(crossing[static_cast<size_t>(c)], sent) << "a cut before " << net.layer(c).name();
+  }
+}
+
+// A link's cost moves a cut: the skip connection makes conv1 cross every cut up to the sum.
+TEST(PipelinePlan, PlannerChargesACutForWhatItSends) {
+  const NetParameter net = TestNet();
+  //                       data conv1 relu1 b0 b1 skip ip1 loss
+  const std::vector<double> cost{1, 1, 1, 1, 1, 4, 1, 1};
+  const std::vector<double> no_memory(cost.size(), 0);
+  // Time alone: before skip, 5 | 6 (before ip1: 9 | 2).
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 2), (std::vector<std::string>{"skip"}));
+  const std::map<std::string, double> bytes{{"data", 1}, {"label", 1}, {"conv1", 100}, {"r0", 1},
+                                            {"r1", 1},   {"sum", 1},   {"ip1", 1},     {"loss", 1}};
+  CutCosts links{CrossingBytes(net, bytes), {0.02}};
+  // Before skip each side also sends and receives 102 bytes both ways (4.08): 9.08 | 10.08; before ip1, 2 bytes
+  // (0.08): 9.08 | 2.08.
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 2, links), (std::vector<std::string>{"ip1"}));
+  links.ms_per_byte = {0};  // a free link changes nothing
+  EXPECT_EQ(PlanCuts(net, cost, no_memory, 2, links), (std::vector<std::string>{"skip"}));
+  // Three stages, each link its own cost: a slow second link keeps its cut past the sum, where 2 bytes cross (5.08
+  // at most either way: 4 | 5.08 | 2.08 or 5 | 5.08 | 1.08).
+  links.ms_per_byte = {0, 0.02};
+  const std::vector<std::string> three = PlanCuts(net, cost, no_memory, 3, links);
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_TRUE(three[1] == "ip1" || three[1] == "loss") << three[1];
+  links.ms_per_byte = {0.02};
+  EXPECT_NE(ErrorOf([&] { PlanCuts(net, cost, no_memory, 3, links); }).find("links for"), std::string::npos);
+}
+
 TEST(PipelinePlan, TestNetsAreCutLikeTheTrainNet) {
   NetParameter train = TestNet();
   NetParameter test = TestNet();

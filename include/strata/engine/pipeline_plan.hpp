@@ -62,12 +62,24 @@ StageCut CutNet(const NetParameter& net, const std::vector<std::string>& cuts);
 // never to an earlier stage than the layer before it.
 StageCut CutLike(const NetParameter& net, const StageCut& train);
 
+// The bytes that would cross a cut before layer c of `net`, for c = 0 .. n (0 at both ends): every blob that a
+// layer from c on reads as a layer before c wrote it, at `blob_bytes` (its size for one micro-batch; a blob not
+// named there counts 0).
+std::vector<double> CrossingBytes(const NetParameter& net, const std::map<std::string, double>& blob_bytes);
+
+// What sending costs at the cuts, for PlanCuts: a cut before layer c that is the s-th makes the two stages beside it
+// send and receive `bytes[c]` both ways (the blobs forward, their gradients back), at `ms_per_byte[s]`.
+struct CutCosts {
+  std::vector<double> bytes;        // n + 1 values: CrossingBytes
+  std::vector<double> ms_per_byte;  // stages - 1 values: each link between neighbouring stages
+};
+
 // Where to cut `net` into `stages` stages so that the most loaded stage is as light as it can be: a stage's load is
-// the larger of its share of the time (`time[i]`: layer i's measured forward + backward) and its share of the
-// memory (`memory[i]`: layer i's parameters and outputs, in bytes; all 0: time alone). Cuts fall only between
-// layers (never before stage 0's data layers).
+// the larger of its share of the time (`time[i]`: layer i's measured forward + backward, with the sends at its cuts
+// when `links` are given) and its share of the memory (`memory[i]`: layer i's parameters and outputs, in bytes;
+// all 0: time alone). Cuts fall only between layers (never before stage 0's data layers).
 std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& time,
-                                  const std::vector<double>& memory, int stages);
+                                  const std::vector<double>& memory, int stages, const CutCosts& links = {});
 
 // Stage s's nets. `shapes`: every blob's shape in the whole net (Net::blob_by_name after construction), for the
 // Input layer. `compute` always exists; `source` only for stage 0 (its data layers).

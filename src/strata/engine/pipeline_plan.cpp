@@ -179,11 +179,46 @@ StageCut CutLike(const NetParameter& net, const StageCut& train) {
   return cut;
 }
 
+std::vector<double> CrossingBytes(const NetParameter& net, const std::map<std::string, double>& blob_bytes) {
+  const int n = net.layer_size();
+  // Each version of a blob (its writer p, its last reader r) crosses the cuts before layers p + 1 .. r: added up
+  // as differences. A blob's versions cover disjoint ranges, so none counts twice.
+  std::vector<double> step(static_cast<size_t>(n) + 2, 0);
+  std::map<std::string, std::pair<int, int>> version;  // blob -> (writer, last reader so far)
+  auto close = [&](const std::string& blob, std::pair<int, int> v) {
+    const auto it = blob_bytes.find(blob);
+    if (v.second <= v.first || it == blob_bytes.end()) return;
+    step[static_cast<size_t>(v.first) + 1] += it->second;
+    step[static_cast<size_t>(v.second) + 1] -= it->second;
+  };
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& b : net.layer(i).bottom()) {
+      auto it = version.find(b);
+      if (it != version.end()) it->second.second = i;
+    }
+    for (const std::string& t : net.layer(i).top()) {
+      auto it = version.find(t);
+      if (it != version.end()) close(t, it->second);
+      version[t] = {i, i};
+    }
+  }
+  for (const auto& v : version) close(v.first, v.second);
+  std::vector<double> bytes(static_cast<size_t>(n) + 1, 0);
+  double sum = 0;
+  for (size_t c = 0; c < bytes.size(); ++c) bytes[c] = sum += step[c];
+  return bytes;
+}
+
 std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<double>& time,
-                                  const std::vector<double>& memory, int stages) {
+                                  const std::vector<double>& memory, int stages, const CutCosts& links) {
   const int n = net.layer_size();
   STRATA_REQUIRE(static_cast<int>(time.size()) == n && static_cast<int>(memory.size()) == n)
       << "PlanCuts: " << time.size() << " times and " << memory.size() << " sizes for " << n << " layers";
+  const bool sends = !links.bytes.empty();
+  STRATA_REQUIRE(!sends || (static_cast<int>(links.bytes.size()) == n + 1 &&
+                            static_cast<int>(links.ms_per_byte.size()) == stages - 1))
+      << "PlanCuts: " << links.bytes.size() << " cut sizes and " << links.ms_per_byte.size() << " links for " << n
+      << " layers and " << stages << " stages";
   int lead = 0;  // the leading data layers stay in stage 0
   while (lead < n && net.layer(lead).bottom_size() == 0) ++lead;
   STRATA_REQUIRE(n - lead >= stages) << "net '" << net.name() << "' has " << n - lead << " layers to compute, fewer "
@@ -196,8 +231,14 @@ std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<dou
   };
   const std::vector<double> t = prefix_of(time), m = prefix_of(memory);
   const double total_t = t.back() > 0 ? t.back() : 1, total_m = m.back() > 0 ? m.back() : 1;
-  auto span = [&](int a, int b) {
-    return std::max((t[static_cast<size_t>(b)] - t[static_cast<size_t>(a)]) / total_t,
+  // The s-th cut before layer c: what each stage beside it spends sending and receiving, both ways.
+  auto link = [&](int s, int c) {
+    return sends ? 2 * links.bytes[static_cast<size_t>(c)] * links.ms_per_byte[static_cast<size_t>(s)] : 0.0;
+  };
+  // Stage s holding layers [a, b): its time (with its cuts' sends) and memory shares, the larger.
+  auto span = [&](int s, int a, int b) {
+    const double sent = (s > 0 ? link(s - 1, a) : 0) + (s < stages - 1 ? link(s, b) : 0);
+    return std::max((t[static_cast<size_t>(b)] - t[static_cast<size_t>(a)] + sent) / total_t,
                     (m[static_cast<size_t>(b)] - m[static_cast<size_t>(a)]) / total_m);
   };
   // best[s][e]: the smallest possible largest load when layers [0, e) form stages 0..s; from[s][e] its last cut.
@@ -205,11 +246,11 @@ std::vector<std::string> PlanCuts(const NetParameter& net, const std::vector<dou
   std::vector<std::vector<double>> best(static_cast<size_t>(stages),
                                         std::vector<double>(static_cast<size_t>(n) + 1, inf));
   std::vector<std::vector<int>> from(static_cast<size_t>(stages), std::vector<int>(static_cast<size_t>(n) + 1, -1));
-  for (int e = lead + 1; e <= n; ++e) best[0][static_cast<size_t>(e)] = span(0, e);
+  for (int e = lead + 1; e <= n; ++e) best[0][static_cast<size_t>(e)] = span(0, 0, e);
   for (int s = 1; s < stages; ++s) {
     for (int e = lead + s + 1; e <= n; ++e) {
       for (int c = lead + s; c < e; ++c) {
-        const double v = std::max(best[static_cast<size_t>(s) - 1][static_cast<size_t>(c)], span(c, e));
+        const double v = std::max(best[static_cast<size_t>(s) - 1][static_cast<size_t>(c)], span(s, c, e));
         if (v < best[static_cast<size_t>(s)][static_cast<size_t>(e)]) {
           best[static_cast<size_t>(s)][static_cast<size_t>(e)] = v;
           from[static_cast<size_t>(s)][static_cast<size_t>(e)] = c;

@@ -1,6 +1,7 @@
 #include "strata/engine/pipeline_stage_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -60,6 +61,34 @@ LayerLoads MeasureLayerLoads(Net<Dtype>& net, const NetParameter& filtered, cons
   return loads;
 }
 
+// Milliseconds per byte on each link between neighbouring stages (replica 0's ranks): messages of `bytes` there and
+// back, the fastest of 3 after one untimed. What the planner charges a cut for what crosses it; every rank gets
+// every link's.
+std::vector<double> MeasureLinks(const PipelineGrid& grid, double bytes, MPI_Comm world) {
+  const int size = static_cast<int>(std::clamp(bytes, 65536.0, 16777216.0));  // 64 KiB to 16 MiB
+  std::vector<char> buffer(static_cast<size_t>(size));
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  const int tag = 7301;
+  std::vector<double> ms_per_byte(static_cast<size_t>(grid.stages) - 1, 0);
+  for (int s = 0; s + 1 < grid.stages; ++s) {
+    const int a = grid.RankOf(s, 0), b = grid.RankOf(s + 1, 0);
+    if (rank != a && rank != b) continue;
+    const int other = rank == a ? b : a;
+    double best = std::numeric_limits<double>::infinity();
+    for (int rep = 0; rep < 4; ++rep) {
+      const double t0 = MPI_Wtime();
+      if (rank == a) STRATA_MPI_CHECK(MPI_Send(buffer.data(), size, MPI_CHAR, other, tag, world));
+      STRATA_MPI_CHECK(MPI_Recv(buffer.data(), size, MPI_CHAR, other, tag, world, MPI_STATUS_IGNORE));
+      if (rank == b) STRATA_MPI_CHECK(MPI_Send(buffer.data(), size, MPI_CHAR, other, tag, world));
+      if (rep > 0) best = std::min(best, MPI_Wtime() - t0);
+    }
+    if (rank == a) ms_per_byte[static_cast<size_t>(s)] = best * 1000 / 2 / size;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, ms_per_byte.data(), static_cast<int>(ms_per_byte.size()), MPI_DOUBLE, MPI_MAX, world);
+  return ms_per_byte;
+}
+
 std::map<std::string, std::vector<int>> ShapesOf(const std::vector<std::string>& names,
                                                  const std::vector<std::vector<int>>& shapes) {
   std::map<std::string, std::vector<int>> out;
@@ -110,15 +139,32 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
     if (cuts.empty() && grid.stages > 1) {
       const LayerLoads loads = MeasureLayerLoads(whole, filtered, param,
                                                  static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
-      cuts = PlanCuts(filtered, loads.ms, loads.bytes, grid.stages);
+      std::map<std::string, double> blob_bytes;
+      for (const auto& b : shapes) {
+        double count = 1;
+        for (int d : b.second) count *= d;
+        blob_bytes[b.first] = count * sizeof(Dtype);
+      }
+      CutCosts links;
+      links.bytes = CrossingBytes(filtered, blob_bytes);
+      links.ms_per_byte =
+          MeasureLinks(grid, *std::max_element(links.bytes.begin(), links.bytes.end()), comm.world());
+      cuts = PlanCuts(filtered, loads.ms, loads.bytes, grid.stages, links);
       if (comm.rank() == 0) {
+        std::ostringstream l;
+        for (size_t s = 0; s < links.ms_per_byte.size(); ++s) {
+          l << " " << s << " -> " << s + 1 << " " << 1e-6 / std::max(1e-300, links.ms_per_byte[s]) << " GB/s;";
+        }
+        LOG(INFO) << "Pipeline planner: the links between stages (replica 0's ranks; a cut costs each stage beside it "
+                  << "what crosses it, both ways):" << l.str();
         const std::string type = OptimizerRegistry<Dtype>::TypeOf(param);
         const bool stage = std::any_of(loads.stage_ms.begin(), loads.stage_ms.end(), [](double v) { return v > 0; });
         std::ostringstream s;
         for (size_t i = 0; i < loads.ms.size(); ++i) {
           s << " " << filtered.layer(static_cast<int>(i)).name() << " " << loads.ms[i] << " ms";
           if (loads.stage_ms[i] > 0) s << " (" << type << " " << loads.stage_ms[i] << ")";
-          s << " " << loads.bytes[i] / 1048576.0 << " MiB;";
+          s << " " << loads.bytes[i] / 1048576.0 << " MiB, a cut before it sends " << links.bytes[i] / 1048576.0
+            << " MiB;";
         }
         LOG(INFO) << "Pipeline planner: time per pass (the mean of " << pp.plan_passes() << "; forward + backward"
                   << (stage ? " + " + type + "'s own work, its update's share spread over " +
