@@ -140,10 +140,8 @@ PipelineStagePlan PlanPipelineStage(const SolverParameter& param, const Communic
       const LayerLoads loads = MeasureLayerLoads(whole, filtered, param,
                                                  static_cast<int>(std::max(1u, pp.plan_passes())), comm.world());
       std::map<std::string, double> blob_bytes;
-      for (const auto& b : shapes) {
-        double count = 1;
-        for (int d : b.second) count *= d;
-        blob_bytes[b.first] = count * sizeof(Dtype);
+      for (size_t b = 0; b < whole.blobs().size(); ++b) {
+        blob_bytes[whole.blob_names()[b]] = static_cast<double>(whole.blobs()[b]->count()) * sizeof(Dtype);
       }
       CutCosts links;
       links.bytes = CrossingBytes(filtered, blob_bytes);
